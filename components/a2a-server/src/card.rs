@@ -1,0 +1,38 @@
+//! `GET <endpoint>/agent-card.json`: the instance's AgentCard with caching headers.
+
+use a2a_protocol::card;
+use wasip2::http::types::ResponseOutparam;
+
+use crate::bindings::a2a::edge::request_context::{self, InstanceInfo};
+use crate::http::{self, Request};
+
+/// The card input of an instance record.
+pub fn input(i: &InstanceInfo) -> card::CardInput {
+    card::CardInput {
+        name: i.name.clone(),
+        description: i.description.clone(),
+        version: i.version.clone(),
+        endpoint_url: i.endpoint_url.clone(),
+        skills: i
+            .skills
+            .iter()
+            .map(|s| card::Skill { id: s.id.clone(), name: s.name.clone(), description: s.description.clone(), tags: s.tags.clone() })
+            .collect(),
+        auth_required: i.auth_required,
+        attachments: i.attachments,
+        provider_organization: i.provider_organization.clone(),
+        provider_url: i.provider_url.clone(),
+    }
+}
+
+/// Serves the card; `If-None-Match` with the current ETag answers 304.
+pub fn serve(req: &Request, out: ResponseOutparam) {
+    let body = card::build(&input(&request_context::instance())).to_string();
+    let etag = card::etag(body.as_bytes());
+    let headers = [("content-type", "application/json"), ("cache-control", "public, max-age=300"), ("etag", etag.as_str())];
+    if req.header("if-none-match").is_some_and(|v| card::etag_matches(v, &etag)) {
+        http::respond(out, 304, &headers[1..], b"");
+    } else {
+        http::respond(out, 200, &headers, body.as_bytes());
+    }
+}

@@ -1,0 +1,275 @@
+//! `SendMessage`: the gate, idempotency, task creation or continuation, and driving a session
+//! turn to a settled state through the host.
+
+use a2a_protocol::execution::{Execution, Progress};
+use a2a_protocol::{ErrorKind, Message, Role, RpcError, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task, TaskState, TaskStatus, jsonrpc};
+use serde_json::{Value, json};
+use wasip2::clocks::monotonic_clock;
+use wasip2::io::poll;
+
+use crate::bindings::a2a::edge::admission;
+use crate::bindings::a2a::edge::events::{self, FrameKind};
+use crate::bindings::a2a::edge::sessions::{self, TurnEvent, TurnRequest};
+use crate::bindings::a2a::edge::storage;
+use crate::bindings::a2a::edge::types::StoreError;
+use crate::bindings::a2a::edge::request_context;
+use crate::rows;
+use crate::rpc::load_task;
+
+/// What a send turns into before any turn runs.
+pub enum Begin {
+    /// Answer at once (an idempotent resend).
+    Answer(Value),
+    /// A task to drive.
+    Run(Run),
+}
+
+/// A task being driven by this request.
+pub struct Run {
+    ex: Execution,
+    skill: String,
+    created_at: u64,
+    version: u64,
+    message: Message,
+    config: SendMessageConfiguration,
+}
+
+/// Checks the request, passes the gate, and creates (or continues) the task.
+pub fn begin(params: &Value) -> Result<Begin, RpcError> {
+    let req: SendMessageRequest = jsonrpc::params(params)?;
+    let invalid = |m: &str| Err(RpcError::new(ErrorKind::InvalidParams, m));
+    let message = req.message;
+    if message.message_id.is_empty() {
+        return invalid("message.messageId is required");
+    }
+    if message.role != Role::User {
+        return invalid("message.role must be ROLE_USER");
+    }
+    if message.parts.is_empty() || !message.parts.iter().all(|p| p.is_valid()) {
+        return invalid("message.parts must hold at least one part, each with exactly one of text, raw, url or data");
+    }
+    let config = req.configuration.unwrap_or_default();
+    let modes = &config.accepted_output_modes;
+    if !modes.is_empty() && !modes.iter().any(|m| m == "*/*" || m.starts_with("text/")) {
+        return Err(RpcError::new(ErrorKind::ContentTypeNotSupported, "acceptedOutputModes must admit text (text/plain, text/* or */*)"));
+    }
+    let instance = request_context::instance();
+    let skill = message.skill().unwrap_or("chat").to_owned();
+    let known = if instance.skills.is_empty() { skill == "chat" } else { instance.skills.iter().any(|s| s.id == skill) };
+    if !known {
+        return invalid(&format!("unknown skill {skill:?}: this agent announces {}", skill_list(&instance)));
+    }
+    if let Err(ms) = admission::check_rate() {
+        return Err(RpcError::new(ErrorKind::ServerError, format!("rate limit exceeded: retry in {:.1} s", ms as f64 / 1000.0)));
+    }
+    if let Some(id) = storage::find_message(&message.message_id) {
+        return Ok(Begin::Answer(answer(load_task(&id)?.1, &config)));
+    }
+    let now = rows::now_ms();
+    match &message.task_id {
+        Some(task_id) => continue_task(task_id, message.clone(), skill, config),
+        None => {
+            let context_id = message.context_id.clone().unwrap_or_else(rows::uuid);
+            let task_id = rows::uuid();
+            let mut first = message.clone();
+            first.context_id = Some(context_id.clone());
+            first.task_id = Some(task_id.clone());
+            let task = Task {
+                id: task_id,
+                context_id,
+                status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: Some(a2a_protocol::time::rfc3339_ms(now)) },
+                artifacts: Vec::new(),
+                history: vec![first],
+                metadata: Some(json!({ "skill": skill }).as_object().cloned().unwrap_or_default()),
+            };
+            match storage::create_task(&rows::row(&task, &skill, now, now, 1), Some(&message.message_id)) {
+                Ok(()) => {}
+                Err(StoreError::DuplicateMessage(id)) => return Ok(Begin::Answer(answer(load_task(&id)?.1, &config))),
+                Err(e) => return Err(store_error(e)),
+            }
+            let _ = storage::bind_context(&task.context_id);
+            Ok(Begin::Run(Run { ex: Execution::new(task), skill, created_at: now, version: 1, message, config }))
+        }
+    }
+}
+
+fn continue_task(task_id: &str, mut message: Message, skill: String, config: SendMessageConfiguration) -> Result<Begin, RpcError> {
+    let (row, mut task) = load_task(task_id)?;
+    if message.context_id.as_deref().is_some_and(|c| c != task.context_id) {
+        return Err(RpcError::new(ErrorKind::InvalidParams, format!("contextId contradicts task {task_id}, whose context is {}", task.context_id)));
+    }
+    let state = task.status.state;
+    if state.is_terminal() {
+        return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} is {} and takes no more messages", state.as_str())));
+    }
+    if !state.is_interrupted() {
+        return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} is still running; wait for it or cancel it")));
+    }
+    message.context_id = Some(task.context_id.clone());
+    task.history.push(message.clone());
+    let run = Run { ex: Execution::new(task), skill, created_at: row.created_at, version: row.version, message, config };
+    Ok(Begin::Run(run))
+}
+
+impl Run {
+    /// Whether the caller wants the answer before the task settles.
+    pub fn return_immediately(&self) -> bool {
+        self.config.return_immediately
+    }
+
+    /// The answer for the task as it stands.
+    pub fn answer(&self) -> Value {
+        match self.ex.direct_message() {
+            Some(m) => json!({ "message": m }),
+            None => answer(self.ex.task().clone(), &self.config),
+        }
+    }
+
+    /// Runs the session turn until the task settles (terminal or interrupted), persisting every
+    /// status change with compare-and-swap and publishing every frame.
+    pub fn drive(&mut self) {
+        let message_id = Some(self.message.message_id.clone());
+        if !self.status(TaskState::Working, None, message_id) {
+            return;
+        }
+        let _slot = match admission::acquire_slot() {
+            Ok(slot) => slot,
+            Err(n) => {
+                self.status(TaskState::Failed, Some(format!("concurrency quota reached: this agent runs at most {n} tasks at once")), None);
+                return;
+            }
+        };
+        let task = self.ex.task();
+        let request = TurnRequest {
+            context_id: task.context_id.clone(),
+            task_id: task.id.clone(),
+            message_id: self.message.message_id.clone(),
+            skill: self.skill.clone(),
+            prompt: a2a_protocol::prompt::render(&self.message.parts),
+            message: serde_json::to_string(&self.message).unwrap_or_default(),
+        };
+        let turn = match sessions::start_turn(&request) {
+            Ok(t) => t,
+            Err(e) => {
+                self.status(TaskState::Failed, Some(format!("the session could not start: {e}")), None);
+                return;
+            }
+        };
+        let timeout_ms = request_context::instance().limits.execution_timeout_ms;
+        let deadline = monotonic_clock::subscribe_duration(timeout_ms.saturating_mul(1_000_000));
+        let ready = turn.subscribe();
+        'turn: loop {
+            while let Some(event) = turn.next() {
+                if !self.progress(progress(event)) || self.settled() {
+                    break 'turn;
+                }
+            }
+            if poll::poll(&[&ready, &deadline]).contains(&1) {
+                turn.cancel();
+                self.progress(Progress::Failed(format!("execution timeout: the task ran longer than {timeout_ms} ms")));
+                break;
+            }
+        }
+        drop(ready);
+        events::close(&self.ex.task().id);
+    }
+
+    fn settled(&self) -> bool {
+        let s = self.ex.task().status.state;
+        s.is_terminal() || s.is_interrupted()
+    }
+
+    /// Applies progress; false when the task was settled elsewhere (e.g. canceled).
+    fn progress(&mut self, p: Progress) -> bool {
+        let changes_status = !matches!(p, Progress::TextDelta(_) | Progress::Reasoning(_) | Progress::ToolCall { .. } | Progress::Artifact(_));
+        let before = self.ex.clone();
+        match self.ex.apply(p, rows::now_ms(), rows::uuid) {
+            Ok(frames) => {
+                if changes_status && !self.persist(None) {
+                    self.ex = before;
+                    return false;
+                }
+                self.publish(&frames);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Sets a status (with an optional agent text) and persists it; false when it lost a race.
+    fn status(&mut self, state: TaskState, text: Option<String>, message_id: Option<String>) -> bool {
+        let Ok(frame) = self.ex.set_status(state, text, rows::now_ms(), rows::uuid()) else { return false };
+        if !self.persist(message_id) {
+            return false;
+        }
+        self.publish(&[frame]);
+        true
+    }
+
+    /// Compare-and-swap of the task; on conflict, takes the stored copy and answers false.
+    fn persist(&mut self, message_id: Option<String>) -> bool {
+        let now = rows::now_ms();
+        let row = rows::row(self.ex.task(), &self.skill, self.created_at, now, self.version + 1);
+        match storage::update_task(&row, self.version, message_id.as_deref()) {
+            Ok(v) => {
+                self.version = v;
+                true
+            }
+            Err(StoreError::Conflict(current)) => {
+                self.version = current.version;
+                if let Ok(t) = rows::task(&current) {
+                    self.ex.reload(t);
+                }
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn publish(&self, frames: &[StreamResponse]) {
+        let id = &self.ex.task().id;
+        for f in frames {
+            let (kind, json) = match f {
+                StreamResponse::Task(t) => (FrameKind::Task, serde_json::to_string(t)),
+                StreamResponse::Message(m) => (FrameKind::Message, serde_json::to_string(m)),
+                StreamResponse::StatusUpdate(s) => (FrameKind::StatusUpdate, serde_json::to_string(s)),
+                StreamResponse::ArtifactUpdate(a) => (FrameKind::ArtifactUpdate, serde_json::to_string(a)),
+            };
+            events::publish(id, kind, &json.unwrap_or_default());
+        }
+    }
+}
+
+fn progress(e: TurnEvent) -> Progress {
+    let parse_failed = |what: &str, err: serde_json::Error| Progress::Failed(format!("the session sent an invalid {what}: {err}"));
+    match e {
+        TurnEvent::TextDelta(t) => Progress::TextDelta(t),
+        TurnEvent::Reasoning(t) => Progress::Reasoning(t),
+        TurnEvent::ToolCall(c) => Progress::ToolCall { id: c.id, name: c.name, arguments: c.arguments },
+        TurnEvent::Artifact(j) => serde_json::from_str(&j).map_or_else(|e| parse_failed("artifact", e), Progress::Artifact),
+        TurnEvent::Message(j) => serde_json::from_str(&j).map_or_else(|e| parse_failed("message", e), Progress::Message),
+        TurnEvent::InputRequired(t) => Progress::InputRequired(t),
+        TurnEvent::AuthRequired(t) => Progress::AuthRequired(t),
+        TurnEvent::Completed => Progress::Completed,
+        TurnEvent::Rejected(t) => Progress::Rejected(t),
+        TurnEvent::Failed(t) => Progress::Failed(t),
+    }
+}
+
+fn answer(task: Task, config: &SendMessageConfiguration) -> Value {
+    json!({ "task": task.with_history_length(config.history_length) })
+}
+
+fn skill_list(i: &request_context::InstanceInfo) -> String {
+    if i.skills.is_empty() { "chat".to_owned() } else { i.skills.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ") }
+}
+
+fn store_error(e: StoreError) -> RpcError {
+    let msg = match e {
+        StoreError::Unavailable(m) | StoreError::Invalid(m) => m,
+        StoreError::NotFound => "not found".into(),
+        StoreError::DuplicateMessage(id) => format!("message already recorded for task {id}"),
+        StoreError::Conflict(row) => format!("task {} changed concurrently", row.id),
+    };
+    RpcError::new(ErrorKind::Internal, format!("task store: {msg}"))
+}

@@ -1,0 +1,173 @@
+//! The AgentCard (SPEC §7): a pure function of the instance record and its public endpoint URL.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// One announced skill.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Skill {
+    /// Id clients put in `metadata.skill`.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Tags (at least one; the id when none are configured).
+    pub tags: Vec<String>,
+}
+
+/// What the card is built from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CardInput {
+    /// Agent name.
+    pub name: String,
+    /// Agent description.
+    pub description: String,
+    /// Agent version.
+    pub version: String,
+    /// Public JSON-RPC endpoint URL.
+    pub endpoint_url: String,
+    /// Announced skills (a default `chat` skill when empty).
+    pub skills: Vec<Skill>,
+    /// A bearer token is required.
+    pub auth_required: bool,
+    /// `raw` attachments are admitted.
+    pub attachments: bool,
+    /// Provider organisation, if configured.
+    pub provider_organization: Option<String>,
+    /// Provider URL, if configured.
+    pub provider_url: Option<String>,
+}
+
+/// Media types accepted as attachments when the attachments service is on.
+pub const ATTACHMENT_MODES: [&str; 5] = ["image/png", "image/jpeg", "image/webp", "image/gif", "application/octet-stream"];
+
+/// The default skill of an instance that configures none.
+pub fn default_skill() -> Skill {
+    Skill { id: "chat".into(), name: "chat".into(), description: "Talk with the agent.".into(), tags: vec!["chat".into()] }
+}
+
+/// Builds the AgentCard JSON. Never includes a secret: only whether one is required.
+pub fn build(input: &CardInput) -> Value {
+    let skills: Vec<Skill> = if input.skills.is_empty() {
+        vec![default_skill()]
+    } else {
+        input
+            .skills
+            .iter()
+            .cloned()
+            .map(|mut s| {
+                if s.tags.is_empty() {
+                    s.tags.push(s.id.clone());
+                }
+                s
+            })
+            .collect()
+    };
+    let mut input_modes = vec!["text/plain".to_owned()];
+    if input.attachments {
+        input_modes.extend(ATTACHMENT_MODES.iter().map(|m| (*m).to_owned()));
+    }
+    let mut card = json!({
+        "name": input.name,
+        "description": input.description,
+        "version": input.version,
+        "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": true },
+        "defaultInputModes": input_modes,
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills,
+        "supportedInterfaces": [{ "url": input.endpoint_url, "protocolBinding": "JSONRPC", "protocolVersion": crate::version::SUPPORTED }],
+    });
+    if input.provider_organization.is_some() || input.provider_url.is_some() {
+        card["provider"] = json!({
+            "organization": input.provider_organization.clone().unwrap_or_default(),
+            "url": input.provider_url.clone().unwrap_or_default(),
+        });
+    }
+    if input.auth_required {
+        card["securitySchemes"] = json!({ "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer" } } });
+        card["securityRequirements"] = json!([{ "schemes": { "bearer": { "list": [] } } }]);
+    }
+    card
+}
+
+/// A strong ETag for a serialised card (FNV-1a 64 of the bytes).
+pub fn etag(body: &[u8]) -> String {
+    let hash = body.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    format!("\"{hash:016x}\"")
+}
+
+/// Whether an `If-None-Match` header value matches `etag` (a list, weak forms and `*` included).
+pub fn etag_matches(if_none_match: &str, etag: &str) -> bool {
+    if_none_match.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == etag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> CardInput {
+        CardInput {
+            name: "reports".into(),
+            description: "Reporting agent".into(),
+            version: "0.1.0".into(),
+            endpoint_url: "http://127.0.0.1:3080/a2a/reports-1a2b3c4d".into(),
+            skills: vec![],
+            auth_required: false,
+            attachments: false,
+            provider_organization: None,
+            provider_url: None,
+        }
+    }
+
+    #[test]
+    fn plain_card_matches_spec_shape() {
+        let c = build(&input());
+        assert_eq!(
+            c,
+            json!({
+                "name": "reports", "description": "Reporting agent", "version": "0.1.0",
+                "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": true },
+                "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+                "skills": [{ "id": "chat", "name": "chat", "description": "Talk with the agent.", "tags": ["chat"] }],
+                "supportedInterfaces": [{ "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }]
+            })
+        );
+    }
+
+    #[test]
+    fn token_adds_security_schemes_but_never_a_secret() {
+        let c = build(&CardInput { auth_required: true, ..input() });
+        assert_eq!(c["securitySchemes"], json!({"bearer":{"httpAuthSecurityScheme":{"scheme":"Bearer"}}}));
+        assert_eq!(c["securityRequirements"], json!([{"schemes":{"bearer":{"list":[]}}}]));
+    }
+
+    #[test]
+    fn attachments_extend_input_modes() {
+        let c = build(&CardInput { attachments: true, ..input() });
+        assert_eq!(c["defaultInputModes"].as_array().unwrap().len(), 6);
+        assert_eq!(c["defaultInputModes"][5], "application/octet-stream");
+    }
+
+    #[test]
+    fn provider_and_skill_tags() {
+        let c = build(&CardInput {
+            provider_organization: Some("Acme".into()),
+            skills: vec![Skill { id: "sum".into(), name: "Sum".into(), description: "Adds".into(), tags: vec![] }],
+            ..input()
+        });
+        assert_eq!(c["provider"], json!({"organization":"Acme","url":""}));
+        assert_eq!(c["skills"][0]["tags"], json!(["sum"]));
+    }
+
+    #[test]
+    fn etags() {
+        let e = etag(b"{}");
+        assert_eq!(e, etag(b"{}"));
+        assert_ne!(e, etag(b"{ }"));
+        assert!(etag_matches(&e, &e));
+        assert!(etag_matches(&format!("\"x\", W/{e}"), &e));
+        assert!(etag_matches("*", &e));
+        assert!(!etag_matches("\"other\"", &e));
+    }
+}

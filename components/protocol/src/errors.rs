@@ -1,0 +1,186 @@
+//! The A2A 1.0.1 error table (SPEC §6), with `google.rpc.ErrorInfo` data and the seed's legacy
+//! numbering behind a switch (SPEC §13).
+
+use serde_json::{Value, json};
+
+/// Every error the service emits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Body is not JSON.
+    ParseError,
+    /// Not a JSON-RPC 2.0 request object.
+    InvalidRequest,
+    /// Unknown method, or the wrong transport for a method.
+    MethodNotFound,
+    /// Missing or invalid params; non-streaming gate rejection.
+    InvalidParams,
+    /// Unexpected host or component failure.
+    Internal,
+    /// No such task on this instance.
+    TaskNotFound,
+    /// Cancel of a terminal task.
+    TaskNotCancelable,
+    /// Push methods while push is off.
+    PushNotificationNotSupported,
+    /// Subscribe to a terminal task; message to a running or terminal task.
+    UnsupportedOperation,
+    /// Output modes exclude text; non-JSON request content type.
+    ContentTypeNotSupported,
+    /// A remote agent answered nonsense (outbound client).
+    InvalidAgentResponse,
+    /// Extended card not configured (reserved).
+    ExtendedAgentCardNotConfigured,
+    /// A required extension is not supported (reserved).
+    ExtensionSupportRequired,
+    /// `A2A-Version` major.minor is not 1.0.
+    VersionNotSupported,
+    /// Missing or wrong bearer token (HTTP 401).
+    Unauthorized,
+    /// Rate limit (both paths) or gate rejection on the streaming path.
+    ServerError,
+}
+
+impl ErrorKind {
+    /// The JSON-RPC code; `legacy` gives the seed's numbers where they differ.
+    pub fn code(self, legacy: bool) -> i64 {
+        match self {
+            Self::ParseError => -32700,
+            Self::InvalidRequest => -32600,
+            Self::MethodNotFound => -32601,
+            Self::InvalidParams => -32602,
+            Self::Internal => -32603,
+            Self::TaskNotFound => -32001,
+            Self::TaskNotCancelable => -32002,
+            Self::PushNotificationNotSupported => -32003,
+            Self::UnsupportedOperation => -32004,
+            Self::ContentTypeNotSupported => -32005,
+            Self::InvalidAgentResponse if legacy => -32008,
+            Self::InvalidAgentResponse => -32006,
+            Self::ExtendedAgentCardNotConfigured => -32007,
+            Self::ExtensionSupportRequired => -32008,
+            Self::VersionNotSupported if legacy => -32007,
+            Self::VersionNotSupported => -32009,
+            Self::Unauthorized => -32040,
+            Self::ServerError => -32000,
+        }
+    }
+
+    /// The `ErrorInfo.reason`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::ParseError => "PARSE_ERROR",
+            Self::InvalidRequest => "INVALID_REQUEST",
+            Self::MethodNotFound => "METHOD_NOT_FOUND",
+            Self::InvalidParams => "INVALID_PARAMS",
+            Self::Internal => "INTERNAL_ERROR",
+            Self::TaskNotFound => "TASK_NOT_FOUND",
+            Self::TaskNotCancelable => "TASK_NOT_CANCELABLE",
+            Self::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            Self::UnsupportedOperation => "UNSUPPORTED_OPERATION",
+            Self::ContentTypeNotSupported => "CONTENT_TYPE_NOT_SUPPORTED",
+            Self::InvalidAgentResponse => "INVALID_AGENT_RESPONSE",
+            Self::ExtendedAgentCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            Self::ExtensionSupportRequired => "EXTENSION_SUPPORT_REQUIRED",
+            Self::VersionNotSupported => "VERSION_NOT_SUPPORTED",
+            Self::Unauthorized => "UNAUTHORIZED",
+            Self::ServerError => "SERVER_ERROR",
+        }
+    }
+}
+
+/// An error answer: a kind and a message that says what to fix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    /// What went wrong.
+    pub kind: ErrorKind,
+    /// Human text.
+    pub message: String,
+}
+
+impl RpcError {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        RpcError { kind, message: message.into() }
+    }
+
+    /// The JSON-RPC `error` member.
+    pub fn to_json(&self, legacy: bool) -> Value {
+        json!({
+            "code": self.kind.code(legacy),
+            "message": self.message,
+            "data": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": self.kind.reason(),
+                "domain": "a2a-protocol.org",
+            }],
+        })
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.kind.reason(), self.kind.code(false), self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [ErrorKind; 16] = [
+        ErrorKind::ParseError,
+        ErrorKind::InvalidRequest,
+        ErrorKind::MethodNotFound,
+        ErrorKind::InvalidParams,
+        ErrorKind::Internal,
+        ErrorKind::TaskNotFound,
+        ErrorKind::TaskNotCancelable,
+        ErrorKind::PushNotificationNotSupported,
+        ErrorKind::UnsupportedOperation,
+        ErrorKind::ContentTypeNotSupported,
+        ErrorKind::InvalidAgentResponse,
+        ErrorKind::ExtendedAgentCardNotConfigured,
+        ErrorKind::ExtensionSupportRequired,
+        ErrorKind::VersionNotSupported,
+        ErrorKind::Unauthorized,
+        ErrorKind::ServerError,
+    ];
+
+    #[test]
+    fn standard_codes_match_spec_table() {
+        let codes: Vec<i64> = ALL.iter().map(|k| k.code(false)).collect();
+        assert_eq!(
+            codes,
+            [-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32004, -32005, -32006, -32007, -32008, -32009, -32040, -32000]
+        );
+    }
+
+    #[test]
+    fn standard_codes_are_distinct() {
+        let mut codes: Vec<i64> = ALL.iter().map(|k| k.code(false)).collect();
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), ALL.len());
+    }
+
+    #[test]
+    fn legacy_switch_restores_seed_numbers_only_where_they_differ() {
+        assert_eq!(ErrorKind::VersionNotSupported.code(true), -32007);
+        assert_eq!(ErrorKind::InvalidAgentResponse.code(true), -32008);
+        for k in ALL {
+            if !matches!(k, ErrorKind::VersionNotSupported | ErrorKind::InvalidAgentResponse) {
+                assert_eq!(k.code(true), k.code(false), "{k:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn error_json_carries_error_info() {
+        let v = RpcError::new(ErrorKind::TaskNotFound, "task t1 not found").to_json(false);
+        assert_eq!(v["code"], -32001);
+        assert_eq!(v["message"], "task t1 not found");
+        assert_eq!(v["data"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+        assert_eq!(v["data"][0]["reason"], "TASK_NOT_FOUND");
+        assert_eq!(v["data"][0]["domain"], "a2a-protocol.org");
+    }
+}

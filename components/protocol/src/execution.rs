@@ -1,0 +1,270 @@
+//! Applying a session turn's progress to a task: the new task state and the frames to publish
+//! (SPEC §5). Text deltas accumulate in one `response` artifact streamed with `append`/`lastChunk`;
+//! tool-call deltas go to `tool-call-<id>` data artifacts; reasoning is never projected.
+
+use serde_json::json;
+
+use crate::state::TransitionError;
+use crate::time::rfc3339_ms;
+use crate::types::*;
+
+/// The artifact id of the assistant's text.
+pub const TEXT_ARTIFACT: &str = "response";
+
+/// One thing a session turn reports.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Progress {
+    /// Assistant text to append.
+    TextDelta(String),
+    /// Model reasoning (not projected).
+    Reasoning(String),
+    /// A tool-call delta.
+    ToolCall {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments text delta.
+        arguments: String,
+    },
+    /// A whole artifact.
+    Artifact(Artifact),
+    /// The turn answers with a message instead of a task.
+    Message(Message),
+    /// The agent needs input; what it asks.
+    InputRequired(String),
+    /// The agent needs authentication; what it asks.
+    AuthRequired(String),
+    /// The turn finished.
+    Completed,
+    /// The executor rejected the task.
+    Rejected(String),
+    /// The turn failed.
+    Failed(String),
+}
+
+/// A task being driven.
+#[derive(Clone, Debug)]
+pub struct Execution {
+    task: Task,
+    text_open: bool,
+    direct_message: Option<Message>,
+}
+
+impl Execution {
+    /// Drives `task` from its current state.
+    pub fn new(task: Task) -> Self {
+        Execution { task, text_open: false, direct_message: None }
+    }
+
+    /// The task as it stands.
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// The message the turn answered with, if it answered with one.
+    pub fn direct_message(&self) -> Option<&Message> {
+        self.direct_message.as_ref()
+    }
+
+    /// Replaces the task with a newer stored copy (after a compare-and-swap conflict).
+    pub fn reload(&mut self, task: Task) {
+        self.task = task;
+    }
+
+    /// Moves the task to `state` with an optional agent text; returns the status frame.
+    pub fn set_status(&mut self, state: TaskState, text: Option<String>, now_ms: u64, message_id: String) -> Result<StreamResponse, TransitionError> {
+        self.task.status.state.transition(state)?;
+        let message = text.map(|t| Message::agent_text(message_id, &self.task.context_id, &self.task.id, t));
+        if let Some(m) = &message {
+            self.task.history.push(m.clone());
+        }
+        self.task.status = TaskStatus { state, message, timestamp: Some(rfc3339_ms(now_ms)) };
+        Ok(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: self.task.id.clone(),
+            context_id: self.task.context_id.clone(),
+            status: self.task.status.clone(),
+            metadata: None,
+        }))
+    }
+
+    /// Applies one progress event; returns the frames to publish, in order.
+    pub fn apply(&mut self, progress: Progress, now_ms: u64, message_id: impl FnOnce() -> String) -> Result<Vec<StreamResponse>, TransitionError> {
+        let mut frames = Vec::new();
+        match progress {
+            Progress::Reasoning(_) => {}
+            Progress::TextDelta(text) if text.is_empty() => {}
+            Progress::TextDelta(text) => {
+                let append = self.text_open;
+                self.text_open = true;
+                frames.push(self.merge(Artifact { name: Some(TEXT_ARTIFACT.into()), ..artifact(TEXT_ARTIFACT, Part::text(text)) }, append, false));
+            }
+            Progress::ToolCall { id, name, arguments } => {
+                let artifact_id = format!("tool-call-{id}");
+                let append = self.task.artifacts.iter().any(|a| a.artifact_id == artifact_id);
+                let part = Part::data(json!({ "id": id, "name": name, "arguments": arguments }));
+                frames.push(self.merge(artifact(&artifact_id, part), append, false));
+            }
+            Progress::Artifact(a) => frames.push(self.merge(a, false, true)),
+            Progress::Message(m) => {
+                self.task.history.push(m.clone());
+                self.direct_message = Some(m);
+                frames.extend(self.finish(TaskState::Completed, None, now_ms, message_id)?);
+            }
+            Progress::Completed => frames.extend(self.finish(TaskState::Completed, None, now_ms, message_id)?),
+            Progress::InputRequired(t) => frames.extend(self.finish(TaskState::InputRequired, Some(t), now_ms, message_id)?),
+            Progress::AuthRequired(t) => frames.extend(self.finish(TaskState::AuthRequired, Some(t), now_ms, message_id)?),
+            Progress::Rejected(t) => frames.extend(self.finish(TaskState::Rejected, Some(t), now_ms, message_id)?),
+            Progress::Failed(t) => frames.extend(self.finish(TaskState::Failed, Some(t), now_ms, message_id)?),
+        }
+        Ok(frames)
+    }
+
+    /// Closes the open text artifact (a `lastChunk` frame) and sets the final status of this turn.
+    fn finish(&mut self, state: TaskState, text: Option<String>, now_ms: u64, message_id: impl FnOnce() -> String) -> Result<Vec<StreamResponse>, TransitionError> {
+        self.task.status.state.transition(state)?;
+        let mut frames = Vec::new();
+        if std::mem::take(&mut self.text_open) {
+            frames.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: self.task.id.clone(),
+                context_id: self.task.context_id.clone(),
+                artifact: artifact(TEXT_ARTIFACT, Part::text("")),
+                append: true,
+                last_chunk: true,
+                metadata: None,
+            }));
+        }
+        frames.push(self.set_status(state, text, now_ms, message_id())?);
+        Ok(frames)
+    }
+
+    /// Adds an artifact (or appends its parts to the one of the same id, merging adjacent text)
+    /// and returns its update frame.
+    fn merge(&mut self, chunk: Artifact, append: bool, last_chunk: bool) -> StreamResponse {
+        match self.task.artifacts.iter_mut().find(|a| a.artifact_id == chunk.artifact_id) {
+            Some(existing) if append => {
+                for part in chunk.parts.iter().cloned() {
+                    match (existing.parts.last_mut(), &part.text) {
+                        (Some(Part { text: Some(prev), data: None, raw: None, url: None, .. }), Some(t)) => prev.push_str(t),
+                        _ => existing.parts.push(part),
+                    }
+                }
+            }
+            Some(existing) => *existing = chunk.clone(),
+            None => self.task.artifacts.push(chunk.clone()),
+        }
+        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: self.task.id.clone(),
+            context_id: self.task.context_id.clone(),
+            artifact: chunk,
+            append,
+            last_chunk,
+            metadata: None,
+        })
+    }
+}
+
+fn artifact(id: &str, part: Part) -> Artifact {
+    Artifact { artifact_id: id.into(), name: None, description: None, parts: vec![part], metadata: None, extensions: Vec::new() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(state: TaskState) -> Task {
+        Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: TaskStatus { state, message: None, timestamp: None },
+            artifacts: vec![],
+            history: vec![],
+            metadata: None,
+        }
+    }
+
+    fn kinds(frames: &[StreamResponse]) -> Vec<String> {
+        frames
+            .iter()
+            .map(|f| match f {
+                StreamResponse::Task(_) => "task".to_owned(),
+                StreamResponse::Message(_) => "message".to_owned(),
+                StreamResponse::StatusUpdate(s) => s.status.state.as_str().to_owned(),
+                StreamResponse::ArtifactUpdate(a) => format!("artifact(append={},last={})", a.append, a.last_chunk),
+            })
+            .collect()
+    }
+
+    fn drive(ex: &mut Execution, events: Vec<Progress>) -> Vec<String> {
+        let mut all = Vec::new();
+        for e in events {
+            all.extend(kinds(&ex.apply(e, 1000, || "m".into()).unwrap()));
+        }
+        all
+    }
+
+    #[test]
+    fn text_deltas_stream_as_one_appended_artifact_then_close() {
+        let mut ex = Execution::new(task(TaskState::Working));
+        let frames = drive(&mut ex, vec![Progress::TextDelta("Hello ".into()), Progress::Reasoning("hmm".into()), Progress::TextDelta("world".into()), Progress::Completed]);
+        assert_eq!(frames, ["artifact(append=false,last=false)", "artifact(append=true,last=false)", "artifact(append=true,last=true)", "TASK_STATE_COMPLETED"]);
+        assert_eq!(ex.task().artifacts.len(), 1);
+        assert_eq!(ex.task().artifacts[0].parts, vec![Part::text("Hello world")]);
+        assert_eq!(ex.task().status.timestamp.as_deref(), Some("1970-01-01T00:00:01.000Z"));
+    }
+
+    #[test]
+    fn tool_calls_go_to_their_own_data_artifacts() {
+        let mut ex = Execution::new(task(TaskState::Working));
+        let call = |a: &str| Progress::ToolCall { id: "c9".into(), name: "search".into(), arguments: a.into() };
+        let frames = drive(&mut ex, vec![call("{\"q\":"), call("\"x\"}")]);
+        assert_eq!(frames, ["artifact(append=false,last=false)", "artifact(append=true,last=false)"]);
+        let a = &ex.task().artifacts[0];
+        assert_eq!(a.artifact_id, "tool-call-c9");
+        assert_eq!(a.parts.len(), 2);
+        assert!(a.parts.iter().all(|p| p.data.is_some()));
+    }
+
+    #[test]
+    fn failure_and_interruptions_carry_a_status_message() {
+        for (p, state) in [
+            (Progress::Failed("boom".into()), TaskState::Failed),
+            (Progress::InputRequired("more?".into()), TaskState::InputRequired),
+            (Progress::AuthRequired("login".into()), TaskState::AuthRequired),
+            (Progress::Rejected("no".into()), TaskState::Rejected),
+        ] {
+            let mut ex = Execution::new(task(TaskState::Working));
+            ex.apply(p, 5, || "m9".into()).unwrap();
+            assert_eq!(ex.task().status.state, state);
+            let m = ex.task().status.message.as_ref().unwrap();
+            assert_eq!((m.role, m.message_id.as_str()), (Role::Agent, "m9"));
+            assert_eq!(ex.task().history.len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_canceled_task_refuses_late_progress() {
+        let mut ex = Execution::new(task(TaskState::Canceled));
+        let err = ex.apply(Progress::Completed, 1, || "m".into()).unwrap_err();
+        assert_eq!((err.from, err.to), (TaskState::Canceled, TaskState::Completed));
+        assert_eq!(ex.task().status.state, TaskState::Canceled);
+    }
+
+    #[test]
+    fn a_direct_message_completes_the_task() {
+        let mut ex = Execution::new(task(TaskState::Working));
+        let m = Message::agent_text("a".into(), "c1", "t1", "hi");
+        ex.apply(Progress::Message(m.clone()), 1, || "m".into()).unwrap();
+        assert_eq!(ex.direct_message(), Some(&m));
+        assert_eq!(ex.task().status.state, TaskState::Completed);
+    }
+
+    #[test]
+    fn whole_artifacts_replace_by_id() {
+        let mut ex = Execution::new(task(TaskState::Working));
+        ex.apply(Progress::Artifact(artifact("f", Part::text("1"))), 1, || "m".into()).unwrap();
+        ex.apply(Progress::Artifact(artifact("f", Part::text("2"))), 1, || "m".into()).unwrap();
+        assert_eq!(ex.task().artifacts.len(), 1);
+        assert_eq!(ex.task().artifacts[0].parts, vec![Part::text("2")]);
+    }
+}

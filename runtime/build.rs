@@ -1,0 +1,10 @@
+//! Builds the embedded guest components (see `guest-build`).
+
+use std::path::Path;
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("runtime/ lives in the workspace root");
+    let wit = root.join("wit");
+    let server = guest_build::build(&root.join("components/a2a-server"), "a2a_server", &wit);
+    println!("cargo:rustc-env=A2A_EDGE_SERVER_WASM={}", server.display());
+}

@@ -1,0 +1,99 @@
+//! Admission: a token bucket per (instance, source address) and concurrency slots per instance.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::config::Limits;
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// Rate limits and slots of every instance.
+#[derive(Default)]
+pub struct Admission {
+    buckets: Mutex<HashMap<(String, IpAddr), Bucket>>,
+    slots: Mutex<HashMap<String, Arc<AtomicU32>>>,
+}
+
+/// A held concurrency slot; dropping it frees the slot.
+pub struct Slot(Arc<AtomicU32>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Admission {
+    /// Takes a token; `Err(ms)` says when the next one is back. Limits with rate 0 never refuse.
+    pub fn check_rate(&self, instance: &str, source: IpAddr, limits: &Limits) -> Result<(), u64> {
+        if limits.rate_per_second <= 0.0 {
+            return Ok(());
+        }
+        let burst = f64::from(limits.rate_burst.max(1));
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap();
+        if buckets.len() > 100_000 {
+            // Forget full buckets: they carry no state.
+            buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * limits.rate_per_second < burst);
+        }
+        let b = buckets.entry((instance.to_owned(), source)).or_insert(Bucket { tokens: burst, at: now });
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * limits.rate_per_second).min(burst);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - b.tokens) / limits.rate_per_second * 1000.0).ceil() as u64)
+        }
+    }
+
+    /// Holds one of the instance's `max` slots; `Err(max)` when all are taken.
+    pub fn acquire(&self, instance: &str, max: u32) -> Result<Slot, u32> {
+        let counter = self.slots.lock().unwrap().entry(instance.to_owned()).or_default().clone();
+        counter
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .map(|_| Slot(counter))
+            .map_err(|_| max)
+    }
+
+    /// Tasks running on an instance.
+    pub fn active(&self, instance: &str) -> u32 {
+        self.slots.lock().unwrap().get(instance).map_or(0, |c| c.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_refuses_past_burst_and_says_when() {
+        let a = Admission::default();
+        let limits = Limits { rate_per_second: 1.0, rate_burst: 2, ..Limits::default() };
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        assert!(a.check_rate("i", ip, &limits).is_ok());
+        assert!(a.check_rate("i", ip, &limits).is_ok());
+        let wait = a.check_rate("i", ip, &limits).unwrap_err();
+        assert!((900..=1000).contains(&wait), "{wait}");
+        assert!(a.check_rate("i", "10.0.0.2".parse().unwrap(), &limits).is_ok(), "buckets are per source");
+        assert!(a.check_rate("j", ip, &limits).is_ok(), "and per instance");
+        assert!(a.check_rate("i", ip, &Limits::default()).is_ok(), "rate 0 is off");
+    }
+
+    #[test]
+    fn slots_are_bounded_and_released_on_drop() {
+        let a = Admission::default();
+        let s1 = a.acquire("i", 2).unwrap();
+        let _s2 = a.acquire("i", 2).unwrap();
+        assert_eq!(a.acquire("i", 2).err(), Some(2));
+        drop(s1);
+        assert_eq!(a.active("i"), 1);
+        assert!(a.acquire("i", 2).is_ok());
+    }
+}

@@ -1,0 +1,283 @@
+//! The TOML configuration (SPEC §11): presets, defaults, runtime limits, and instances as code.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration file. Every field has a default, so no file is needed.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Config {
+    /// The URL remote clients reach this server at; cards announce endpoints under it.
+    /// Default: `http://<listen address>`.
+    pub public_base_url: Option<String>,
+    /// Provider shown on every card.
+    pub provider: Option<Provider>,
+    /// Default limits of inbound instances.
+    pub limits: Limits,
+    /// Engine settings.
+    pub runtime: RuntimeSettings,
+    /// Storage settings.
+    pub storage: StorageSettings,
+    /// Protocol switches.
+    pub protocol: ProtocolSettings,
+    /// Session presets; `echo` is built in.
+    pub presets: Vec<Preset>,
+    /// Inbound instances declared as code: created on start when missing.
+    pub instances: Vec<InstanceDecl>,
+    /// The instance also served at `/.well-known/agent-card.json` (and `/` for JSON-RPC).
+    pub well_known_instance: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            public_base_url: None,
+            provider: None,
+            limits: Limits::default(),
+            runtime: RuntimeSettings::default(),
+            storage: StorageSettings::default(),
+            protocol: ProtocolSettings::default(),
+            presets: Vec::new(),
+            instances: Vec::new(),
+            well_known_instance: None,
+        }
+    }
+}
+
+/// The organisation behind the agents.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Provider {
+    /// Organisation name.
+    #[serde(default)]
+    pub organization: String,
+    /// Organisation URL.
+    #[serde(default)]
+    pub url: String,
+}
+
+/// Per-instance limits.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest JSON-RPC request body (413 above).
+    pub max_body_bytes: u64,
+    /// Longest a task may run (it ends FAILED after).
+    pub execution_timeout_ms: u64,
+    /// Most tasks running at once per instance (the next ends FAILED).
+    pub max_concurrent_tasks: u32,
+    /// Sustained requests per second per source address; 0 turns the rate limit off.
+    pub rate_per_second: f64,
+    /// Burst size of the per-source token bucket.
+    pub rate_burst: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_body_bytes: 1 << 20, execution_timeout_ms: 300_000, max_concurrent_tasks: 256, rate_per_second: 0.0, rate_burst: 60 }
+    }
+}
+
+/// Engine settings.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct RuntimeSettings {
+    /// Linear memory cap of one component instance, MiB.
+    pub memory_mib: u64,
+    /// Longest a guest may compute without returning to the host, ms.
+    pub cpu_burst_ms: u64,
+    /// Component instances alive at once (requests plus open streams).
+    pub max_instances: u32,
+    /// Where compiled components are cached (default `<data-dir>/cache`).
+    pub cache_dir: Option<PathBuf>,
+    /// How long shutdown waits for in-flight requests, ms.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings { memory_mib: 64, cpu_burst_ms: 1000, max_instances: 1000, cache_dir: None, shutdown_grace_ms: 10_000 }
+    }
+}
+
+/// Storage settings.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct StorageSettings {
+    /// fsync every commit (`true`, durable against power loss) or leave it to WAL
+    /// checkpoints (`false`, durable against process crashes only).
+    pub fsync: bool,
+}
+
+impl Default for StorageSettings {
+    fn default() -> Self {
+        StorageSettings { fsync: true }
+    }
+}
+
+/// Protocol switches.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ProtocolSettings {
+    /// Emit the seed's error numbers (SPEC §13).
+    pub legacy_error_codes: bool,
+}
+
+/// A named session configuration.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Preset {
+    /// Id instances refer to.
+    pub id: String,
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What it is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Session backend: `echo`.
+    pub backend: String,
+    /// Skills announced by instances on this preset (default: `chat`).
+    #[serde(default)]
+    pub skills: Vec<SkillDecl>,
+    /// The preset of instances that name none.
+    #[serde(default)]
+    pub default: bool,
+}
+
+/// An announced skill.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillDecl {
+    /// Id clients select with `metadata.skill`.
+    pub id: String,
+    /// Display name (default: the id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// An inbound instance declared in the config.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InstanceDecl {
+    /// Explicit id (default: `<slug(name)>-<8 hex>`).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Agent name.
+    pub name: String,
+    /// Agent description.
+    #[serde(default)]
+    pub description: String,
+    /// Agent version.
+    #[serde(default = "default_version")]
+    pub version: String,
+    /// Endpoint path (default `/a2a/<id>`).
+    #[serde(default)]
+    pub endpoint_path: Option<String>,
+    /// Preset id (default: the default preset).
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// Environment variable holding the bearer token.
+    #[serde(default)]
+    pub auth_token_env: Option<String>,
+    /// Serve it (default true).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Component name (default `a2a-server`).
+    #[serde(default)]
+    pub component: Option<String>,
+    /// Limits overriding the defaults.
+    #[serde(default)]
+    pub limits: Option<Limits>,
+}
+
+fn default_version() -> String {
+    "0.1.0".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Config {
+    /// Reads a config file; errors name the file and the problem.
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        let config: Config = toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {} is invalid: {e}", path.display()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks cross-field rules.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        for p in &self.presets {
+            if !crate::sessions::BACKENDS.contains(&p.backend.as_str()) {
+                anyhow::bail!("preset {:?}: unknown backend {:?} (known: {})", p.id, p.backend, crate::sessions::BACKENDS.join(", "));
+            }
+        }
+        if self.presets.iter().filter(|p| p.default).count() > 1 {
+            anyhow::bail!("more than one preset has default = true");
+        }
+        Ok(())
+    }
+
+    /// Every preset: the configured ones, plus the built-in `echo` unless configured.
+    pub fn all_presets(&self) -> Vec<Preset> {
+        let mut presets = self.presets.clone();
+        if !presets.iter().any(|p| p.id == "echo") {
+            presets.insert(
+                0,
+                Preset {
+                    id: "echo".into(),
+                    name: Some("Echo".into()),
+                    description: Some("Replies with the prompt, word by word.".into()),
+                    backend: "echo".into(),
+                    skills: Vec::new(),
+                    default: false,
+                },
+            );
+        }
+        if !presets.iter().any(|p| p.default) {
+            if let Some(echo) = presets.iter_mut().find(|p| p.id == "echo") {
+                echo.default = true;
+            }
+        }
+        presets
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_has_working_defaults() {
+        let c: Config = toml::from_str("").unwrap();
+        let presets = c.all_presets();
+        assert_eq!(presets.len(), 1);
+        assert!(presets[0].default && presets[0].id == "echo");
+        assert_eq!(c.limits.max_body_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn unknown_keys_and_backends_are_refused() {
+        assert!(toml::from_str::<Config>("nope = 1").is_err());
+        let c: Config = toml::from_str("[[presets]]\nid = \"x\"\nbackend = \"telepathy\"").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("unknown backend"));
+    }
+
+    #[test]
+    fn instances_as_code() {
+        let c: Config = toml::from_str("[[instances]]\nid = \"bot\"\nname = \"Bot\"\n[instances.limits]\nmaxBodyBytes = 10").unwrap();
+        let i = &c.instances[0];
+        assert_eq!((i.id.as_deref(), i.enabled, i.version.as_str()), (Some("bot"), true, "0.1.0"));
+        assert_eq!(i.limits.unwrap().max_body_bytes, 10);
+    }
+}

@@ -1,0 +1,54 @@
+//! `a2a:edge/request-context`: the instance record (never its secret), the peer, the route.
+
+use super::bindings::request_context::{self as rc, Host, InstanceInfo, Limits, PeerInfo, RouteKind, Skill};
+use super::{EdgeView, Route};
+use crate::instances::RouteKind as Kind;
+
+impl Host for EdgeView<'_> {
+    fn instance(&mut self) -> wasmtime::Result<InstanceInfo> {
+        let i = &self.req.instance;
+        let app = &self.req.app;
+        let r = &i.record;
+        Ok(InstanceInfo {
+            id: r.id.clone(),
+            name: r.name.clone(),
+            description: r.description.clone(),
+            version: r.version.clone(),
+            endpoint_url: i.endpoint_url.clone(),
+            preset: r.preset.clone(),
+            skills: i
+                .preset
+                .skills
+                .iter()
+                .map(|s| Skill { id: s.id.clone(), name: s.name.clone().unwrap_or_else(|| s.id.clone()), description: s.description.clone(), tags: s.tags.clone() })
+                .collect(),
+            auth_required: i.token.is_some(),
+            attachments: false,
+            provider_organization: app.config.provider.as_ref().map(|p| p.organization.clone()),
+            provider_url: app.config.provider.as_ref().map(|p| p.url.clone()),
+            limits: Limits {
+                max_body_bytes: r.limits.max_body_bytes,
+                execution_timeout_ms: r.limits.execution_timeout_ms,
+                max_concurrent_tasks: r.limits.max_concurrent_tasks,
+            },
+            legacy_error_codes: app.config.protocol.legacy_error_codes,
+        })
+    }
+
+    fn peer(&mut self) -> wasmtime::Result<PeerInfo> {
+        Ok(PeerInfo { id: peer_id(&self.req.peer), source: self.req.peer.to_string() })
+    }
+
+    fn route(&mut self) -> wasmtime::Result<RouteKind> {
+        Ok(match self.req.route {
+            Route::Http(Kind::Card) => rc::RouteKind::Card,
+            Route::Http(Kind::Rpc) => rc::RouteKind::Rpc,
+            Route::Internal => rc::RouteKind::Internal,
+        })
+    }
+}
+
+/// A caller's stable id per source address.
+pub fn peer_id(peer: &std::net::SocketAddr) -> String {
+    format!("peer-{}", peer.ip()).replace([':', '.'], "-")
+}

@@ -1,0 +1,254 @@
+//! The wasmtime host: one engine (pooling allocator, epoch interruption), one linker with WASI
+//! p2, WASI HTTP and the `a2a:edge` interfaces, the component registry, and the per-request
+//! store in which a component instance serves one HTTP request.
+
+mod admission;
+pub mod bindings;
+mod context;
+mod events;
+mod outbound_http;
+pub mod registry;
+mod sessions;
+mod storage;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime::{CallHook, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use crate::app::App;
+use crate::config::RuntimeSettings;
+use crate::instances::{Instance, RouteKind};
+
+pub use registry::Registry;
+
+/// Epoch tick; the CPU limit is counted in these.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The engine, linker and components.
+pub struct Host {
+    /// Components by name.
+    pub registry: Arc<Registry>,
+    cpu_burst_ticks: u32,
+    memory_bytes: usize,
+    /// Instantiations so far.
+    pub instantiations: AtomicU64,
+    /// Invocations that ended in a trap or limit.
+    pub traps: AtomicU64,
+}
+
+/// How a request reached a component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// An instance route hit over HTTP.
+    Http(RouteKind),
+    /// `inbound.sendTest`.
+    Internal,
+}
+
+/// Per-request state the `a2a:edge` interfaces see.
+pub struct RequestState {
+    app: Arc<App>,
+    instance: Arc<Instance>,
+    peer: SocketAddr,
+    route: Route,
+    /// Tasks whose latest stored version this invocation wrote: id → version.
+    written: Vec<(String, u64)>,
+}
+
+/// The data of one request's store.
+pub struct State {
+    table: ResourceTable,
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    hooks: outbound_http::Policy,
+    limits: StoreLimits,
+    req: RequestState,
+    burst_ticks: u32,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
+    }
+}
+
+/// The view the `a2a:edge` host traits are implemented on.
+pub struct EdgeView<'a> {
+    req: &'a mut RequestState,
+    table: &'a mut ResourceTable,
+}
+
+struct Edge;
+
+impl HasData for Edge {
+    type Data<'a> = EdgeView<'a>;
+}
+
+fn edge(s: &mut State) -> EdgeView<'_> {
+    EdgeView { req: &mut s.req, table: &mut s.table }
+}
+
+/// A response body of any origin (guest or host).
+pub type Body = HyperOutgoingBody;
+
+/// A complete host-made response body.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+}
+
+impl Host {
+    /// The engine (pooling allocator sized by `settings`), linker and registry with the
+    /// embedded components and `<data-dir>/components/*.wasm`.
+    pub fn new(settings: &RuntimeSettings, data_dir: &Path) -> anyhow::Result<Host> {
+        let memory_bytes = usize::try_from(settings.memory_mib.max(1) << 20).context("memoryMib is too large")?;
+        let max = settings.max_instances.max(1);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(max)
+            .total_core_instances(max * 4)
+            .total_memories(max * 2)
+            .total_tables(max * 4)
+            .total_stacks(max)
+            .max_memory_size(memory_bytes)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .max_core_instances_per_component(16);
+        let mut config = Config::new();
+        config.wasm_component_model(true).epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = wt(Engine::new(&config)).context("cannot create the wasmtime engine (is enough virtual address space available?)")?;
+        spawn_epoch_ticker(&engine);
+        let mut linker: Linker<State> = Linker::new(&engine);
+        wt(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
+        wt(wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))?;
+        wt(bindings::request_context::add_to_linker::<State, Edge>(&mut linker, edge))?;
+        wt(bindings::storage::add_to_linker::<State, Edge>(&mut linker, edge))?;
+        wt(bindings::events::add_to_linker::<State, Edge>(&mut linker, edge))?;
+        wt(bindings::sessions::add_to_linker::<State, Edge>(&mut linker, edge))?;
+        wt(bindings::admission::add_to_linker::<State, Edge>(&mut linker, edge))?;
+        let cache_dir = settings.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"));
+        let registry = Arc::new(Registry::new(engine, linker, cache_dir, data_dir.join("components"))?);
+        Ok(Host {
+            registry,
+            cpu_burst_ticks: u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64).unwrap_or(u32::MAX).max(1),
+            memory_bytes,
+            instantiations: AtomicU64::new(0),
+            traps: AtomicU64::new(0),
+        })
+    }
+
+    /// Serves one request on the instance's component in a fresh store. The invocation may run
+    /// on after the response head is sent (streams, `returnImmediately`); whatever way it ends,
+    /// tasks it left unsettled are settled FAILED.
+    pub async fn handle(&self, app: &Arc<App>, instance: Arc<Instance>, route: Route, peer: SocketAddr, req: http::Request<Full<Bytes>>) -> http::Response<Body> {
+        let Some(component) = self.registry.get(&instance.record.component) else {
+            return crate::server::plain(500, &format!("component {:?} is not loaded", instance.record.component));
+        };
+        let state = State {
+            table: ResourceTable::new(),
+            wasi: WasiCtx::builder().build(),
+            http: WasiHttpCtx::new(),
+            hooks: outbound_http::Policy::deny_all(),
+            limits: StoreLimitsBuilder::new().memory_size(self.memory_bytes).build(),
+            req: RequestState { app: app.clone(), instance, peer, route, written: Vec::new() },
+            burst_ticks: 0,
+        };
+        let mut store = Store::new(self.registry.engine(), state);
+        store.limiter(|s| &mut s.limits);
+        let max_ticks = self.cpu_burst_ticks;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut ctx| {
+            let s = ctx.data_mut();
+            s.burst_ticks += 1;
+            if s.burst_ticks > max_ticks {
+                wasmtime::bail!("CPU limit: the component computed for more than {} ms without waiting", max_ticks as u128 * EPOCH_TICK.as_millis());
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        store.call_hook(|mut ctx, hook| {
+            if matches!(hook, CallHook::ReturningFromHost) {
+                ctx.data_mut().burst_ticks = 0;
+            }
+            Ok(())
+        });
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let prepared = (|| -> wasmtime::Result<_> {
+            let request = store.data_mut().http().new_incoming_request(Scheme::Http, req)?;
+            let out = store.data_mut().http().new_response_outparam(tx)?;
+            Ok((request, out))
+        })();
+        let (request, out) = match prepared {
+            Ok(p) => p,
+            Err(e) => return crate::server::plain(500, &format!("cannot prepare the request: {e}")),
+        };
+        self.instantiations.fetch_add(1, Ordering::Relaxed);
+        let pre = component.pre.clone();
+        let app = app.clone();
+        let invocation = tokio::spawn(async move {
+            let result = async {
+                let proxy = pre.instantiate_async(&mut store).await?;
+                proxy.wasi_http_incoming_handler().call_handle(&mut store, request, out).await
+            }
+            .await;
+            if let Err(e) = &result {
+                app.host.traps.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(instance = %store.data().req.instance.record.id, error = %format!("{e:#}"), "component invocation failed");
+            }
+            let req = &store.data().req;
+            storage::settle_abandoned(&app, &req.instance.record.id, &req.written, result.as_ref().err().map(|e| format!("{e:#}"))).await;
+            result
+        });
+        match rx.await {
+            Ok(Ok(response)) => response,
+            Ok(Err(code)) => crate::server::plain(500, &format!("the component failed the request: {code:?}")),
+            Err(_) => {
+                let why = match invocation.await {
+                    Ok(Err(e)) => format!("{e:#}"),
+                    Ok(Ok(())) => "the component returned without answering".into(),
+                    Err(e) => format!("the invocation panicked: {e}"),
+                };
+                crate::server::plain(500, &format!("component error: {}", first_line(&why)))
+            }
+        }
+    }
+}
+
+/// A wasmtime result as an anyhow one.
+pub fn wt<T>(r: wasmtime::Result<T>) -> anyhow::Result<T> {
+    r.map_err(Into::into)
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+/// Advances the engine's epoch every tick until the engine is gone.
+fn spawn_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("a2a-edge-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawning the epoch thread");
+}

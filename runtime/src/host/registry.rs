@@ -1,0 +1,173 @@
+//! Components by name: the embedded ones and `<data-dir>/components/*.wasm`. Compiled code is
+//! cached on disk under the wasm's sha256 and the engine's compatibility hash; a swap compiles
+//! and validates off the request path and replaces the entry only when the new one is good.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+
+use super::{State, wt};
+
+/// The components built into the binary.
+pub const EMBEDDED: &[(&str, &[u8])] = &[(crate::instances::DEFAULT_COMPONENT, include_bytes!(env!("A2A_EDGE_SERVER_WASM")))];
+
+/// Where a component came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Built into the binary.
+    Embedded,
+    /// A file in the components directory.
+    File(PathBuf),
+}
+
+/// A loaded, validated component.
+pub struct Loaded {
+    /// Name instances refer to.
+    pub name: String,
+    /// Origin.
+    pub source: Source,
+    /// sha256 of the wasm, hex.
+    pub sha256: String,
+    /// Size of the wasm, bytes.
+    pub size: usize,
+    /// When it was loaded, ms.
+    pub loaded_at: u64,
+    /// Whether the compiled code came from the disk cache.
+    pub from_cache: bool,
+    /// Pre-instantiated, ready to serve.
+    pub pre: ProxyPre<State>,
+}
+
+/// The component registry.
+pub struct Registry {
+    engine: Engine,
+    linker: Linker<State>,
+    cache_dir: PathBuf,
+    components_dir: PathBuf,
+    entries: RwLock<HashMap<String, Arc<Loaded>>>,
+    /// Components compiled (not loaded from cache) since start.
+    pub compilations: AtomicU64,
+}
+
+impl Registry {
+    /// Loads the embedded components and every `*.wasm` in `components_dir` (a bad file is
+    /// logged and skipped; a bad embedded component is an error).
+    pub fn new(engine: Engine, linker: Linker<State>, cache_dir: PathBuf, components_dir: PathBuf) -> anyhow::Result<Registry> {
+        std::fs::create_dir_all(&cache_dir).with_context(|| format!("cannot create cache directory {}", cache_dir.display()))?;
+        let registry = Registry { engine, linker, cache_dir, components_dir, entries: RwLock::default(), compilations: AtomicU64::new(0) };
+        for (name, wasm) in EMBEDDED {
+            let loaded = registry.load(name, wasm, Source::Embedded).with_context(|| format!("embedded component {name}"))?;
+            registry.insert(loaded);
+        }
+        if let Ok(dir) = std::fs::read_dir(&registry.components_dir) {
+            for entry in dir.flatten() {
+                let path = entry.path();
+                let Some(name) = component_name(&path) else { continue };
+                match std::fs::read(&path).map_err(anyhow::Error::from).and_then(|wasm| registry.load(&name, &wasm, Source::File(path.clone()))) {
+                    Ok(loaded) => registry.insert(loaded),
+                    Err(e) => tracing::error!(component = %name, error = %format!("{e:#}"), "component not loaded"),
+                }
+            }
+        }
+        Ok(registry)
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The component named `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Loaded>> {
+        self.entries.read().unwrap().get(name).cloned()
+    }
+
+    /// Every loaded component, by name.
+    pub fn all(&self) -> Vec<Arc<Loaded>> {
+        let mut all: Vec<_> = self.entries.read().unwrap().values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    fn insert(&self, loaded: Loaded) {
+        tracing::info!(component = %loaded.name, sha256 = %&loaded.sha256[..12], from_cache = loaded.from_cache, "component ready");
+        self.entries.write().unwrap().insert(loaded.name.clone(), Arc::new(loaded));
+    }
+
+    /// Re-reads `name` from its source (`<components-dir>/<name>.wasm`; an embedded one from the
+    /// binary), compiles and validates it on a blocking thread, then swaps it in. On any error
+    /// the current entry keeps serving. Requests already running keep the version they started on.
+    pub async fn reload(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Loaded>> {
+        let path = self.components_dir.join(format!("{name}.wasm"));
+        let embedded = EMBEDDED.iter().find(|(n, _)| *n == name).map(|(_, w)| *w);
+        let (wasm, source) = match std::fs::read(&path) {
+            Ok(wasm) => (wasm, Source::File(path)),
+            Err(_) if embedded.is_some() => (embedded.unwrap_or_default().to_vec(), Source::Embedded),
+            Err(e) => anyhow::bail!("component {name:?}: cannot read {}: {e}", path.display()),
+        };
+        let this = self.clone();
+        let owned = name.to_owned();
+        let loaded = tokio::task::spawn_blocking(move || this.load(&owned, &wasm, source)).await??;
+        self.insert(loaded);
+        Ok(self.get(name).expect("just inserted"))
+    }
+
+    /// Compiles (or loads from cache) and validates a component.
+    fn load(&self, name: &str, wasm: &[u8], source: Source) -> anyhow::Result<Loaded> {
+        if !valid_name(name) {
+            anyhow::bail!("component name {name:?} must be 1-64 characters of a-z, 0-9, - and _");
+        }
+        let sha256 = hex::encode(Sha256::digest(wasm));
+        let cached = self.cache_dir.join(format!("{sha256}-{}.cwasm", self.engine_hash()));
+        let (component, from_cache) = match cached.exists().then(|| unsafe { Component::deserialize_file(&self.engine, &cached) }) {
+            // SAFETY: files in the cache directory are written only by `precompile_component` of an
+            // engine with this compatibility hash (below), under their content hash.
+            Some(Ok(c)) => (c, true),
+            _ => {
+                let compiled = wt(self.engine.precompile_component(wasm)).with_context(|| format!("component {name:?} is not a valid WebAssembly component"))?;
+                self.compilations.fetch_add(1, Ordering::Relaxed);
+                let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
+                if std::fs::write(&tmp, &compiled).and_then(|_| std::fs::rename(&tmp, &cached)).is_err() {
+                    tracing::warn!(path = %cached.display(), "could not write the compile cache");
+                }
+                // SAFETY: the bytes were produced by `precompile_component` of this engine just now.
+                (wt(unsafe { Component::deserialize(&self.engine, &compiled) })?, false)
+            }
+        };
+        let instance_pre = wt(self.linker.instantiate_pre(&component)).with_context(|| format!("component {name:?} imports something this runtime does not provide"))?;
+        let pre = wt(ProxyPre::new(instance_pre)).with_context(|| format!("component {name:?} does not export wasi:http/incoming-handler"))?;
+        Ok(Loaded { name: name.to_owned(), source, sha256, size: wasm.len(), loaded_at: crate::tasks::now_ms(), from_cache, pre })
+    }
+
+    fn engine_hash(&self) -> String {
+        struct Sha(Sha256);
+        impl Hasher for Sha {
+            fn finish(&self) -> u64 {
+                0
+            }
+            fn write(&mut self, bytes: &[u8]) {
+                self.0.update(bytes);
+            }
+        }
+        let mut h = Sha(Sha256::new());
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        hex::encode(&h.0.finalize()[..8])
+    }
+}
+
+/// `<name>.wasm` → `name`.
+fn component_name(path: &Path) -> Option<String> {
+    (path.extension()? == "wasm").then(|| path.file_stem()?.to_str().map(str::to_owned)).flatten()
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}

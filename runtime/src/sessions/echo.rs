@@ -1,0 +1,51 @@
+//! The `echo` backend: streams the prompt back word by word, then completes.
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Backend, EventSink, TurnEvent, TurnInput, futures_like::BoxFuture};
+
+/// Replies with the prompt.
+pub struct Echo;
+
+impl Backend for Echo {
+    fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
+        Box::pin(async move {
+            for word in input.prompt.split_inclusive(char::is_whitespace) {
+                if cancel.is_cancelled() {
+                    let _ = events.send(TurnEvent::Failed("canceled".into()));
+                    return;
+                }
+                let _ = events.send(TurnEvent::TextDelta(word.to_owned()));
+            }
+            let _ = events.send(TurnEvent::Completed);
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn echoes_word_by_word_then_completes() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let input = TurnInput {
+            instance_id: "i".into(),
+            context_id: "c".into(),
+            task_id: "t".into(),
+            message_id: "m".into(),
+            skill: "chat".into(),
+            prompt: "hello big world".into(),
+            message: "{}".into(),
+        };
+        Echo.run(input, tx, CancellationToken::new()).await;
+        let mut got = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            got.push(e);
+        }
+        assert_eq!(
+            got,
+            [TurnEvent::TextDelta("hello ".into()), TurnEvent::TextDelta("big ".into()), TurnEvent::TextDelta("world".into()), TurnEvent::Completed]
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! Live agent sessions: one per (instance, context id), running turns on the preset's backend
+//! and reporting their events through a channel the guest reads via the `turn` resource.
+
+mod echo;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Preset;
+
+/// Names of the session backends this runtime has.
+pub const BACKENDS: &[&str] = &["echo"];
+
+/// What a turn reports (mirrors `a2a:edge/sessions.turn-event`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnEvent {
+    /// Assistant text to append.
+    TextDelta(String),
+    /// Reasoning (not projected).
+    Reasoning(String),
+    /// A tool-call delta: id, name, arguments delta.
+    ToolCall(String, String, String),
+    /// A whole artifact (ProtoJSON).
+    Artifact(String),
+    /// A direct message answer (ProtoJSON).
+    Message(String),
+    /// Needs input.
+    InputRequired(String),
+    /// Needs authentication.
+    AuthRequired(String),
+    /// Done.
+    Completed,
+    /// The backend rejects the task.
+    Rejected(String),
+    /// Failed.
+    Failed(String),
+}
+
+impl TurnEvent {
+    /// Whether this event ends the turn.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Self::TextDelta(_) | Self::Reasoning(_) | Self::ToolCall(..) | Self::Artifact(_))
+    }
+}
+
+/// What a turn starts from.
+#[derive(Clone, Debug)]
+pub struct TurnInput {
+    /// Instance id.
+    pub instance_id: String,
+    /// Conversation key.
+    pub context_id: String,
+    /// Task id.
+    pub task_id: String,
+    /// Message id.
+    pub message_id: String,
+    /// Skill.
+    pub skill: String,
+    /// Rendered prompt.
+    pub prompt: String,
+    /// The user message (ProtoJSON).
+    pub message: String,
+}
+
+/// Sends a turn's events; the receiving side is the guest's `turn` resource.
+pub type EventSink = mpsc::UnboundedSender<TurnEvent>;
+
+/// A session backend: runs one turn, sending events and ending with a final one, and stops
+/// early when `cancel` fires.
+pub trait Backend: Send + Sync {
+    /// Runs a turn to its end.
+    fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> futures_like::BoxFuture;
+}
+
+/// Boxed futures without another dependency.
+pub mod futures_like {
+    /// A boxed, sendable unit future.
+    pub type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+}
+
+/// A running turn, as the host hands it to the guest.
+pub struct Turn {
+    events: mpsc::UnboundedReceiver<TurnEvent>,
+    pending: Option<TurnEvent>,
+    finished: bool,
+    cancel: CancellationToken,
+}
+
+impl Turn {
+    /// The next event if one is ready. A backend that stopped without a final event reads as
+    /// failed, once.
+    pub fn next(&mut self) -> Option<TurnEvent> {
+        if self.finished {
+            return None;
+        }
+        let event = self.pending.take().or_else(|| match self.events.try_recv() {
+            Ok(e) => Some(e),
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(TurnEvent::Failed("the session ended without an answer".into())),
+        })?;
+        self.finished = event.is_final();
+        Some(event)
+    }
+
+    /// Waits until an event is ready or the turn is over (cancel-safe).
+    pub async fn ready(&mut self) {
+        if self.pending.is_some() || self.finished {
+            return;
+        }
+        match self.events.recv().await {
+            Some(e) => self.pending = Some(e),
+            None => self.pending = Some(TurnEvent::Failed("the session ended without an answer".into())),
+        }
+    }
+
+    /// Asks the backend to stop.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+}
+
+/// The live session of one (instance, context).
+#[derive(Clone, Debug)]
+pub struct SessionInfo {
+    /// Preset it runs on.
+    pub preset: String,
+    /// First turn, ms.
+    pub first_seen: u64,
+    /// Latest turn, ms.
+    pub last_seen: u64,
+    /// Turns started.
+    pub turns: u64,
+}
+
+/// The backend named `name` (one of [`BACKENDS`]).
+fn backend(name: &str) -> Option<Arc<dyn Backend>> {
+    match name {
+        "echo" => Some(Arc::new(echo::Echo)),
+        _ => None,
+    }
+}
+
+/// Every live session and running turn.
+pub struct Sessions {
+    backends: HashMap<String, Arc<dyn Backend>>,
+    live: Mutex<HashMap<(String, String), SessionInfo>>,
+    running: Arc<Mutex<HashMap<String, CancellationToken>>>,
+}
+
+impl Sessions {
+    /// Sessions over the given presets.
+    pub fn new(presets: &[Preset]) -> Sessions {
+        let backends = presets.iter().filter_map(|p| Some((p.id.clone(), backend(&p.backend)?))).collect();
+        Sessions { backends, live: Mutex::default(), running: Arc::default() }
+    }
+
+    /// Starts a turn on `preset`'s backend.
+    pub fn start(&self, preset: &str, input: TurnInput) -> Result<Turn, String> {
+        let backend = self.backends.get(preset).cloned().ok_or_else(|| format!("preset {preset:?} does not exist"))?;
+        let now = crate::tasks::now_ms();
+        self.live
+            .lock()
+            .unwrap()
+            .entry((input.instance_id.clone(), input.context_id.clone()))
+            .and_modify(|s| {
+                s.last_seen = now;
+                s.turns += 1;
+            })
+            .or_insert(SessionInfo { preset: preset.to_owned(), first_seen: now, last_seen: now, turns: 1 });
+        let cancel = CancellationToken::new();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task_id = input.task_id.clone();
+        self.running.lock().unwrap().insert(task_id.clone(), cancel.clone());
+        let running = self.running.clone();
+        let run = backend.run(input, tx, cancel.clone());
+        tokio::spawn(async move {
+            run.await;
+            running.lock().unwrap().remove(&task_id);
+        });
+        Ok(Turn { events: rx, pending: None, finished: false, cancel })
+    }
+
+    /// Cancels a task's running turn; true if one ran.
+    pub fn cancel_task(&self, task_id: &str) -> bool {
+        self.running.lock().unwrap().get(task_id).map(|c| c.cancel()).is_some()
+    }
+
+    /// Whether a task has a running turn.
+    pub fn is_running(&self, task_id: &str) -> bool {
+        self.running.lock().unwrap().contains_key(task_id)
+    }
+
+    /// Snapshot of live sessions.
+    pub fn live(&self) -> Vec<((String, String), SessionInfo)> {
+        self.live.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}

@@ -1,0 +1,59 @@
+//! Versioned schema migrations, tracked in `PRAGMA user_version`.
+
+use rusqlite::Connection;
+
+/// Each entry moves the schema from version `i` to `i + 1`. Append only.
+const MIGRATIONS: &[&str] = &[
+    // 1: instances, tasks, message ids, contexts.
+    "CREATE TABLE instances (
+        id TEXT PRIMARY KEY,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        instance_id TEXT NOT NULL,
+        context_id TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        skill TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        peer_id TEXT,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX tasks_by_instance ON tasks (instance_id, updated_at DESC, id DESC);
+    CREATE INDEX tasks_by_context ON tasks (instance_id, context_id, updated_at DESC);
+    CREATE INDEX tasks_by_update ON tasks (updated_at DESC, id DESC);
+    CREATE INDEX tasks_by_state ON tasks (state);
+    CREATE TABLE message_ids (
+        instance_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        PRIMARY KEY (instance_id, message_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE contexts (
+        instance_id TEXT NOT NULL,
+        context_id TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,
+        last_seen INTEGER NOT NULL,
+        PRIMARY KEY (instance_id, context_id)
+    ) WITHOUT ROWID;",
+];
+
+/// Brings a database up to the newest schema; refuses a database from a newer runtime.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    if current > MIGRATIONS.len() {
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "the database has schema version {current}, newer than this runtime's {}; upgrade a2a-edge",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! Durable state: inbound instance records, tasks (indexed columns + JSON body + CAS version),
+//! the message-id index and context bindings. SQLite is the embedded implementation.
+
+mod migrations;
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use a2a_protocol::TaskState;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+/// One stored task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRow {
+    /// Task id.
+    pub id: String,
+    /// The inbound instance it belongs to.
+    pub instance_id: String,
+    /// Conversation key.
+    pub context_id: String,
+    /// Current state.
+    pub state: TaskState,
+    /// Skill it runs.
+    pub skill: String,
+    /// Creation time, ms.
+    pub created_at: u64,
+    /// Latest status change, ms.
+    pub updated_at: u64,
+    /// CAS version.
+    pub version: u64,
+    /// The protocol Task, ProtoJSON.
+    pub body: String,
+    /// The caller that created it.
+    pub peer_id: Option<String>,
+}
+
+/// Why a store call failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StoreError {
+    /// The message id already names this task.
+    DuplicateMessage(String),
+    /// The expected version is stale; the current row.
+    Conflict(Box<TaskRow>),
+    /// No such row.
+    NotFound,
+    /// A malformed argument; what is wrong.
+    Invalid(String),
+    /// The database failed.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::DuplicateMessage(t) => write!(f, "message already recorded for task {t}"),
+            Self::Conflict(r) => write!(f, "task {} changed concurrently (now version {})", r.id, r.version),
+            Self::NotFound => write!(f, "not found"),
+            Self::Invalid(m) | Self::Unavailable(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Unavailable(format!("database error: {e}"))
+    }
+}
+
+/// Filters and paging of a task listing.
+#[derive(Clone, Debug, Default)]
+pub struct TaskFilter {
+    /// Only this instance's tasks.
+    pub instance_id: Option<String>,
+    /// Only this context.
+    pub context_id: Option<String>,
+    /// Only this state.
+    pub state: Option<TaskState>,
+    /// Only tasks updated at or after this time, ms.
+    pub updated_after: Option<u64>,
+    /// Page size.
+    pub limit: u32,
+    /// Where the page starts.
+    pub start: PageStart,
+}
+
+/// Cursor (protocol) or offset (control API) paging.
+#[derive(Clone, Debug, Default)]
+pub enum PageStart {
+    /// The first page.
+    #[default]
+    First,
+    /// After the opaque token of a previous page.
+    Token(String),
+    /// Skip this many rows.
+    Offset(u32),
+}
+
+/// One page of tasks, newest `updated_at` first.
+#[derive(Clone, Debug)]
+pub struct TaskPage {
+    /// The rows.
+    pub tasks: Vec<TaskRow>,
+    /// Token of the next page (cursor paging), none on the last page.
+    pub next_token: Option<String>,
+    /// Size of the filtered set.
+    pub total: u32,
+}
+
+/// A stored inbound instance.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceRecord {
+    /// Id (`<slug>-<8 hex>`, or explicit).
+    pub id: String,
+    /// Agent name.
+    pub name: String,
+    /// Agent description.
+    pub description: String,
+    /// Agent version.
+    pub version: String,
+    /// JSON-RPC endpoint path.
+    pub endpoint_path: String,
+    /// Session preset.
+    pub preset: String,
+    /// Name of the secret holding the bearer token (never the token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_token_env: Option<String>,
+    /// Routes are served.
+    pub enabled: bool,
+    /// Component name.
+    pub component: String,
+    /// Limits.
+    pub limits: crate::config::Limits,
+    /// Creation time, ms.
+    pub created_at: u64,
+    /// Last change, ms.
+    pub updated_at: u64,
+}
+
+/// A write in flight; resolves once it is durable (committed).
+pub type Pending<T> = oneshot::Receiver<Result<T, StoreError>>;
+
+/// Waits for a write; a dropped writer reads as unavailable.
+pub async fn settled<T>(p: Pending<T>) -> Result<T, StoreError> {
+    p.await.unwrap_or_else(|_| Err(StoreError::Unavailable("the store is shutting down".into())))
+}
+
+/// What the runtime needs from a store. Reads answer at once; writes are queued and resolve
+/// once committed.
+pub trait Store: Send + Sync {
+    /// Insert a task at version 1, claiming `message_id` atomically when given.
+    fn create_task(&self, row: TaskRow, message_id: Option<String>) -> Pending<()>;
+    /// Replace a task if its version is `expected`; returns the new version.
+    fn update_task(&self, row: TaskRow, expected: u64, message_id: Option<String>) -> Pending<u64>;
+    /// Record that a context exists on an instance.
+    fn bind_context(&self, instance_id: String, context_id: String, now: u64) -> Pending<()>;
+    /// Insert or replace an instance record.
+    fn put_instance(&self, record: InstanceRecord) -> Pending<()>;
+    /// Delete an instance record (its tasks stay readable by id from the control API).
+    fn delete_instance(&self, id: String) -> Pending<()>;
+    /// Settle every SUBMITTED/WORKING task FAILED with `body_message`; returns how many.
+    fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64>;
+    /// One task; scoped to an instance when `instance_id` is given.
+    fn get_task(&self, id: &str, instance_id: Option<&str>) -> Result<Option<TaskRow>, StoreError>;
+    /// A filtered page of tasks.
+    fn list_tasks(&self, filter: &TaskFilter) -> Result<TaskPage, StoreError>;
+    /// The task a message id was recorded for on an instance.
+    fn find_message(&self, instance_id: &str, message_id: &str) -> Result<Option<String>, StoreError>;
+    /// Every instance record.
+    fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError>;
+    /// Waits until every queued write is committed.
+    fn flush(&self) -> Pending<()>;
+}
