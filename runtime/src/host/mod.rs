@@ -75,7 +75,9 @@ pub struct State {
     hooks: outbound_http::Policy,
     limits: StoreLimits,
     req: RequestState,
+    /// Epoch ticks since the guest last returned from a host function.
     burst_ticks: u32,
+    in_epoch_callback: bool,
 }
 
 impl WasiView for State {
@@ -168,6 +170,7 @@ impl Host {
             limits: StoreLimitsBuilder::new().memory_size(self.memory_bytes).build(),
             req: RequestState { app: app.clone(), instance, peer, route, written: Vec::new() },
             burst_ticks: 0,
+            in_epoch_callback: false,
         };
         let mut store = Store::new(self.registry.engine(), state);
         store.limiter(|s| &mut s.limits);
@@ -176,14 +179,19 @@ impl Host {
         store.epoch_deadline_callback(move |mut ctx| {
             let s = ctx.data_mut();
             s.burst_ticks += 1;
+            s.in_epoch_callback = true;
             if s.burst_ticks > max_ticks {
                 wasmtime::bail!("CPU limit: the component computed for more than {} ms without waiting", max_ticks as u128 * EPOCH_TICK.as_millis());
             }
             Ok(UpdateDeadline::Yield(1))
         });
         store.call_hook(|mut ctx, hook| {
+            // The epoch callback itself is a host call: its return must not reset the count.
             if matches!(hook, CallHook::ReturningFromHost) {
-                ctx.data_mut().burst_ticks = 0;
+                let s = ctx.data_mut();
+                if !std::mem::take(&mut s.in_epoch_callback) {
+                    s.burst_ticks = 0;
+                }
             }
             Ok(())
         });

@@ -1,0 +1,180 @@
+//! The runtime foundation over real HTTP: card, SendMessage through the echo session, restart,
+//! the loopback guard, body limits, isolation of bad components, swaps, the compile cache.
+
+use std::time::{Duration, Instant};
+
+use a2a_edge_tests::{MISBEHAVE_WASM, Server, config_with, put_component};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const EMBEDDED_SERVER: &[u8] = a2a_edge::host::registry::EMBEDDED[0].1;
+
+fn misbehave() -> Vec<u8> {
+    std::fs::read(MISBEHAVE_WASM).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_start_serves_demo_card_and_echo_send_message_that_survives_restart() {
+    let mut s = Server::default().await;
+    let (status, card) = s.get("/a2a/demo/agent-card.json").await;
+    assert_eq!(status, 200);
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{}/a2a/demo", s.base()));
+    assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+
+    let r = s.send("/a2a/demo", "m-restart", "hello edge world").await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "hello edge world");
+    let id = task["id"].as_str().unwrap().to_owned();
+
+    s.restart().await;
+    let (_, got) = s.rpc("/a2a/demo", "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
+    assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "hello edge world");
+    let again = s.send("/a2a/demo", "m-restart", "a second turn must not run").await;
+    assert_eq!(again["result"]["task"]["id"], id.as_str(), "same messageId after restart returns the original task");
+    assert_eq!(again["result"]["task"]["artifacts"][0]["parts"][0]["text"], "hello edge world");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_surface_answers_loopback_only_while_agents_answer_anyone() {
+    let s = Server::default().await;
+    let other = reqwest::Client::builder().local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap()).build().unwrap();
+    for path in ["/a2a/api", "/a2a/api/components", "/a2a/ui"] {
+        let r = other.get(format!("{}{path}", s.base())).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 403, "{path} from 127.0.0.2");
+    }
+    let r = other.post(format!("{}/a2a/api", s.base())).json(&json!({"action": "component.reload", "name": "a2a-server"})).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let r = other.get(format!("{}/a2a/demo/agent-card.json", s.base())).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200, "remote clients reach the A2A surface");
+
+    let (status, snapshot) = s.get("/a2a/api").await;
+    assert_eq!(status, 200);
+    assert_eq!(snapshot["inbounds"][0]["id"], "demo");
+    let (status, _) = s.get("/a2a/api/nothing").await;
+    assert_eq!(status, 404);
+    let (status, _) = s.get("/nowhere").await;
+    assert_eq!(status, 404);
+}
+
+async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await.unwrap().unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_over_the_limit_are_refused_with_413_declared_or_chunked() {
+    let s = Server::start(config_with(&[("small", "a2a-server", Some(256))])).await;
+    let big = "x".repeat(1000);
+    let r = s.http.post(format!("{}/a2a/small", s.base())).header("content-type", "application/json").body(big.clone()).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+
+    let addr = s.running.as_ref().unwrap().addr;
+    let chunked = format!("POST /a2a/small HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{big}\r\n", big.len());
+    let answer = raw(addr, chunked.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    let control = format!("POST /a2a/api HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{{", (1 << 20) + 1);
+    let answer = raw(addr, control.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "the control API caps bodies at 1 MiB: {answer}");
+
+    let ok = s.send("/a2a/small", "m-small", "fits").await;
+    assert_eq!(ok["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trapping_spinning_or_hoarding_component_fails_only_its_own_request() {
+    let s = Server::start_with(config_with(&[("demo", "a2a-server", None), ("bad", "misbehave", None)]), |dir| {
+        put_component(dir, "misbehave", &misbehave())
+    })
+    .await;
+    let bad = |mode: &'static str| {
+        let http = s.http.clone();
+        let url = format!("{}/a2a/bad", s.base());
+        async move {
+            let started = Instant::now();
+            let r = http.post(url).header("x-misbehave", mode).body("{}").send().await.unwrap();
+            (r.status().as_u16(), started.elapsed())
+        }
+    };
+    assert_eq!(bad("trap").await.0, 500);
+    assert_eq!(bad("alloc").await.0, 500);
+
+    let spinning = tokio::spawn(bad("spin"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let during = s.send("/a2a/demo", "m-during-spin", "still serving").await;
+    assert_eq!(during["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "others are served while one spins");
+    assert!(!spinning.is_finished(), "the demo answer came before the spinner was stopped");
+    let (status, elapsed) = spinning.await.unwrap();
+    assert_eq!(status, 500);
+    assert!(elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(4), "spinner stopped after {elapsed:?}");
+
+    assert_eq!(bad("ok").await.0, 200, "the same component still serves good requests");
+    assert!(s.app().host.traps.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapping_a_component_takes_over_new_requests_and_a_bad_one_is_refused() {
+    let s = Server::start_with(config_with(&[("swap", "custom", None)]), |dir| put_component(dir, "custom", EMBEDDED_SERVER)).await;
+    let card = |s: &Server| {
+        let http = s.http.clone();
+        let url = format!("{}/a2a/swap/agent-card.json", s.base());
+        async move { http.get(url).send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    assert_eq!(card(&s).await["name"], "swap");
+
+    s.put_component("custom", &misbehave());
+    let (status, body) = s.action(json!({"action": "component.reload", "name": "custom"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(card(&s).await, json!({"component": "misbehave"}), "new requests run the new component");
+
+    s.put_component("custom", b"\0asm not really");
+    let (status, body) = s.action(json!({"action": "component.reload", "name": "custom"})).await;
+    assert_eq!(status, 409);
+    assert!(body["message"].as_str().unwrap().contains("not a valid WebAssembly component"), "{body}");
+    assert_eq!(card(&s).await, json!({"component": "misbehave"}), "the old component keeps serving");
+
+    let (status, body) = s.action(json!({"action": "inbound.update", "id": "swap", "component": "a2a-server"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(card(&s).await["name"], "swap");
+    let (_, comps) = s.get("/a2a/api/components").await;
+    let server = comps["components"].as_array().unwrap().iter().find(|c| c["name"] == "a2a-server").unwrap().clone();
+    assert_eq!(server["instances"], json!(["swap"]));
+
+    let (status, body) = s.action(json!({"action": "component.reload", "name": "ghost"})).await;
+    assert_eq!(status, 409);
+    assert!(body["message"].as_str().unwrap().contains("ghost"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_second_start_compiles_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut config = a2a_edge::config::Config::default();
+    config.runtime.cache_dir = Some(cache.path().to_owned());
+    let mut s = Server::start(config).await;
+    let (_, first) = s.get("/a2a/api/components").await;
+    assert_eq!(first["compilations"], 1);
+    assert_eq!(first["components"][0]["fromCache"], false);
+    s.restart().await;
+    let (_, second) = s.get("/a2a/api/components").await;
+    assert_eq!(second["compilations"], 0, "{second}");
+    assert_eq!(second["components"][0]["fromCache"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_methods_and_unknown_rpc_methods_answer_clearly() {
+    let s = Server::default().await;
+    let r = s.http.get(format!("{}/a2a/demo", s.base())).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    let r = s.http.delete(format!("{}/a2a/api", s.base())).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    let (status, body) = s.rpc("/a2a/demo/", "NoSuchMethod", json!({})).await;
+    assert_eq!(status, 200, "trailing slash is the same endpoint");
+    assert_eq!(body["error"]["code"], -32601);
+    let r = s.http.post(format!("{}/a2a/api", s.base())).body("{not json").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+}
