@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Load benchmark of a2a-edge next to a peer, in one go on this machine (figures are ratios, not
+# absolutes: the machine is shared and noisy).
+#
+#   bench/run.sh [seconds] [peer-url]
+#
+# Starts the release binary on a fresh data dir (echo preset, durable SQLite with fsync), then
+# runs wrk (1 thread) for the agent card and SendMessage at 1 and 16 connections, using the shared
+# load scripts in ../shared/bench/peers/load. With peer-url (e.g. the official Rust SDK peer from
+# ../shared/bench/peers/rust/run.sh on :9003), the same SendMessage loads run against it.
+# env FSYNC=false measures with fsync off. Needs wrk (apt-get install wrk).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/.."
+load="${LOAD_DIR:-$root/../shared/bench/peers/load}"
+secs="${1:-10}"
+peer="${2:-}"
+port="${PORT:-3097}"
+data="$(mktemp -d)"
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
+
+cargo build --release -q -p a2a-edge --manifest-path "$root/Cargo.toml"
+printf '[storage]\nfsync = %s\n' "${FSYNC:-true}" > "$data/config.toml"
+"$root/target/release/a2a-edge" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$data/config.toml" >"$data/log" 2>&1 &
+pid=$!
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/a2a/demo/agent-card.json" >/dev/null && break; sleep 0.1; done
+
+row() { # name, wrk output
+  local rps p50 p99
+  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$2")
+  p50=$(awk '$1=="50%" {print $2}' <<<"$2")
+  p99=$(awk '$1=="99%" {print $2}' <<<"$2")
+  printf '| %-36s | %10s | %8s | %8s |\n' "$1" "$rps" "$p50" "$p99"
+}
+
+echo "| run | req/s | p50 | p99 |"
+echo "|---|---|---|---|"
+row "a2a-edge card c=16" "$(wrk -t1 -c16 -d"${secs}s" --latency "http://127.0.0.1:$port/a2a/demo/agent-card.json")"
+for c in 1 16; do
+  row "a2a-edge SendMessage c=$c" "$(PATH_RPC=/a2a/demo WARMUP=3 "$load/bench.sh" "http://127.0.0.1:$port" "$secs" "$c")"
+  if [ -n "$peer" ]; then
+    row "peer SendMessage c=$c" "$(PATH_RPC=/ WARMUP=3 "$load/bench.sh" "$peer" "$secs" "$c")"
+  fi
+done
+echo
+echo "server peak RSS: $(awk '/VmHWM/ {print $2, $3}' /proc/$pid/status)"
