@@ -42,7 +42,7 @@ impl App {
     pub fn start(config: Config, data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<Arc<App>> {
         std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
         let store = Arc::new(SqliteStore::open(&data_dir.join("a2a-edge.db"), config.storage.fsync)?);
-        let recovered = futures_block(store.fail_unsettled(now_ms(), "interrupted by runtime restart".into()))?;
+        let recovered = wait_write(store.fail_unsettled(now_ms(), "interrupted by runtime restart".into()))?;
         if recovered > 0 {
             tracing::warn!(tasks = recovered, "settled tasks left running by a previous process as FAILED");
         }
@@ -84,7 +84,7 @@ impl App {
         }
         for record in new {
             tracing::info!(id = %record.id, "created inbound instance");
-            futures_block(self.store.put_instance(record))?;
+            wait_write(self.store.put_instance(record))?;
         }
         Ok(())
     }
@@ -135,8 +135,6 @@ impl App {
 }
 
 /// Waits for a store write from synchronous start-up code.
-fn futures_block<T>(p: crate::store::Pending<T>) -> anyhow::Result<T> {
+fn wait_write<T>(p: crate::store::Pending<T>) -> anyhow::Result<T> {
     Ok(p.blocking_recv().map_err(|_| anyhow::anyhow!("the store stopped"))??)
 }
-
-impl std::error::Error for crate::store::StoreError {}

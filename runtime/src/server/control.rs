@@ -18,11 +18,10 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
         (Method::GET, "/a2a/api") => answer(200, &snapshot(app)),
         (Method::GET, "/a2a/api/components") => answer(200, &components(app)),
         (Method::POST, "/a2a/api") => {
-            let req = match read_body(req, CONTROL_BODY_LIMIT).await {
-                Ok(r) => r,
+            let body = match read_body(req, CONTROL_BODY_LIMIT).await {
+                Ok((_, body)) => body,
                 Err(resp) => return resp,
             };
-            let body = http_body_util::BodyExt::collect(req.into_body()).await.map(|c| c.to_bytes()).unwrap_or_default();
             match serde_json::from_slice::<Value>(&body) {
                 Ok(Value::Object(action)) => match act(app, &action).await {
                     Ok(v) => answer(200, &v),

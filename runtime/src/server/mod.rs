@@ -107,10 +107,13 @@ async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Resp
         }
     }
     let limit = instance.record.limits.max_body_bytes;
-    let req = match read_body(req, limit).await {
+    let (mut parts, body) = match read_body(req, limit).await {
         Ok(r) => r,
         Err(resp) => return resp,
     };
+    // Components never see the caller's credentials.
+    parts.headers.remove(header::AUTHORIZATION);
+    let req = Request::from_parts(parts, Full::new(body));
     app.host.handle(app, instance, Route::Http(kind), peer, req).await
 }
 
@@ -123,22 +126,20 @@ fn unauthorized(app: &App) -> Response<Body> {
     r
 }
 
-/// Reads the body up to `limit` bytes (413 beyond, never buffering more; 400 if unreadable) and
-/// drops the `Authorization` header, which components never see.
-pub async fn read_body(req: Request<Incoming>, limit: u64) -> Result<Request<Full<Bytes>>, Response<Body>> {
+/// Reads the body up to `limit` bytes: 413 beyond (by `Content-Length`, or while reading,
+/// never buffering more), 400 if unreadable.
+pub async fn read_body(req: Request<Incoming>, limit: u64) -> Result<(http::request::Parts, Bytes), Response<Body>> {
     let too_large = || plain(413, &format!("request body is larger than the limit of {limit} bytes"));
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    let (mut parts, body) = req.into_parts();
-    let bytes = match Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX)).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => return Err(too_large()),
-        Err(e) => return Err(plain(400, &format!("cannot read the request body: {e}"))),
-    };
-    parts.headers.remove(header::AUTHORIZATION);
-    Ok(Request::from_parts(parts, Full::new(bytes)))
+    let (parts, body) = req.into_parts();
+    match Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX)).collect().await {
+        Ok(c) => Ok((parts, c.to_bytes())),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
+        Err(e) => Err(plain(400, &format!("cannot read the request body: {e}"))),
+    }
 }
 
 /// Used by the control API for its fixed limit.

@@ -2,7 +2,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Backend, EventSink, TurnEvent, TurnInput, futures_like::BoxFuture};
+use super::{Backend, EventSink, TurnEvent, TurnInput, BoxFuture};
 
 /// Replies with the prompt.
 pub struct Echo;

@@ -72,14 +72,11 @@ pub type EventSink = mpsc::UnboundedSender<TurnEvent>;
 /// early when `cancel` fires.
 pub trait Backend: Send + Sync {
     /// Runs a turn to its end.
-    fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> futures_like::BoxFuture;
+    fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture;
 }
 
-/// Boxed futures without another dependency.
-pub mod futures_like {
-    /// A boxed, sendable unit future.
-    pub type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
-}
+/// A boxed, sendable turn.
+pub type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// A running turn, as the host hands it to the guest.
 pub struct Turn {

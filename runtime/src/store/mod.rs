@@ -61,6 +61,8 @@ impl std::fmt::Display for StoreError {
     }
 }
 
+impl std::error::Error for StoreError {}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         StoreError::Unavailable(format!("database error: {e}"))
