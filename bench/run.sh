@@ -25,21 +25,36 @@ printf '[storage]\nfsync = %s\n' "${FSYNC:-true}" > "$data/config.toml"
 pid=$!
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/a2a/demo/agent-card.json" >/dev/null && break; sleep 0.1; done
 
-row() { # name, wrk output
-  local rps p50 p99
-  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$2")
-  p50=$(awk '$1=="50%" {print $2}' <<<"$2")
-  p99=$(awk '$1=="99%" {print $2}' <<<"$2")
-  printf '| %-36s | %10s | %8s | %8s |\n' "$1" "$rps" "$p50" "$p99"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+row() { # name, pid (or empty), wrk output, cpu ticks used
+  local rps p50 p99 reqs cpu=""
+  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$3")
+  p50=$(awk '$1=="50%" {print $2}' <<<"$3")
+  p99=$(awk '$1=="99%" {print $2}' <<<"$3")
+  reqs=$(awk '/requests in/ {print $1}' <<<"$3")
+  [ -n "$4" ] && [ "${reqs:-0}" -gt 0 ] && cpu=$(( $4 * 1000000 / hz / reqs ))
+  printf '| %-36s | %10s | %8s | %8s | %6s |\n' "$1" "$rps" "$p50" "$p99" "$cpu"
 }
 
-echo "| run | req/s | p50 | p99 |"
-echo "|---|---|---|---|"
-row "a2a-edge card c=16" "$(wrk -t1 -c16 -d"${secs}s" --latency "http://127.0.0.1:$port/a2a/demo/agent-card.json")"
+measure() { # name, pid, command...
+  local name="$1" p="$2" before out
+  shift 2
+  before=$(cpu_ticks "$p")
+  out="$("$@")"
+  row "$name" "$p" "$out" "$(( $(cpu_ticks "$p") - before ))"
+}
+
+echo "| run | req/s | p50 | p99 | server CPU µs/req |"
+echo "|---|---|---|---|---|"
+measure "a2a-edge card c=16" "$pid" wrk -t1 -c16 -d"${secs}s" --latency "http://127.0.0.1:$port/a2a/demo/agent-card.json"
 for c in 1 16; do
-  row "a2a-edge SendMessage c=$c" "$(PATH_RPC=/a2a/demo WARMUP=3 "$load/bench.sh" "http://127.0.0.1:$port" "$secs" "$c")"
+  WARMUP=3 PATH_RPC=/a2a/demo "$load/bench.sh" "http://127.0.0.1:$port" 1 "$c" >/dev/null
+  measure "a2a-edge SendMessage c=$c" "$pid" env PATH_RPC=/a2a/demo WARMUP=0 "$load/bench.sh" "http://127.0.0.1:$port" "$secs" "$c"
   if [ -n "$peer" ]; then
-    row "peer SendMessage c=$c" "$(PATH_RPC=/ WARMUP=3 "$load/bench.sh" "$peer" "$secs" "$c")"
+    out="$(PATH_RPC=/ WARMUP=3 "$load/bench.sh" "$peer" "$secs" "$c")"
+    row "peer SendMessage c=$c" "" "$out" ""
   fi
 done
 echo

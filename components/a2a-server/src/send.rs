@@ -27,6 +27,8 @@ pub enum Begin {
 /// A task being driven by this request.
 pub struct Run {
     ex: Execution,
+    /// The concurrency slot the task holds while it runs.
+    _slot: Option<admission::Slot>,
     skill: String,
     created_at: u64,
     version: u64,
@@ -82,15 +84,28 @@ pub fn begin(params: &Value) -> Result<Begin, RpcError> {
                 history: vec![first],
                 metadata: Some(json!({ "skill": skill }).as_object().cloned().unwrap_or_default()),
             };
-            match storage::create_task(&rows::row(&task, &skill, now, now, 1), Some(&message.message_id)) {
+            // The task is stored already WORKING (or FAILED over quota): nobody can have heard of it
+            // while it was SUBMITTED, so that state costs no write.
+            let mut ex = Execution::new(task);
+            let (slot, _) = admit(&mut ex, now);
+            match storage::create_task(&rows::row(ex.task(), &skill, now, now, 1), Some(&message.message_id)) {
                 Ok(()) => {}
                 Err(StoreError::DuplicateMessage(id)) => return Ok(Begin::Answer(answer(load_task(&id)?.1, &config))),
                 Err(e) => return Err(store_error(e)),
             }
-            let _ = storage::bind_context(&task.context_id);
-            Ok(Begin::Run(Run { ex: Execution::new(task), skill, created_at: now, version: 1, message, config }))
+            Ok(Run { ex, _slot: slot, skill, created_at: now, version: 1, message, config }.begin())
         }
     }
+}
+
+/// Takes a concurrency slot and moves the task to WORKING, or to FAILED naming the quota when
+/// none is free; returns the slot and the status frame.
+fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<StreamResponse>) {
+    let (slot, state, text) = match admission::acquire_slot() {
+        Ok(slot) => (Some(slot), TaskState::Working, None),
+        Err(n) => (None, TaskState::Failed, Some(format!("concurrency quota reached: this agent runs at most {n} tasks at once"))),
+    };
+    (slot, ex.set_status(state, text, now, rows::uuid()).ok())
 }
 
 fn continue_task(task_id: &str, mut message: Message, skill: String, config: SendMessageConfiguration) -> Result<Begin, RpcError> {
@@ -107,11 +122,22 @@ fn continue_task(task_id: &str, mut message: Message, skill: String, config: Sen
     }
     message.context_id = Some(task.context_id.clone());
     task.history.push(message.clone());
-    let run = Run { ex: Execution::new(task), skill, created_at: row.created_at, version: row.version, message, config };
-    Ok(Begin::Run(run))
+    let mut ex = Execution::new(task);
+    let (slot, frame) = admit(&mut ex, rows::now_ms());
+    let mut run = Run { ex, _slot: slot, skill, created_at: row.created_at, version: row.version, message, config };
+    if !run.persist(Some(run.message.message_id.clone())) {
+        return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} was continued or changed by another request")));
+    }
+    run.publish(frame.as_slice());
+    Ok(run.begin())
 }
 
 impl Run {
+    /// A run to drive, or the answer when the task settled already (over quota).
+    fn begin(self) -> Begin {
+        if self.settled() { Begin::Answer(self.answer()) } else { Begin::Run(self) }
+    }
+
     /// Whether the caller wants the answer before the task settles.
     pub fn return_immediately(&self) -> bool {
         self.config.return_immediately
@@ -128,17 +154,6 @@ impl Run {
     /// Runs the session turn until the task settles (terminal or interrupted), persisting every
     /// status change with compare-and-swap and publishing every frame.
     pub fn drive(&mut self) {
-        let message_id = Some(self.message.message_id.clone());
-        if !self.status(TaskState::Working, None, message_id) {
-            return;
-        }
-        let _slot = match admission::acquire_slot() {
-            Ok(slot) => slot,
-            Err(n) => {
-                self.status(TaskState::Failed, Some(format!("concurrency quota reached: this agent runs at most {n} tasks at once")), None);
-                return;
-            }
-        };
         let task = self.ex.task();
         let request = TurnRequest {
             context_id: task.context_id.clone(),
@@ -151,7 +166,7 @@ impl Run {
         let turn = match sessions::start_turn(&request) {
             Ok(t) => t,
             Err(e) => {
-                self.status(TaskState::Failed, Some(format!("the session could not start: {e}")), None);
+                self.progress(Progress::Failed(format!("the session could not start: {e}")));
                 return;
             }
         };
@@ -194,16 +209,6 @@ impl Run {
             }
             Err(_) => false,
         }
-    }
-
-    /// Sets a status (with an optional agent text) and persists it; false when it lost a race.
-    fn status(&mut self, state: TaskState, text: Option<String>, message_id: Option<String>) -> bool {
-        let Ok(frame) = self.ex.set_status(state, text, rows::now_ms(), rows::uuid()) else { return false };
-        if !self.persist(message_id) {
-            return false;
-        }
-        self.publish(&[frame]);
-        true
     }
 
     /// Compare-and-swap of the task; on conflict, takes the stored copy and answers false.

@@ -19,7 +19,9 @@ pub fn build(crate_dir: &Path, lib_name: &str, wit_dir: &Path) -> PathBuf {
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--release", "--locked", "--target", "wasm32-wasip2", "--manifest-path"])
         .arg(crate_dir.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target_dir);
+        .env("CARGO_TARGET_DIR", &target_dir)
+        // From the guest's folder, so its own `.cargo/config.toml` applies.
+        .current_dir(crate_dir);
     for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "RUSTC_WORKSPACE_WRAPPER", "CARGO_BUILD_TARGET"] {
         cmd.env_remove(var);
     }
@@ -32,7 +34,7 @@ pub fn build(crate_dir: &Path, lib_name: &str, wit_dir: &Path) -> PathBuf {
         );
     }
     let release = target_dir.join("wasm32-wasip2").join("release");
-    for manifest in ["Cargo.toml", "Cargo.lock"] {
+    for manifest in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
         println!("cargo:rerun-if-changed={}", crate_dir.join(manifest).display());
     }
     println!("cargo:rerun-if-changed={}", wit_dir.display());

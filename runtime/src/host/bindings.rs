@@ -8,7 +8,6 @@ wasmtime::component::bindgen!({
     imports: {
         "a2a:edge/storage.create-task": async | trappable,
         "a2a:edge/storage.update-task": async | trappable,
-        "a2a:edge/storage.bind-context": async | trappable,
         default: trappable,
     },
     require_store_data_send: true,

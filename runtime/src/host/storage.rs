@@ -135,10 +135,6 @@ impl Host for EdgeView<'_> {
         Ok(self.req.app.store.find_message(self.instance_id(), &message_id).ok().flatten())
     }
 
-    async fn bind_context(&mut self, context_id: String) -> wasmtime::Result<Result<(), StoreError>> {
-        let p = self.req.app.store.bind_context(self.instance_id().to_owned(), context_id, crate::tasks::now_ms());
-        Ok(settled(p).await.map_err(error_to_wit))
-    }
 }
 
 /// Settles FAILED every task an invocation wrote last and left SUBMITTED or WORKING with no

@@ -151,12 +151,12 @@ pub async fn settled<T>(p: Pending<T>) -> Result<T, StoreError> {
 /// What the runtime needs from a store. Reads answer at once; writes are queued and resolve
 /// once committed.
 pub trait Store: Send + Sync {
-    /// Insert a task at version 1, claiming `message_id` atomically when given.
+    /// Insert a task at version 1, claiming `message_id` atomically when given, and bind its
+    /// context to its instance.
     fn create_task(&self, row: TaskRow, message_id: Option<String>) -> Pending<()>;
-    /// Replace a task if its version is `expected`; returns the new version.
+    /// Replace a task if its version is `expected` (recording `message_id` and refreshing the
+    /// context binding); returns the new version.
     fn update_task(&self, row: TaskRow, expected: u64, message_id: Option<String>) -> Pending<u64>;
-    /// Record that a context exists on an instance.
-    fn bind_context(&self, instance_id: String, context_id: String, now: u64) -> Pending<()>;
     /// Insert or replace an instance record.
     fn put_instance(&self, record: InstanceRecord) -> Pending<()>;
     /// Delete an instance record (its tasks stay readable by id from the control API).

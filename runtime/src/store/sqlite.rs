@@ -20,7 +20,6 @@ type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 enum Write {
     CreateTask(TaskRow, Option<String>, Reply<()>),
     UpdateTask(TaskRow, u64, Option<String>, Reply<u64>),
-    BindContext(String, String, u64, Reply<()>),
     PutInstance(InstanceRecord, Reply<()>),
     DeleteInstance(String, Reply<()>),
     FailUnsettled(u64, String, Reply<u64>),
@@ -130,14 +129,6 @@ fn commit_group(conn: &mut Connection, group: Vec<Write>) {
         match w {
             Write::CreateTask(row, mid, reply) => replies.push(run(&tx, reply, |c| create_task(c, &row, mid.as_deref()))),
             Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| update_task(c, &row, expected, mid.as_deref()))),
-            Write::BindContext(inst, ctx, now, reply) => replies.push(run(&tx, reply, |c| {
-                c.execute(
-                    "INSERT INTO contexts (instance_id, context_id, first_seen, last_seen) VALUES (?1, ?2, ?3, ?3)
-                     ON CONFLICT (instance_id, context_id) DO UPDATE SET last_seen = excluded.last_seen",
-                    params![inst, ctx, now as i64],
-                )?;
-                Ok(())
-            })),
             Write::PutInstance(rec, reply) => replies.push(run(&tx, reply, |c| {
                 let body = serde_json::to_string(&rec).map_err(|e| StoreError::Invalid(e.to_string()))?;
                 c.execute("INSERT OR REPLACE INTO instances (id, body) VALUES (?1, ?2)", params![rec.id, body])?;
@@ -166,9 +157,12 @@ fn run<T: Send + 'static>(
     f: impl FnOnce(&Connection) -> Result<T, StoreError>,
 ) -> Box<dyn FnOnce(Option<&StoreError>)> {
     let result = (|| {
-        tx.execute_batch("SAVEPOINT w")?;
+        tx.prepare_cached("SAVEPOINT w")?.execute([])?;
         let r = f(tx);
-        tx.execute_batch(if r.is_ok() { "RELEASE w" } else { "ROLLBACK TO w; RELEASE w" })?;
+        if r.is_err() {
+            tx.prepare_cached("ROLLBACK TO w")?.execute([])?;
+        }
+        tx.prepare_cached("RELEASE w")?.execute([])?;
         r
     })();
     Box::new(move |commit_err| {
@@ -181,7 +175,7 @@ fn run<T: Send + 'static>(
 
 fn fail(w: Write, e: StoreError) {
     match w {
-        Write::CreateTask(.., r) | Write::BindContext(.., r) | Write::PutInstance(_, r) | Write::DeleteInstance(_, r) | Write::Flush(r) => {
+        Write::CreateTask(.., r) | Write::PutInstance(_, r) | Write::DeleteInstance(_, r) | Write::Flush(r) => {
             let _ = r.send(Err(e));
         }
         Write::UpdateTask(.., r) | Write::FailUnsettled(.., r) => {
@@ -192,23 +186,19 @@ fn fail(w: Write, e: StoreError) {
 
 fn create_task(c: &Connection, row: &TaskRow, message_id: Option<&str>) -> Result<(), StoreError> {
     if let Some(mid) = message_id {
-        let inserted = c.execute(
-            "INSERT OR IGNORE INTO message_ids (instance_id, message_id, task_id) VALUES (?1, ?2, ?3)",
-            params![row.instance_id, mid, row.id],
-        )?;
-        if inserted == 0 {
-            let existing: String = c.query_row(
-                "SELECT task_id FROM message_ids WHERE instance_id = ?1 AND message_id = ?2",
-                params![row.instance_id, mid],
-                |r| r.get(0),
-            )?;
+        if claim_message(c, &row.instance_id, mid, &row.id)? == 0 {
+            let existing: String = c
+                .prepare_cached("SELECT task_id FROM message_ids WHERE instance_id = ?1 AND message_id = ?2")?
+                .query_row(params![row.instance_id, mid], |r| r.get(0))?;
             return Err(StoreError::DuplicateMessage(existing));
         }
     }
-    c.execute(
+    touch_context(c, row)?;
+    c.prepare_cached(
         "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, body)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9)",
-        params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.body],
+    )?
+    .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.body],
     )
     .map_err(|e| match e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => StoreError::Invalid(format!("task {} already exists", row.id)),
@@ -218,10 +208,12 @@ fn create_task(c: &Connection, row: &TaskRow, message_id: Option<&str>) -> Resul
 }
 
 fn update_task(c: &Connection, row: &TaskRow, expected: u64, message_id: Option<&str>) -> Result<u64, StoreError> {
-    let changed = c.execute(
-        "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7
-         WHERE id = ?1 AND instance_id = ?2 AND version = ?8",
-        params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64],
+    let changed = c
+        .prepare_cached(
+            "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7
+             WHERE id = ?1 AND instance_id = ?2 AND version = ?8",
+        )?
+        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64],
     )?;
     if changed == 0 {
         return match get_task(c, &row.id, Some(&row.instance_id))? {
@@ -230,12 +222,25 @@ fn update_task(c: &Connection, row: &TaskRow, expected: u64, message_id: Option<
         };
     }
     if let Some(mid) = message_id {
-        c.execute(
-            "INSERT OR IGNORE INTO message_ids (instance_id, message_id, task_id) VALUES (?1, ?2, ?3)",
-            params![row.instance_id, mid, row.id],
-        )?;
+        claim_message(c, &row.instance_id, mid, &row.id)?;
     }
+    touch_context(c, row)?;
     Ok(expected + 1)
+}
+
+/// Records a message id for a task unless already recorded; returns rows inserted.
+fn claim_message(c: &Connection, instance_id: &str, message_id: &str, task_id: &str) -> rusqlite::Result<usize> {
+    c.prepare_cached("INSERT OR IGNORE INTO message_ids (instance_id, message_id, task_id) VALUES (?1, ?2, ?3)")?
+        .execute(params![instance_id, message_id, task_id])
+}
+
+/// Binds a task's context to its instance (first seen, last seen).
+fn touch_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "INSERT INTO contexts (instance_id, context_id, first_seen, last_seen) VALUES (?1, ?2, ?3, ?3)
+         ON CONFLICT (instance_id, context_id) DO UPDATE SET last_seen = excluded.last_seen",
+    )?
+    .execute(params![row.instance_id, row.context_id, row.updated_at as i64])
 }
 
 fn fail_unsettled(c: &Connection, now: u64, text: &str) -> Result<u64, StoreError> {
@@ -335,9 +340,6 @@ impl Store for SqliteStore {
         self.send(|r| Write::UpdateTask(row, expected, message_id, r))
     }
 
-    fn bind_context(&self, instance_id: String, context_id: String, now: u64) -> Pending<()> {
-        self.send(|r| Write::BindContext(instance_id, context_id, now, r))
-    }
 
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
         self.send(|r| Write::PutInstance(record, r))
