@@ -17,6 +17,7 @@ secs="${1:-10}"
 peer="${2:-}"
 port="${PORT:-3097}"
 data="$(mktemp -d)"
+pid=""
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
 
 cargo build --release -q -p a2a-edge --manifest-path "$root/Cargo.toml"
@@ -58,4 +59,5 @@ for c in 1 16; do
   fi
 done
 echo
+curl -s "http://127.0.0.1:$port/a2a/api/components" | python3 -c 'import json,sys; c=json.load(sys.stdin); print("per-request store + instantiation (bucket upper bounds): p50 <= %s us, p99 <= %s us over %s requests" % (c["instantiateP50Us"], c["instantiateP99Us"], c["instantiations"]))'
 echo "server peak RSS: $(awk '/VmHWM/ {print $2, $3}' /proc/$pid/status)"

@@ -7,6 +7,7 @@ pub mod app;
 pub mod config;
 pub mod credentials;
 pub mod events;
+pub mod histogram;
 pub mod host;
 pub mod instances;
 pub mod server;

@@ -10,7 +10,8 @@ use crate::{rows, send};
 
 /// Answers one JSON-RPC request.
 pub fn serve(req: &Request, out: ResponseOutparam) {
-    let legacy = request_context::instance().legacy_error_codes;
+    let instance = request_context::instance();
+    let legacy = instance.legacy_error_codes;
     let fail = |out, id: &Value, e: RpcError, extra: &[(&str, &str)]| {
         let mut headers = vec![("content-type", "application/json")];
         headers.extend_from_slice(extra);
@@ -33,7 +34,7 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
     };
     let ok = |out, v: Value| http::respond(out, 200, &[("content-type", "application/json")], jsonrpc::success(&request.id, v).to_string().as_bytes());
     let result = match request.method.as_str() {
-        "SendMessage" => match send::begin(&request.params) {
+        "SendMessage" => match send::begin(&request.params, &instance) {
             Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
                 ok(out, run.answer());
                 return run.drive();

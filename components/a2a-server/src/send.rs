@@ -29,6 +29,8 @@ pub struct Run {
     ex: Execution,
     /// The concurrency slot the task holds while it runs.
     _slot: Option<admission::Slot>,
+    /// The instance's execution timeout.
+    timeout_ms: u64,
     skill: String,
     created_at: u64,
     version: u64,
@@ -37,7 +39,7 @@ pub struct Run {
 }
 
 /// Checks the request, passes the gate, and creates (or continues) the task.
-pub fn begin(params: &Value) -> Result<Begin, RpcError> {
+pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result<Begin, RpcError> {
     let req: SendMessageRequest = jsonrpc::params(params)?;
     let invalid = |m: &str| Err(RpcError::new(ErrorKind::InvalidParams, m));
     let message = req.message;
@@ -55,11 +57,10 @@ pub fn begin(params: &Value) -> Result<Begin, RpcError> {
     if !modes.is_empty() && !modes.iter().any(|m| m == "*/*" || m.starts_with("text/")) {
         return Err(RpcError::new(ErrorKind::ContentTypeNotSupported, "acceptedOutputModes must admit text (text/plain, text/* or */*)"));
     }
-    let instance = request_context::instance();
     let skill = message.skill().unwrap_or("chat").to_owned();
     let known = if instance.skills.is_empty() { skill == "chat" } else { instance.skills.iter().any(|s| s.id == skill) };
     if !known {
-        return invalid(&format!("unknown skill {skill:?}: this agent announces {}", skill_list(&instance)));
+        return invalid(&format!("unknown skill {skill:?}: this agent announces {}", skill_list(instance)));
     }
     if let Err(ms) = admission::check_rate() {
         return Err(RpcError::new(ErrorKind::ServerError, format!("rate limit exceeded: retry in {:.1} s", ms as f64 / 1000.0)));
@@ -69,7 +70,7 @@ pub fn begin(params: &Value) -> Result<Begin, RpcError> {
     }
     let now = rows::now_ms();
     match &message.task_id {
-        Some(task_id) => continue_task(task_id, message.clone(), skill, config),
+        Some(task_id) => continue_task(task_id, message.clone(), skill, config, instance.limits.execution_timeout_ms),
         None => {
             let context_id = message.context_id.clone().unwrap_or_else(rows::uuid);
             let task_id = rows::uuid();
@@ -93,7 +94,7 @@ pub fn begin(params: &Value) -> Result<Begin, RpcError> {
                 Err(StoreError::DuplicateMessage(id)) => return Ok(Begin::Answer(answer(load_task(&id)?.1, &config))),
                 Err(e) => return Err(store_error(e)),
             }
-            Ok(Run { ex, _slot: slot, skill, created_at: now, version: 1, message, config }.begin())
+            Ok(Run { ex, _slot: slot, timeout_ms: instance.limits.execution_timeout_ms, skill, created_at: now, version: 1, message, config }.begin())
         }
     }
 }
@@ -108,7 +109,7 @@ fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<Strea
     (slot, ex.set_status(state, text, now, rows::uuid()).ok())
 }
 
-fn continue_task(task_id: &str, mut message: Message, skill: String, config: SendMessageConfiguration) -> Result<Begin, RpcError> {
+fn continue_task(task_id: &str, mut message: Message, skill: String, config: SendMessageConfiguration, timeout_ms: u64) -> Result<Begin, RpcError> {
     let (row, mut task) = load_task(task_id)?;
     if message.context_id.as_deref().is_some_and(|c| c != task.context_id) {
         return Err(RpcError::new(ErrorKind::InvalidParams, format!("contextId contradicts task {task_id}, whose context is {}", task.context_id)));
@@ -124,7 +125,7 @@ fn continue_task(task_id: &str, mut message: Message, skill: String, config: Sen
     task.history.push(message.clone());
     let mut ex = Execution::new(task);
     let (slot, frame) = admit(&mut ex, rows::now_ms());
-    let mut run = Run { ex, _slot: slot, skill, created_at: row.created_at, version: row.version, message, config };
+    let mut run = Run { ex, _slot: slot, timeout_ms, skill, created_at: row.created_at, version: row.version, message, config };
     if !run.persist(Some(run.message.message_id.clone())) {
         return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} was continued or changed by another request")));
     }
@@ -170,7 +171,7 @@ impl Run {
                 return;
             }
         };
-        let timeout_ms = request_context::instance().limits.execution_timeout_ms;
+        let timeout_ms = self.timeout_ms;
         let deadline = monotonic_clock::subscribe_duration(timeout_ms.saturating_mul(1_000_000));
         let ready = turn.subscribe();
         'turn: loop {

@@ -36,7 +36,7 @@ impl Host for EdgeView<'_> {
     }
 
     fn peer(&mut self) -> wasmtime::Result<PeerInfo> {
-        Ok(PeerInfo { id: peer_id(&self.req.peer), source: self.req.peer.to_string() })
+        Ok(PeerInfo { id: self.req.peer_id.clone(), source: self.req.peer.to_string() })
     }
 
     fn route(&mut self) -> wasmtime::Result<RouteKind> {

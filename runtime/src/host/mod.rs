@@ -44,6 +44,8 @@ pub struct Host {
     memory_bytes: usize,
     /// Instantiations so far.
     pub instantiations: AtomicU64,
+    /// Time to create a request's store and instantiate its component.
+    pub instantiate_time: crate::histogram::Histogram,
     /// Invocations that ended in a trap or limit.
     pub traps: AtomicU64,
 }
@@ -62,6 +64,8 @@ pub struct RequestState {
     app: Arc<App>,
     instance: Arc<Instance>,
     peer: SocketAddr,
+    /// The caller's stable id, derived from `peer`.
+    peer_id: String,
     route: Route,
     /// Tasks whose latest stored version this invocation wrote: id → version.
     written: Vec<(String, u64)>,
@@ -157,6 +161,7 @@ impl Host {
             cpu_burst_ticks: u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64).unwrap_or(u32::MAX).max(1),
             memory_bytes,
             instantiations: AtomicU64::new(0),
+            instantiate_time: Default::default(),
             traps: AtomicU64::new(0),
         })
     }
@@ -168,13 +173,14 @@ impl Host {
         let Some(component) = self.registry.get(&instance.record.component) else {
             return crate::server::plain(500, &format!("component {:?} is not loaded", instance.record.component));
         };
+        let started = std::time::Instant::now();
         let state = State {
             table: ResourceTable::new(),
             wasi: WasiCtx::builder().build(),
             http: WasiHttpCtx::new(),
             hooks: outbound_http::Policy::deny_all(),
             limits: StoreLimitsBuilder::new().memory_size(self.memory_bytes).build(),
-            req: RequestState { app: app.clone(), instance, peer, route, written: Vec::new() },
+            req: RequestState { app: app.clone(), instance, peer, peer_id: context::peer_id(&peer), route, written: Vec::new() },
             burst_ticks: 0,
             in_epoch_callback: false,
         };
@@ -211,12 +217,15 @@ impl Host {
             Ok(p) => p,
             Err(e) => return crate::server::plain(500, &format!("cannot prepare the request: {e}")),
         };
+        let store_setup = started.elapsed();
         self.instantiations.fetch_add(1, Ordering::Relaxed);
         let pre = component.pre.clone();
         let app = app.clone();
         let invocation = tokio::spawn(async move {
             let result = async {
+                let instantiating = std::time::Instant::now();
                 let proxy = pre.instantiate_async(&mut store).await?;
+                app.host.instantiate_time.record(store_setup + instantiating.elapsed());
                 proxy.wasi_http_incoming_handler().call_handle(&mut store, request, out).await
             }
             .await;

@@ -76,7 +76,7 @@ impl EdgeView<'_> {
             updated_at: r.updated_at,
             version: r.version,
             body: r.body,
-            peer_id: Some(super::context::peer_id(&self.req.peer)),
+            peer_id: Some(self.req.peer_id.clone()),
         }
     }
 

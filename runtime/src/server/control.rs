@@ -76,7 +76,14 @@ fn components(app: &App) -> Value {
             })
         })
         .collect();
-    json!({ "components": list, "compilations": app.host.registry.compilations.load(std::sync::atomic::Ordering::Relaxed) })
+    let t = &app.host.instantiate_time;
+    json!({
+        "components": list,
+        "compilations": app.host.registry.compilations.load(std::sync::atomic::Ordering::Relaxed),
+        "instantiations": t.count(),
+        "instantiateP50Us": t.quantile_us(0.5),
+        "instantiateP99Us": t.quantile_us(0.99),
+    })
 }
 
 fn field<'a>(action: &'a serde_json::Map<String, Value>, name: &str) -> Result<&'a str, String> {

@@ -24,7 +24,6 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_by_instance ON tasks (instance_id, updated_at DESC, id DESC);
     CREATE INDEX tasks_by_context ON tasks (instance_id, context_id, updated_at DESC);
     CREATE INDEX tasks_by_update ON tasks (updated_at DESC, id DESC);
-    CREATE INDEX tasks_by_state ON tasks (state);
     CREATE TABLE message_ids (
         instance_id TEXT NOT NULL,
         message_id TEXT NOT NULL,
