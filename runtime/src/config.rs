@@ -228,7 +228,7 @@ impl Config {
         Ok(())
     }
 
-    /// Every preset: the configured ones, plus the built-in `echo` unless configured.
+    /// Every preset: the configured ones, plus the built-in `echo` and `scripted` unless configured.
     pub fn all_presets(&self) -> Vec<Preset> {
         let mut presets = self.presets.clone();
         if !presets.iter().any(|p| p.id == "echo") {
@@ -243,6 +243,16 @@ impl Config {
                     default: false,
                 },
             );
+        }
+        if !presets.iter().any(|p| p.id == "scripted") {
+            presets.push(Preset {
+                id: "scripted".into(),
+                name: Some("Scripted".into()),
+                description: Some("Deterministic conformance behaviours (A2A TCK tck-* prefixes); echoes anything else.".into()),
+                backend: "scripted".into(),
+                skills: Vec::new(),
+                default: false,
+            });
         }
         if !presets.iter().any(|p| p.default) {
             if let Some(echo) = presets.iter_mut().find(|p| p.id == "echo") {
@@ -261,8 +271,8 @@ mod tests {
     fn empty_config_has_working_defaults() {
         let c: Config = toml::from_str("").unwrap();
         let presets = c.all_presets();
-        assert_eq!(presets.len(), 1);
-        assert!(presets[0].default && presets[0].id == "echo");
+        assert_eq!(presets.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["echo", "scripted"]);
+        assert!(presets[0].default && !presets[1].default);
         assert_eq!(c.limits.max_body_bytes, 1 << 20);
     }
 

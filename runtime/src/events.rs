@@ -50,16 +50,24 @@ pub struct TaskLog {
 #[derive(Default)]
 pub struct EventHub {
     logs: Mutex<HashMap<String, Arc<TaskLog>>>,
+    /// The last sequence id of closed logs, so a task that runs again (after INPUT_REQUIRED)
+    /// continues its sequence. Bounded: forgotten wholesale past [`CLOSED_MEMORY`] entries.
+    closed: Mutex<HashMap<String, u64>>,
 }
+
+/// How many closed logs' sequences are remembered.
+pub const CLOSED_MEMORY: usize = 100_000;
 
 impl EventHub {
     fn log(&self, task_id: &str) -> Arc<TaskLog> {
-        self.logs
-            .lock()
-            .unwrap()
-            .entry(task_id.to_owned())
-            .or_insert_with(|| Arc::new(TaskLog { log: Mutex::new(Log { next_seq: 1, ..Default::default() }), signal: watch::channel((0, false)).0 }))
-            .clone()
+        let mut logs = self.logs.lock().unwrap();
+        if let Some(log) = logs.get(task_id) {
+            return log.clone();
+        }
+        let last = self.closed.lock().unwrap().remove(task_id).unwrap_or(0);
+        let log = Arc::new(TaskLog { log: Mutex::new(Log { next_seq: last + 1, ..Default::default() }), signal: watch::channel((last, false)).0 });
+        logs.insert(task_id.to_owned(), log.clone());
+        log
     }
 
     /// Appends a frame; returns its sequence id.
@@ -82,6 +90,12 @@ impl EventHub {
     /// Ends a task's log: current subscribers drain it and end; the next `open` starts a new one.
     pub fn close(&self, task_id: &str) {
         if let Some(log) = self.logs.lock().unwrap().remove(task_id) {
+            let last = log.log.lock().unwrap().next_seq - 1;
+            let mut closed = self.closed.lock().unwrap();
+            if closed.len() >= CLOSED_MEMORY {
+                closed.clear();
+            }
+            closed.insert(task_id.to_owned(), last);
             log.signal.send_modify(|s| s.1 = true);
         }
     }
@@ -89,8 +103,8 @@ impl EventHub {
     /// A reader of a task's log after `after` (none: only frames published from now on).
     pub fn subscribe(&self, task_id: &str, after: Option<u64>) -> Subscription {
         let log = self.log(task_id);
-        let cursor = after.unwrap_or_else(|| log.log.lock().unwrap().next_seq - 1);
-        Subscription { signal: log.signal.subscribe(), log, cursor, lagged: false }
+        let head = log.log.lock().unwrap().next_seq - 1;
+        Subscription { signal: log.signal.subscribe(), log, cursor: after.unwrap_or(head).min(head), head, lagged: false }
     }
 
     /// Number of live logs.
@@ -104,6 +118,7 @@ pub struct Subscription {
     log: Arc<TaskLog>,
     signal: watch::Receiver<(u64, bool)>,
     cursor: u64,
+    head: u64,
     lagged: bool,
 }
 
@@ -125,6 +140,11 @@ impl Subscription {
     pub fn is_closed(&self) -> bool {
         let (latest, closed) = *self.signal.borrow();
         closed && self.cursor >= latest
+    }
+
+    /// The latest sequence id when this reader opened.
+    pub fn head(&self) -> u64 {
+        self.head
     }
 
     /// Frames were dropped from the ring before this reader got them.
@@ -175,5 +195,17 @@ mod tests {
         assert!(!from_200.lagged());
         let mut live = hub.subscribe("t", None);
         assert!(live.try_next().is_none());
+        assert_eq!(live.head(), RING as u64 + 10);
+    }
+
+    #[tokio::test]
+    async fn a_task_that_runs_again_continues_its_sequence() {
+        let hub = EventHub::default();
+        hub.publish("t", FrameKind::StatusUpdate, "{}".into());
+        hub.publish("t", FrameKind::StatusUpdate, "{}".into());
+        hub.close("t");
+        assert_eq!(hub.publish("t", FrameKind::StatusUpdate, "{}".into()), 3);
+        let sub = hub.subscribe("t", Some(99));
+        assert_eq!(sub.head(), 3, "a cursor past the head is clamped");
     }
 }

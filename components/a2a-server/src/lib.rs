@@ -22,6 +22,9 @@ mod http;
 mod rows;
 mod rpc;
 mod send;
+mod sse;
+mod stream;
+mod tasks;
 
 use bindings::a2a::edge::request_context::{self, RouteKind as Route};
 use wasip2::http::types::{IncomingRequest, ResponseOutparam};

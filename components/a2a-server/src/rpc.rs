@@ -1,12 +1,14 @@
 //! The JSON-RPC endpoint: transport checks, envelope, dispatch.
 
+use a2a_protocol::methods::{self, Dispatch, Method};
 use a2a_protocol::{ErrorKind, RpcError, jsonrpc, version};
 use serde_json::Value;
 use wasip2::http::types::ResponseOutparam;
 
-use crate::bindings::a2a::edge::{request_context, storage};
+use crate::bindings::a2a::edge::request_context;
 use crate::http::{self, Request};
-use crate::{rows, send};
+use crate::sse::Sse;
+use crate::{card, send, stream, tasks};
 
 /// Answers one JSON-RPC request.
 pub fn serve(req: &Request, out: ResponseOutparam) {
@@ -33,8 +35,17 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
         Err((id, e)) => return fail(out, &id, e, &[]),
     };
     let ok = |out, v: Value| http::respond(out, 200, &[("content-type", "application/json")], jsonrpc::success(&request.id, v).to_string().as_bytes());
-    let result = match request.method.as_str() {
-        "SendMessage" => match send::begin(&request.params, &instance) {
+    let method = match methods::dispatch(&request.method, methods::accepts_sse(req.header("accept"))) {
+        Dispatch::Serve(m) => m,
+        Dispatch::Json(e) => return fail(out, &request.id, e, &[]),
+        Dispatch::Frame(e) => {
+            let mut sse = Sse::start(out, request.id.clone());
+            sse.error(&e, legacy);
+            return sse.end();
+        }
+    };
+    let result = match method {
+        Method::SendMessage => match send::begin(&request.params, &instance, false) {
             Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
                 ok(out, run.answer());
                 return run.drive();
@@ -46,24 +57,21 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
             Ok(send::Begin::Answer(v)) => Ok(v),
             Err(e) => Err(e),
         },
-        "GetTask" => get_task(&request.params),
-        other => Err(RpcError::new(ErrorKind::MethodNotFound, format!("method {other:?} is not supported"))),
+        Method::SendStreamingMessage => match send::begin(&request.params, &instance, true) {
+            Ok(begun) => return stream::send(begun, out, request.id.clone()),
+            Err(e) => Err(e),
+        },
+        Method::SubscribeToTask => match stream::open(&request.params, req.header("last-event-id")) {
+            Ok(sub) => return stream::subscribe(sub, out, request.id.clone()),
+            Err(e) => Err(e),
+        },
+        Method::GetTask => tasks::get(&request.params),
+        Method::ListTasks => tasks::list(&request.params),
+        Method::CancelTask => tasks::cancel(&request.params),
+        Method::GetExtendedAgentCard => Ok(a2a_protocol::card::build(&card::input(&instance))),
     };
     match result {
         Ok(v) => ok(out, v),
         Err(e) => fail(out, &request.id, e, &[]),
     }
-}
-
-/// The task of this instance with `id`, or TASK_NOT_FOUND.
-pub fn load_task(id: &str) -> Result<(storage::TaskRow, a2a_protocol::Task), RpcError> {
-    let row = storage::get_task(id).ok_or_else(|| RpcError::new(ErrorKind::TaskNotFound, format!("task {id} not found")))?;
-    let task = rows::task(&row)?;
-    Ok((row, task))
-}
-
-fn get_task(params: &Value) -> Result<Value, RpcError> {
-    let p: a2a_protocol::GetTaskRequest = jsonrpc::params(params)?;
-    let (_, task) = load_task(&p.id)?;
-    Ok(serde_json::to_value(task.with_history_length(p.history_length)).unwrap_or_default())
 }

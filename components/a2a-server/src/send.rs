@@ -14,7 +14,8 @@ use crate::bindings::a2a::edge::storage;
 use crate::bindings::a2a::edge::types::StoreError;
 use crate::bindings::a2a::edge::request_context;
 use crate::rows;
-use crate::rpc::load_task;
+use crate::sse::{KEEP_ALIVE_NS, Sse};
+use crate::tasks::load as load_task;
 
 /// What a send turns into before any turn runs.
 pub enum Begin {
@@ -31,6 +32,8 @@ pub struct Run {
     _slot: Option<admission::Slot>,
     /// The instance's execution timeout.
     timeout_ms: u64,
+    /// The stream the caller listens on, if it asked for one.
+    sink: Option<Sse>,
     skill: String,
     created_at: u64,
     version: u64,
@@ -39,7 +42,8 @@ pub struct Run {
 }
 
 /// Checks the request, passes the gate, and creates (or continues) the task.
-pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result<Begin, RpcError> {
+/// On the streaming path a gate rejection is a -32000 server error rather than INVALID_PARAMS.
+pub fn begin(params: &Value, instance: &request_context::InstanceInfo, streaming: bool) -> Result<Begin, RpcError> {
     let req: SendMessageRequest = jsonrpc::params(params)?;
     let invalid = |m: &str| Err(RpcError::new(ErrorKind::InvalidParams, m));
     let message = req.message;
@@ -60,7 +64,8 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result
     let skill = message.skill().unwrap_or("chat").to_owned();
     let known = if instance.skills.is_empty() { skill == "chat" } else { instance.skills.iter().any(|s| s.id == skill) };
     if !known {
-        return invalid(&format!("unknown skill {skill:?}: this agent announces {}", skill_list(instance)));
+        let kind = if streaming { ErrorKind::ServerError } else { ErrorKind::InvalidParams };
+        return Err(RpcError::new(kind, format!("unknown skill {skill:?}: this agent announces {}", skill_list(instance))));
     }
     if let Err(ms) = admission::check_rate() {
         return Err(RpcError::new(ErrorKind::ServerError, format!("rate limit exceeded: retry in {:.1} s", ms as f64 / 1000.0)));
@@ -94,7 +99,7 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result
                 Err(StoreError::DuplicateMessage(id)) => return Ok(Begin::Answer(answer(load_task(&id)?.1, &config))),
                 Err(e) => return Err(store_error(e)),
             }
-            Ok(Run { ex, _slot: slot, timeout_ms: instance.limits.execution_timeout_ms, skill, created_at: now, version: 1, message, config }.begin())
+            Ok(Run { ex, _slot: slot, timeout_ms: instance.limits.execution_timeout_ms, sink: None, skill, created_at: now, version: 1, message, config }.begin())
         }
     }
 }
@@ -125,7 +130,7 @@ fn continue_task(task_id: &str, mut message: Message, skill: String, config: Sen
     task.history.push(message.clone());
     let mut ex = Execution::new(task);
     let (slot, frame) = admit(&mut ex, rows::now_ms());
-    let mut run = Run { ex, _slot: slot, timeout_ms, skill, created_at: row.created_at, version: row.version, message, config };
+    let mut run = Run { ex, _slot: slot, timeout_ms, sink: None, skill, created_at: row.created_at, version: row.version, message, config };
     if !run.persist(Some(run.message.message_id.clone())) {
         return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} was continued or changed by another request")));
     }
@@ -137,6 +142,26 @@ impl Run {
     /// A run to drive, or the answer when the task settled already (over quota).
     fn begin(self) -> Begin {
         if self.settled() { Begin::Answer(self.answer()) } else { Begin::Run(self) }
+    }
+
+    /// The task as it stands.
+    pub fn task(&self) -> &Task {
+        self.ex.task()
+    }
+
+    /// Streams every frame of the run to `sse` from now on.
+    pub fn attach(&mut self, sse: Sse) {
+        self.sink = Some(sse);
+    }
+
+    /// Takes the stream back.
+    pub fn detach(&mut self) -> Option<Sse> {
+        self.sink.take()
+    }
+
+    /// The message the turn answered with, if any.
+    pub fn direct_message(&self) -> Option<&Message> {
+        self.ex.direct_message()
     }
 
     /// Whether the caller wants the answer before the task settles.
@@ -173,6 +198,7 @@ impl Run {
         };
         let timeout_ms = self.timeout_ms;
         let deadline = monotonic_clock::subscribe_duration(timeout_ms.saturating_mul(1_000_000));
+        let mut keep_alive = monotonic_clock::subscribe_duration(KEEP_ALIVE_NS);
         let ready = turn.subscribe();
         'turn: loop {
             while let Some(event) = turn.next() {
@@ -180,10 +206,17 @@ impl Run {
                     break 'turn;
                 }
             }
-            if poll::poll(&[&ready, &deadline]).contains(&1) {
+            let fired = poll::poll(&[&ready, &deadline, &keep_alive]);
+            if fired.contains(&1) {
                 turn.cancel();
                 self.progress(Progress::Failed(format!("execution timeout: the task ran longer than {timeout_ms} ms")));
                 break;
+            }
+            if fired.contains(&2) {
+                if let Some(sse) = &mut self.sink {
+                    sse.keep_alive();
+                }
+                keep_alive = monotonic_clock::subscribe_duration(KEEP_ALIVE_NS);
             }
         }
         drop(ready);
@@ -232,16 +265,34 @@ impl Run {
         }
     }
 
-    fn publish(&self, frames: &[StreamResponse]) {
-        let id = &self.ex.task().id;
-        for f in frames {
-            let (kind, json) = match f {
-                StreamResponse::Task(t) => (FrameKind::Task, serde_json::to_string(t)),
-                StreamResponse::Message(m) => (FrameKind::Message, serde_json::to_string(m)),
-                StreamResponse::StatusUpdate(s) => (FrameKind::StatusUpdate, serde_json::to_string(s)),
-                StreamResponse::ArtifactUpdate(a) => (FrameKind::ArtifactUpdate, serde_json::to_string(a)),
-            };
-            events::publish(id, kind, &json.unwrap_or_default());
+    fn publish(&mut self, frames: &[StreamResponse]) {
+        publish(&self.ex.task().id, frames, self.sink.as_mut());
+    }
+}
+
+/// The StreamResponse member name of a frame kind.
+pub fn member(kind: FrameKind) -> &'static str {
+    match kind {
+        FrameKind::Task => "task",
+        FrameKind::Message => "message",
+        FrameKind::StatusUpdate => "statusUpdate",
+        FrameKind::ArtifactUpdate => "artifactUpdate",
+    }
+}
+
+/// Publishes frames to the task's log, and writes them (with their sequence ids) to `sink`.
+pub fn publish(task_id: &str, frames: &[StreamResponse], mut sink: Option<&mut Sse>) {
+    for f in frames {
+        let (kind, json) = match f {
+            StreamResponse::Task(t) => (FrameKind::Task, serde_json::to_string(t)),
+            StreamResponse::Message(m) => (FrameKind::Message, serde_json::to_string(m)),
+            StreamResponse::StatusUpdate(s) => (FrameKind::StatusUpdate, serde_json::to_string(s)),
+            StreamResponse::ArtifactUpdate(a) => (FrameKind::ArtifactUpdate, serde_json::to_string(a)),
+        };
+        let json = json.unwrap_or_default();
+        let seq = events::publish(task_id, kind, &json);
+        if let Some(sse) = sink.as_deref_mut() {
+            sse.frame(Some(seq), member(kind), &json);
         }
     }
 }

@@ -10,6 +10,8 @@ pub mod card;
 pub mod errors;
 pub mod execution;
 pub mod jsonrpc;
+pub mod list;
+pub mod methods;
 pub mod prompt;
 pub mod proto_enum;
 pub mod sse;

@@ -15,6 +15,21 @@ pub fn event(id: Option<u64>, data: &Value) -> String {
     }
 }
 
+/// A result event whose StreamResponse member (`task`, `message`, `statusUpdate`,
+/// `artifactUpdate`) is already JSON text, so it is not parsed again.
+pub fn result_event(id: Option<u64>, request_id: &Value, member: &str, member_json: &str) -> String {
+    let envelope = format!(r#"{{"jsonrpc":"2.0","id":{request_id},"result":{{"{member}":{member_json}}}}}"#);
+    match id {
+        Some(id) => format!("id: {id}\ndata: {envelope}\n\n"),
+        None => format!("data: {envelope}\n\n"),
+    }
+}
+
+/// Parses a `Last-Event-ID` header value.
+pub fn last_event_id(header: Option<&str>) -> Option<u64> {
+    header?.trim().parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,6 +41,23 @@ mod tests {
         assert_eq!(event(None, &v), "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"id\":\"t\"}}}\n\n");
         assert!(event(Some(42), &v).starts_with("id: 42\ndata: {"));
         assert_eq!(KEEP_ALIVE.lines().next(), Some(": keep-alive"));
+    }
+
+    #[test]
+    fn result_events_wrap_member_json_without_reparsing() {
+        let e = result_event(Some(3), &json!("r1"), "statusUpdate", r#"{"taskId":"t"}"#);
+        assert_eq!(e, "id: 3\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{\"statusUpdate\":{\"taskId\":\"t\"}}}\n\n");
+        let data = e.lines().nth(1).unwrap().strip_prefix("data: ").unwrap();
+        let v: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(v["result"]["statusUpdate"]["taskId"], "t");
+        assert!(result_event(None, &json!(1), "task", "{}").starts_with("data: "));
+    }
+
+    #[test]
+    fn last_event_ids() {
+        assert_eq!(last_event_id(Some(" 42 ")), Some(42));
+        assert_eq!(last_event_id(Some("x")), None);
+        assert_eq!(last_event_id(None), None);
     }
 
     #[test]

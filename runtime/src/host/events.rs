@@ -81,6 +81,10 @@ impl HostSubscription for EdgeView<'_> {
         Ok(self.table.get(&this)?.lagged())
     }
 
+    fn head(&mut self, this: Resource<Subscription>) -> wasmtime::Result<u64> {
+        Ok(self.table.get(&this)?.head())
+    }
+
     fn drop(&mut self, this: Resource<Subscription>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
         Ok(())

@@ -2,6 +2,7 @@
 //! and reporting their events through a channel the guest reads via the `turn` resource.
 
 mod echo;
+mod scripted;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Preset;
 
 /// Names of the session backends this runtime has.
-pub const BACKENDS: &[&str] = &["echo"];
+pub const BACKENDS: &[&str] = &["echo", "scripted"];
 
 /// What a turn reports (mirrors `a2a:edge/sessions.turn-event`).
 #[derive(Clone, Debug, PartialEq)]
@@ -136,6 +137,7 @@ pub struct SessionInfo {
 fn backend(name: &str) -> Option<Arc<dyn Backend>> {
     match name {
         "echo" => Some(Arc::new(echo::Echo)),
+        "scripted" => Some(Arc::new(scripted::Scripted)),
         _ => None,
     }
 }

@@ -1,0 +1,97 @@
+//! The streaming methods: SendStreamingMessage and SubscribeToTask (SPEC §5).
+
+use a2a_protocol::{ErrorKind, RpcError, TaskIdRequest, jsonrpc, sse};
+use serde_json::Value;
+use wasip2::clocks::monotonic_clock;
+use wasip2::http::types::ResponseOutparam;
+use wasip2::io::poll;
+
+use crate::bindings::a2a::edge::events::{self, FrameKind, Subscription};
+use crate::send::{Begin, member};
+use crate::sse::{KEEP_ALIVE_NS, Sse};
+use crate::tasks;
+
+/// Streams a send: the task, its status and artifact updates, the settled task.
+pub fn send(begun: Begin, out: ResponseOutparam, request_id: Value) {
+    let mut sse = Sse::start(out, request_id);
+    match begun {
+        // An idempotent resend: the original task (or message) as it stands.
+        Begin::Answer(v) => {
+            if let Some((key, value)) = v.as_object().and_then(|o| o.iter().next()) {
+                sse.frame(None, key, &value.to_string());
+            }
+        }
+        Begin::Run(mut run) => {
+            sse.task(run.task());
+            run.attach(sse);
+            run.drive();
+            sse = run.detach().expect("attached above");
+            match run.direct_message() {
+                Some(m) => sse.frame(None, "message", &serde_json::to_string(m).unwrap_or_default()),
+                None => sse.task(run.task()),
+            }
+        }
+    }
+    sse.end();
+}
+
+/// A subscription ready to stream.
+pub struct Opened {
+    task_id: String,
+    sub: Subscription,
+    replaying: bool,
+}
+
+/// Checks a SubscribeToTask request and opens the task's log (after `Last-Event-ID`, if sent).
+/// Errors come before any stream: unknown task, terminal task.
+pub fn open(params: &Value, last_event_id: Option<&str>) -> Result<Opened, RpcError> {
+    let p: TaskIdRequest = jsonrpc::params(params)?;
+    let (_, task) = tasks::load(&p.id)?;
+    if task.status.state.is_terminal() {
+        return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {} is {}: there is nothing to subscribe to", p.id, task.status.state.as_str())));
+    }
+    let after = sse::last_event_id(last_event_id);
+    let sub = events::open(&p.id, after).map_err(|e| RpcError::new(ErrorKind::TaskNotFound, e))?;
+    Ok(Opened { task_id: p.id, sub, replaying: after.is_some() })
+}
+
+/// Streams the current snapshot, then (on reconnect) the status frames after `Last-Event-ID`,
+/// then every frame live until the task's log closes, then the settled snapshot.
+pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
+    let Opened { task_id, sub, replaying } = opened;
+    let mut sse = Sse::start(out, request_id);
+    // Read the task after opening the log: a task that settled in between shows settled here.
+    match tasks::load(&task_id) {
+        Ok((_, task)) => {
+            sse.task(&task);
+            if task.status.state.is_terminal() {
+                return sse.end();
+            }
+        }
+        Err(_) => return sse.end(),
+    }
+    let head = if replaying { sub.head() } else { 0 };
+    let ready = sub.subscribe();
+    let mut keep_alive = monotonic_clock::subscribe_duration(KEEP_ALIVE_NS);
+    while sse.is_open() {
+        while let Some(f) = sub.try_next() {
+            // Replay after a reconnect carries status frames only: artifact chunks were applied already.
+            if f.seq <= head && f.kind != FrameKind::StatusUpdate {
+                continue;
+            }
+            sse.frame(Some(f.seq), member(f.kind), &f.json);
+        }
+        if sub.is_closed() {
+            break;
+        }
+        if poll::poll(&[&ready, &keep_alive]).contains(&1) {
+            sse.keep_alive();
+            keep_alive = monotonic_clock::subscribe_duration(KEEP_ALIVE_NS);
+        }
+    }
+    drop(ready);
+    if let Ok((_, task)) = tasks::load(&task_id) {
+        sse.task(&task);
+    }
+    sse.end();
+}

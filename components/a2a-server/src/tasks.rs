@@ -1,0 +1,74 @@
+//! The task methods that answer at once: GetTask, ListTasks, CancelTask.
+
+use a2a_protocol::execution::Execution;
+use a2a_protocol::list::{ListTasksRequest, response};
+use a2a_protocol::{ErrorKind, GetTaskRequest, RpcError, TaskIdRequest, TaskState, jsonrpc};
+use serde_json::Value;
+
+use crate::bindings::a2a::edge::types::{StoreError, TaskQuery};
+use crate::bindings::a2a::edge::{events, sessions, storage};
+use crate::rows;
+
+/// The task of this instance with `id`, or TASK_NOT_FOUND.
+pub fn load(id: &str) -> Result<(storage::TaskRow, a2a_protocol::Task), RpcError> {
+    let row = storage::get_task(id).ok_or_else(|| RpcError::new(ErrorKind::TaskNotFound, format!("task {id} not found")))?;
+    let task = rows::task(&row)?;
+    Ok((row, task))
+}
+
+/// `GetTask`.
+pub fn get(params: &Value) -> Result<Value, RpcError> {
+    let p: GetTaskRequest = jsonrpc::params(params)?;
+    if p.history_length.is_some_and(|n| n < 0) {
+        return Err(RpcError::new(ErrorKind::InvalidParams, "historyLength must not be negative"));
+    }
+    let (_, task) = load(&p.id)?;
+    Ok(serde_json::to_value(task.with_history_length(p.history_length)).unwrap_or_default())
+}
+
+/// `ListTasks`: newest status first, cursor paging.
+pub fn list(params: &Value) -> Result<Value, RpcError> {
+    let q = jsonrpc::params::<ListTasksRequest>(params)?.validate()?;
+    let page = storage::list_tasks(&TaskQuery {
+        context_id: q.context_id.clone(),
+        state: q.state.map(rows::to_wit),
+        updated_after: q.updated_after,
+        page_size: q.page_size,
+        page_token: q.page_token.clone(),
+    })
+    .map_err(|e| match e {
+        StoreError::Invalid(m) => RpcError::new(ErrorKind::InvalidParams, m),
+        e => RpcError::new(ErrorKind::Internal, format!("task store: {e:?}")),
+    })?;
+    let tasks = page.tasks.iter().map(|r| rows::task(r).map(|t| q.shape(t))).collect::<Result<Vec<_>, _>>()?;
+    Ok(response(tasks, page.next_page_token, q.page_size, page.total_size))
+}
+
+/// `CancelTask`: stops the running turn, stores CANCELED (which no late completion can
+/// overwrite), tells subscribers, and answers the task.
+pub fn cancel(params: &Value) -> Result<Value, RpcError> {
+    let p: TaskIdRequest = jsonrpc::params(params)?;
+    loop {
+        let (row, task) = load(&p.id)?;
+        if task.status.state.is_terminal() {
+            return Err(RpcError::new(
+                ErrorKind::TaskNotCancelable,
+                format!("task {} is already {} and cannot be canceled", p.id, task.status.state.as_str()),
+            ));
+        }
+        sessions::cancel_task(&p.id);
+        let mut ex = Execution::new(task);
+        let now = rows::now_ms();
+        let Ok(frame) = ex.set_status(TaskState::Canceled, None, now, rows::uuid()) else { continue };
+        match storage::update_task(&rows::row(ex.task(), &row.skill, row.created_at, now, row.version + 1), row.version, None) {
+            Ok(_) => {
+                crate::send::publish(&p.id, &[frame], None);
+                events::close(&p.id);
+                return Ok(serde_json::to_value(ex.task()).unwrap_or_default());
+            }
+            // Changed meanwhile (settled or moved on): decide again on the new state.
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(RpcError::new(ErrorKind::Internal, format!("task store: {e:?}"))),
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Which methods exist, on which transport (SPEC §4, §5).
+
+use crate::errors::{ErrorKind, RpcError};
+
+/// A served method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Blocking (or returnImmediately) send.
+    SendMessage,
+    /// Streaming send.
+    SendStreamingMessage,
+    /// One task.
+    GetTask,
+    /// Filtered, paged tasks.
+    ListTasks,
+    /// Cancel a task.
+    CancelTask,
+    /// Stream an existing task.
+    SubscribeToTask,
+    /// The (same) AgentCard.
+    GetExtendedAgentCard,
+}
+
+/// The push-notification config methods, answered PUSH_NOTIFICATION_NOT_SUPPORTED while push is off.
+pub const PUSH_METHODS: [&str; 4] =
+    ["CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"];
+
+/// How to answer a request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dispatch {
+    /// Serve the method.
+    Serve(Method),
+    /// Answer this error as a plain JSON-RPC body.
+    Json(RpcError),
+    /// Answer this error as one SSE frame (the client asked for a stream).
+    Frame(RpcError),
+}
+
+impl Method {
+    /// Whether the method answers with an SSE stream.
+    pub fn is_streaming(self) -> bool {
+        matches!(self, Self::SendStreamingMessage | Self::SubscribeToTask)
+    }
+}
+
+/// Decides how to answer `method` when the client does (or does not) accept `text/event-stream`.
+pub fn dispatch(method: &str, accepts_sse: bool) -> Dispatch {
+    let m = match method {
+        "SendMessage" => Method::SendMessage,
+        "SendStreamingMessage" => Method::SendStreamingMessage,
+        "GetTask" => Method::GetTask,
+        "ListTasks" => Method::ListTasks,
+        "CancelTask" => Method::CancelTask,
+        "SubscribeToTask" => Method::SubscribeToTask,
+        "GetExtendedAgentCard" => Method::GetExtendedAgentCard,
+        m if PUSH_METHODS.contains(&m) => {
+            return Dispatch::Json(RpcError::new(ErrorKind::PushNotificationNotSupported, "push notifications are not supported by this agent"));
+        }
+        other => return Dispatch::Json(RpcError::new(ErrorKind::MethodNotFound, format!("method {other:?} does not exist"))),
+    };
+    match (m.is_streaming(), accepts_sse) {
+        (true, false) => Dispatch::Json(RpcError::new(
+            ErrorKind::MethodNotFound,
+            format!("{method} streams its answer: send it with Accept: text/event-stream"),
+        )),
+        (false, true) if m == Method::SendMessage => Dispatch::Frame(RpcError::new(
+            ErrorKind::MethodNotFound,
+            "SendMessage is not served on the streaming path: use SendStreamingMessage, or send without Accept: text/event-stream",
+        )),
+        _ => Dispatch::Serve(m),
+    }
+}
+
+/// Whether an `Accept` header value admits `text/event-stream`.
+pub fn accepts_sse(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.split(',').any(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/event-stream")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_method_on_its_transport() {
+        for (name, m) in [
+            ("SendMessage", Method::SendMessage),
+            ("GetTask", Method::GetTask),
+            ("ListTasks", Method::ListTasks),
+            ("CancelTask", Method::CancelTask),
+            ("GetExtendedAgentCard", Method::GetExtendedAgentCard),
+        ] {
+            assert_eq!(dispatch(name, false), Dispatch::Serve(m));
+        }
+        assert_eq!(dispatch("SendStreamingMessage", true), Dispatch::Serve(Method::SendStreamingMessage));
+        assert_eq!(dispatch("SubscribeToTask", true), Dispatch::Serve(Method::SubscribeToTask));
+        assert_eq!(dispatch("GetTask", true), Dispatch::Serve(Method::GetTask));
+    }
+
+    #[test]
+    fn streaming_methods_need_the_accept_header() {
+        for m in ["SendStreamingMessage", "SubscribeToTask"] {
+            match dispatch(m, false) {
+                Dispatch::Json(e) => {
+                    assert_eq!(e.kind, ErrorKind::MethodNotFound);
+                    assert!(e.message.contains("Accept: text/event-stream"));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn send_message_on_the_streaming_path_is_one_error_frame() {
+        assert!(matches!(dispatch("SendMessage", true), Dispatch::Frame(e) if e.kind == ErrorKind::MethodNotFound));
+    }
+
+    #[test]
+    fn push_and_unknown_methods() {
+        for m in PUSH_METHODS {
+            assert!(matches!(dispatch(m, false), Dispatch::Json(e) if e.kind == ErrorKind::PushNotificationNotSupported));
+        }
+        assert!(matches!(dispatch("message/send", false), Dispatch::Json(e) if e.kind == ErrorKind::MethodNotFound));
+    }
+
+    #[test]
+    fn accept_parsing() {
+        assert!(accepts_sse(Some("text/event-stream")));
+        assert!(accepts_sse(Some("application/json, text/event-stream;q=0.9")));
+        assert!(!accepts_sse(Some("application/json")));
+        assert!(!accepts_sse(None));
+    }
+}

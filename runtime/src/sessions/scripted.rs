@@ -1,0 +1,142 @@
+//! The `scripted` backend: deterministic behaviours for conformance suites (the A2A TCK keys them
+//! on the messageId prefix, ITK/ACTS on the first text part's prefix; the longest matching
+//! prefix of either wins). Anything else is echoed.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput, echo};
+
+/// Deterministic conformance behaviours.
+pub struct Scripted;
+
+/// Every behaviour, by prefix.
+pub const BEHAVIOURS: &[&str] = &[
+    "tck-complete-task",
+    "tck-delayed-complete",
+    "tck-artifact-text",
+    "tck-artifact-file-url",
+    "tck-artifact-file",
+    "tck-artifact-data",
+    "tck-message-response",
+    "tck-input-required",
+    "tck-reject-task",
+    "tck-task-failure",
+    "tck-stream-artifact-chunked",
+    "tck-stream-",
+    "tck-long-running",
+    "test-resubscribe-message-id",
+    "tck-auth-required",
+    "tck-multi-turn",
+];
+
+/// The behaviour a turn asks for: the longest prefix of its message id or first text.
+pub fn behaviour(message_id: &str, first_text: &str) -> Option<&'static str> {
+    BEHAVIOURS.iter().copied().filter(|b| message_id.starts_with(b) || first_text.starts_with(b)).max_by_key(|b| b.len())
+}
+
+fn artifact(id: &str, part: serde_json::Value) -> TurnEvent {
+    TurnEvent::Artifact(json!({ "artifactId": id, "parts": [part] }).to_string())
+}
+
+/// Sleeps unless canceled first; false when canceled.
+async fn wait(cancel: &CancellationToken, d: Duration) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => false,
+        _ = tokio::time::sleep(d) => true,
+    }
+}
+
+impl Backend for Scripted {
+    fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
+        Box::pin(async move {
+            let message: serde_json::Value = serde_json::from_str(&input.message).unwrap_or_default();
+            let first_text = message["parts"].as_array().and_then(|p| p.iter().find_map(|p| p["text"].as_str())).unwrap_or("").to_owned();
+            let send = |e: TurnEvent| {
+                let _ = events.send(e);
+            };
+            let canceled = || TurnEvent::Failed("canceled".into());
+            match behaviour(&input.message_id, &first_text) {
+                Some("tck-complete-task") => {
+                    send(TurnEvent::TextDelta("Hello from TCK".into()));
+                    send(TurnEvent::Completed);
+                }
+                Some("tck-delayed-complete") => {
+                    if !wait(&cancel, Duration::from_millis(1500)).await {
+                        return send(canceled());
+                    }
+                    send(TurnEvent::TextDelta("Hello from TCK".into()));
+                    send(TurnEvent::Completed);
+                }
+                Some("tck-artifact-text") => {
+                    send(artifact("text-artifact", json!({ "text": "Generated text content" })));
+                    send(TurnEvent::Completed);
+                }
+                Some("tck-artifact-file") => {
+                    send(artifact("file-artifact", json!({ "raw": "SGVsbG8gZnJvbSBUQ0s=", "filename": "output.txt", "mediaType": "text/plain" })));
+                    send(TurnEvent::Completed);
+                }
+                Some("tck-artifact-file-url") => {
+                    send(artifact("file-url-artifact", json!({ "url": "https://example.com/output.txt", "filename": "output.txt", "mediaType": "text/plain" })));
+                    send(TurnEvent::Completed);
+                }
+                Some("tck-artifact-data") => {
+                    send(artifact("data-artifact", json!({ "data": { "key": "value", "count": 42 }, "mediaType": "application/json" })));
+                    send(TurnEvent::Completed);
+                }
+                Some("tck-message-response") => {
+                    let m = json!({
+                        "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_AGENT",
+                        "contextId": input.context_id, "parts": [{ "text": "Direct message response" }],
+                    });
+                    send(TurnEvent::Message(m.to_string()));
+                }
+                Some("tck-input-required") => send(TurnEvent::InputRequired("Please provide more input".into())),
+                Some("tck-auth-required") => send(TurnEvent::AuthRequired("Please authenticate to continue".into())),
+                Some("tck-multi-turn") if first_text.trim_start().starts_with("done") => {
+                    send(TurnEvent::TextDelta("Conversation complete".into()));
+                    send(TurnEvent::Completed);
+                }
+                Some("tck-multi-turn") => send(TurnEvent::InputRequired("Tell me more, or say \"done\"".into())),
+                Some("tck-reject-task") => send(TurnEvent::Rejected("Task rejected by the agent".into())),
+                Some("tck-task-failure") => send(TurnEvent::Failed("Task failed as requested".into())),
+                Some("tck-stream-artifact-chunked") | Some("tck-stream-") => {
+                    for chunk in ["Streaming ", "chunk ", "one, ", "chunk ", "two, ", "done."] {
+                        if !wait(&cancel, Duration::from_millis(50)).await {
+                            return send(canceled());
+                        }
+                        send(TurnEvent::TextDelta(chunk.into()));
+                    }
+                    send(TurnEvent::Completed);
+                }
+                Some("tck-long-running") | Some("test-resubscribe-message-id") => {
+                    for step in 1..=4 {
+                        if !wait(&cancel, Duration::from_secs(1)).await {
+                            return send(canceled());
+                        }
+                        send(TurnEvent::TextDelta(format!("step {step} ")));
+                    }
+                    send(TurnEvent::Completed);
+                }
+                _ => return echo::Echo.run(input, events, cancel).await,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_prefix_of_message_id_or_first_text_wins() {
+        assert_eq!(behaviour("tck-artifact-file-url-1", ""), Some("tck-artifact-file-url"));
+        assert_eq!(behaviour("tck-artifact-file-1", ""), Some("tck-artifact-file"));
+        assert_eq!(behaviour("m1", "tck-stream-artifact-chunked please"), Some("tck-stream-artifact-chunked"));
+        assert_eq!(behaviour("tck-stream-001", ""), Some("tck-stream-"));
+        assert_eq!(behaviour("tck-complete-task", "tck-delayed-complete"), Some("tck-delayed-complete"));
+        assert_eq!(behaviour("hello", "world"), None);
+    }
+}
