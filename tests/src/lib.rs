@@ -84,6 +84,42 @@ impl Server {
         self.rpc(path, "SendMessage", params).await.1
     }
 
+    /// Calls a streaming method (`Accept: text/event-stream`), with an optional `Last-Event-ID`.
+    pub async fn stream(&self, path: &str, method: &str, params: Value, last_event_id: Option<u64>) -> Events {
+        let body = json!({"jsonrpc": "2.0", "id": "s", "method": method, "params": params});
+        let mut req = self.http.post(format!("{}{path}", self.base())).header("accept", "text/event-stream").json(&body);
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        Events { response: req.send().await.unwrap(), buf: String::new() }
+    }
+
+    /// The `result` of a successful JSON-RPC call (panics with the body otherwise).
+    pub async fn ok(&self, path: &str, method: &str, params: Value) -> Value {
+        let (_, body) = self.rpc(path, method, params).await;
+        assert!(body.get("result").is_some(), "{method} failed: {body}");
+        body["result"].clone()
+    }
+
+    /// The error code of a failed JSON-RPC call (panics with the body otherwise).
+    pub async fn code(&self, path: &str, method: &str, params: Value) -> i64 {
+        let (_, body) = self.rpc(path, method, params).await;
+        body["error"]["code"].as_i64().unwrap_or_else(|| panic!("{method} did not fail: {body}"))
+    }
+
+    /// Polls GetTask until the task reaches `state` (or panics after `secs`).
+    pub async fn wait_state(&self, path: &str, task_id: &str, state: &str, secs: u64) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let t = self.ok(path, "GetTask", json!({"id": task_id})).await;
+            if t["status"]["state"] == state {
+                return t;
+            }
+            assert!(std::time::Instant::now() < deadline, "task {task_id} did not reach {state}: {t}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// POSTs a control action; returns (status, body).
     pub async fn action(&self, body: Value) -> (u16, Value) {
         let r = self.http.post(format!("{}/a2a/api", self.base())).json(&body).send().await.unwrap();
@@ -113,22 +149,100 @@ pub fn put_component(data_dir: &Path, name: &str, bytes: &[u8]) {
 pub fn config_with(instances: &[(&str, &str, Option<u64>)]) -> Config {
     let mut config = Config::default();
     for (id, component, max_body) in instances {
-        let mut limits = config.limits;
+        let mut decl = instance(id, "echo");
+        decl.component = Some((*component).into());
         if let Some(m) = max_body {
-            limits.max_body_bytes = *m;
+            decl.limits.as_mut().unwrap().max_body_bytes = *m;
         }
-        config.instances.push(a2a_edge::config::InstanceDecl {
-            id: Some((*id).into()),
-            name: (*id).into(),
-            description: format!("{id} test agent"),
-            version: "0.1.0".into(),
-            endpoint_path: None,
-            preset: None,
-            auth_token_env: None,
-            enabled: true,
-            component: Some((*component).into()),
-            limits: Some(limits),
-        });
+        config.instances.push(decl);
     }
     config
+}
+
+/// An instance declaration `id` on `preset` with the default limits.
+pub fn instance(id: &str, preset: &str) -> a2a_edge::config::InstanceDecl {
+    a2a_edge::config::InstanceDecl {
+        id: Some(id.into()),
+        name: id.into(),
+        description: format!("{id} test agent"),
+        version: "0.1.0".into(),
+        endpoint_path: None,
+        preset: Some(preset.into()),
+        auth_token_env: None,
+        enabled: true,
+        component: None,
+        limits: Some(a2a_edge::config::Limits::default()),
+    }
+}
+
+/// A config with one instance `tck` on the scripted preset, changed by `edit`.
+pub fn scripted(edit: impl FnOnce(&mut a2a_edge::config::InstanceDecl)) -> Config {
+    let mut decl = instance("tck", "scripted");
+    edit(&mut decl);
+    Config { instances: vec![decl], ..Config::default() }
+}
+
+/// A user message with one text part.
+pub fn message(message_id: &str, text: &str) -> Value {
+    json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+/// One SSE event: its `id:` and its data as JSON.
+pub type Event = (Option<u64>, Value);
+
+/// An SSE response read event by event.
+pub struct Events {
+    response: reqwest::Response,
+    buf: String,
+}
+
+impl Events {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        self.response.status().as_u16()
+    }
+
+    /// The next event (comments skipped); none at the end of the stream.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let raw: String = self.buf.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = None;
+                for line in raw.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        id = v.parse().ok();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data = Some(serde_json::from_str(v).unwrap());
+                    }
+                }
+                match data {
+                    Some(d) => return Some((id, d)),
+                    None => continue,
+                }
+            }
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), self.response.chunk()).await.expect("stream stalled").ok()??;
+            self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// The body as plain JSON (an error answered before any stream started).
+    pub async fn json(self) -> Value {
+        assert_eq!(self.response.headers()["content-type"], "application/json", "expected a plain JSON answer");
+        self.response.json().await.unwrap()
+    }
+
+    /// Every remaining event.
+    pub async fn all(mut self) -> Vec<Event> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next().await {
+            out.push(e);
+        }
+        out
+    }
+}
+
+/// The StreamResponse member of an event (`task`, `statusUpdate`, …).
+pub fn kind(e: &Event) -> &str {
+    e.1["result"].as_object().and_then(|o| o.keys().next()).map_or("error", |k| k.as_str())
 }

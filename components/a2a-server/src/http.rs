@@ -71,6 +71,12 @@ pub fn write_all(stream: &OutputStream, mut bytes: &[u8]) -> Result<(), StreamEr
     Ok(())
 }
 
+/// Drops a body whose client went away (the stream first: it is the body's child).
+pub fn abandon((body, stream): Started) {
+    drop(stream);
+    drop(body);
+}
+
 /// Ends the body.
 pub fn finish((body, stream): Started) {
     drop(stream);

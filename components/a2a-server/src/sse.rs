@@ -28,7 +28,9 @@ impl Sse {
     fn write(&mut self, text: &str) {
         let failed = self.body.as_ref().is_some_and(|(_, stream)| http::write_all(stream, text.as_bytes()).is_err());
         if failed {
-            self.body = None;
+            if let Some(started) = self.body.take() {
+                http::abandon(started);
+            }
         }
     }
 
