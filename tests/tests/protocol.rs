@@ -319,3 +319,13 @@ async fn a_token_is_checked_before_any_stream_starts() {
     assert_eq!(card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer");
     assert!(!card.to_string().contains("s3cret-stream"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_left_running_by_a_stopped_process_are_failed_on_start() {
+    let mut s = Server::start(scripted(|_| {})).await;
+    let id = start_long(&s, "tck-long-running-restart").await;
+    s.restart().await;
+    let t = s.ok(TCK, "GetTask", json!({"id": id})).await;
+    assert_eq!(t["status"]["state"], "TASK_STATE_FAILED", "{t}");
+    assert_eq!(t["status"]["message"]["parts"][0]["text"], "interrupted by runtime restart");
+}

@@ -151,9 +151,14 @@ pub async fn settle_abandoned(app: &Arc<App>, instance_id: &str, written: &[(Str
             None => "the agent component ended before the task settled".to_owned(),
         };
         let now = crate::tasks::now_ms();
-        let failed = store::TaskRow { state: TaskState::Failed, updated_at: now, body: crate::tasks::fail_body(&row.body, now, &why), ..row.clone() };
+        let (body, update) = crate::tasks::failed(&row.body, now, &why).unwrap_or_else(|| (row.body.clone(), String::new()));
+        let failed = store::TaskRow { state: TaskState::Failed, updated_at: now, body, ..row.clone() };
         if settled(app.store.update_task(failed, row.version, None)).await.is_ok() {
-            app.events.close(&super::events::log_key(instance_id, task_id));
+            let key = super::events::log_key(instance_id, task_id);
+            if !update.is_empty() {
+                app.events.publish(&key, crate::events::FrameKind::StatusUpdate, update);
+            }
+            app.events.close(&key);
             tracing::warn!(task = %task_id, "settled an abandoned task as FAILED");
         }
     }
