@@ -1,0 +1,131 @@
+"""Interop: the official Python a2a-sdk 1.3 client against a running a2a-edge instance on the
+scripted preset (A2A_EDGE_AGENT = the instance's endpoint URL, its card at /agent-card.json)."""
+
+import asyncio
+import os
+import uuid
+
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+
+AGENT = os.environ["A2A_EDGE_AGENT"]
+
+
+async def client(streaming: bool, polling: bool = False):
+    return await create_client(
+        AGENT, client_config=ClientConfig(streaming=streaming, polling=polling), relative_card_path="/agent-card.json"
+    )
+
+
+def message(prefix: str, text: str = "hello", context_id: str = "", task_id: str = "") -> SendMessageRequest:
+    m = Message(message_id=f"{prefix}-{uuid.uuid4()}", role=Role.ROLE_USER, parts=[Part(text=text)])
+    if context_id:
+        m.context_id = context_id
+    if task_id:
+        m.task_id = task_id
+    return SendMessageRequest(message=m)
+
+
+async def collect(stream):
+    return [ev async for ev in stream]
+
+
+@pytest.mark.asyncio
+async def test_send_blocking_completes_with_the_artifact():
+    c = await client(streaming=False)
+    events = await collect(c.send_message(message("tck-complete-task")))
+    assert len(events) == 1
+    task = events[0].task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert task.artifacts[0].parts[0].text == "Hello from TCK"
+    await c.close()
+
+
+@pytest.mark.asyncio
+async def test_stream_yields_task_then_updates_then_completion():
+    c = await client(streaming=True)
+    events = await collect(c.send_message(message("tck-stream-chunks")))
+    kinds = [ev.WhichOneof("payload") for ev in events]
+    assert kinds[0] == "task"
+    assert "artifact_update" in kinds
+    assert "status_update" in kinds
+    text = "".join(p.text for ev in events if ev.WhichOneof("payload") == "artifact_update" for p in ev.artifact_update.artifact.parts)
+    assert text == "Streaming chunk one, chunk two, done."
+    final = [ev for ev in events if ev.WhichOneof("payload") == "status_update"][-1]
+    assert final.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    await c.close()
+
+
+@pytest.mark.asyncio
+async def test_get_and_list_tasks():
+    c = await client(streaming=False)
+    ctx = str(uuid.uuid4())
+    ids = []
+    for _ in range(3):
+        ev = (await collect(c.send_message(message("tck-complete-task", context_id=ctx))))[0]
+        ids.append(ev.task.id)
+    got = await c.get_task(GetTaskRequest(id=ids[0]))
+    assert got.id == ids[0] and got.status.state == TaskState.TASK_STATE_COMPLETED
+    page = await c.list_tasks(ListTasksRequest(context_id=ctx, page_size=2))
+    assert page.total_size == 3 and len(page.tasks) == 2 and page.next_page_token
+    rest = await c.list_tasks(ListTasksRequest(context_id=ctx, page_size=2, page_token=page.next_page_token))
+    assert len(rest.tasks) == 1 and rest.next_page_token == ""
+    assert sorted(t.id for t in list(page.tasks) + list(rest.tasks)) == sorted(ids)
+    await c.close()
+
+
+@pytest.mark.asyncio
+async def test_cancel_a_running_task():
+    c = await client(streaming=False, polling=True)
+    ev = (await collect(c.send_message(message("tck-long-running"))))[0]
+    assert ev.task.status.state == TaskState.TASK_STATE_WORKING
+    canceled = await c.cancel_task(CancelTaskRequest(id=ev.task.id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    await asyncio.sleep(0.5)
+    assert (await c.get_task(GetTaskRequest(id=ev.task.id))).status.state == TaskState.TASK_STATE_CANCELED
+    await c.close()
+
+
+@pytest.mark.asyncio
+async def test_subscribe_to_a_running_task_until_it_completes():
+    c = await client(streaming=False, polling=True)
+    ev = (await collect(c.send_message(message("tck-long-running"))))[0]
+    s = await client(streaming=True)
+    events = await collect(s.subscribe(SubscribeToTaskRequest(id=ev.task.id)))
+    assert events[0].WhichOneof("payload") == "task"
+    states = [e.status_update.status.state for e in events if e.WhichOneof("payload") == "status_update"]
+    last = events[-1]
+    final_state = last.task.status.state if last.WhichOneof("payload") == "task" else states[-1]
+    assert final_state == TaskState.TASK_STATE_COMPLETED
+    await c.close()
+    await s.close()
+
+
+@pytest.mark.asyncio
+async def test_input_required_then_continue_with_the_task_id():
+    c = await client(streaming=False)
+    first = (await collect(c.send_message(message("tck-input-required"))))[0].task
+    assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    second = (await collect(c.send_message(message("follow", "tck-complete-task", task_id=first.id))))[0].task
+    assert second.id == first.id and second.status.state == TaskState.TASK_STATE_COMPLETED
+    await c.close()
+
+
+@pytest.mark.asyncio
+async def test_unknown_task_is_an_error():
+    c = await client(streaming=False)
+    with pytest.raises(Exception) as e:
+        await c.get_task(GetTaskRequest(id="no-such-task"))
+    assert "not found" in str(e.value).lower()
+    await c.close()

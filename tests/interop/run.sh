@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Interop with third-party A2A clients from the registries: the Python a2a-sdk 1.3 client,
+# the JS @a2a-js/sdk 1.3 client and the Rust a2a-cli, each against a running a2a-edge whose
+# `tck` instance runs the scripted preset. Installs what it needs (a venv and node_modules under
+# target/interop, a2a-cli under target/interop/bin), starts the release binary on a free port,
+# and exits non-zero if any client fails.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+work="$root/target/interop"
+mkdir -p "$work"
+cd "$root"
+
+cargo build --release -q -p a2a-edge
+data="$(mktemp -d)"
+pid=""
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
+port="${INTEROP_PORT:-3391}"
+"$root/target/release/a2a-edge" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$root/tests/interop/interop.toml" >"$work/server.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/a2a/tck/agent-card.json" >/dev/null && break; sleep 0.1; done
+export A2A_EDGE_AGENT="http://127.0.0.1:$port/a2a/tck"
+
+echo "== Python a2a-sdk client"
+if [ ! -x "$work/venv/bin/pytest" ] || ! cmp -s "$root/tests/interop/python/requirements.txt" "$work/venv/requirements.txt"; then
+  python3 -m venv "$work/venv"
+  "$work/venv/bin/pip" install -q -r "$root/tests/interop/python/requirements.txt"
+  cp "$root/tests/interop/python/requirements.txt" "$work/venv/requirements.txt"
+fi
+"$work/venv/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/python" | tee "$work/python.out"
+
+echo "== JS @a2a-js/sdk client"
+mkdir -p "$work/js"
+cp "$root/tests/interop/js/package.json" "$root/tests/interop/js/package-lock.json" "$root/tests/interop/js/"*.test.mjs "$work/js/"
+(cd "$work/js" && { [ -d node_modules/@a2a-js/sdk ] || npm ci --no-audit --no-fund --silent; } && node --test) | tee "$work/js.out"
+
+echo "== Rust a2a-cli"
+[ -x "$work/bin/a2acli" ] || cargo install -q a2a-cli --version 0.4.5 --locked --root "$work"
+"$root/tests/interop/a2a_cli.sh" "$work/bin/a2acli" "$A2A_EDGE_AGENT" | tee "$work/cli.out"
+
+# Every step above stops the script on a failure; this line sums what actually ran.
+py=$(grep -oE '[0-9]+ passed' "$work/python.out" | grep -oE '[0-9]+' | tail -1)
+js=$(awk '/^# pass / {print $3}' "$work/js.out")
+cli=$(grep -c ': ok' "$work/cli.out")
+echo "interop: $((py + js + cli)) passed, 0 failed"
