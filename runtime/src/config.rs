@@ -144,6 +144,15 @@ pub struct Preset {
     /// The preset of instances that name none.
     #[serde(default)]
     pub default: bool,
+    /// `command` backend: the program and its arguments, run once per turn.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// `command` backend: working directory (default: the runtime's).
+    #[serde(default)]
+    pub working_dir: Option<PathBuf>,
+    /// `command` backend: longest a turn may run before its process group is killed (default 300 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 /// An announced skill.
@@ -221,6 +230,9 @@ impl Config {
             if !crate::sessions::BACKENDS.contains(&p.backend.as_str()) {
                 anyhow::bail!("preset {:?}: unknown backend {:?} (known: {})", p.id, p.backend, crate::sessions::BACKENDS.join(", "));
             }
+            if p.backend == "command" && p.command.is_empty() {
+                anyhow::bail!("preset {:?}: the command backend needs `command = [\"program\", \"arg\", …]`", p.id);
+            }
         }
         if self.presets.iter().filter(|p| p.default).count() > 1 {
             anyhow::bail!("more than one preset has default = true");
@@ -241,6 +253,9 @@ impl Config {
                     backend: "echo".into(),
                     skills: Vec::new(),
                     default: false,
+                    command: Vec::new(),
+                    working_dir: None,
+                    timeout_ms: None,
                 },
             );
         }
@@ -252,6 +267,9 @@ impl Config {
                 backend: "scripted".into(),
                 skills: Vec::new(),
                 default: false,
+                command: Vec::new(),
+                working_dir: None,
+                timeout_ms: None,
             });
         }
         if !presets.iter().any(|p| p.default) {
@@ -281,6 +299,8 @@ mod tests {
         assert!(toml::from_str::<Config>("nope = 1").is_err());
         let c: Config = toml::from_str("[[presets]]\nid = \"x\"\nbackend = \"telepathy\"").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("unknown backend"));
+        let c: Config = toml::from_str("[[presets]]\nid = \"x\"\nbackend = \"command\"").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("needs `command"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Live agent sessions: one per (instance, context id), running turns on the preset's backend
 //! and reporting their events through a channel the guest reads via the `turn` resource.
 
+mod command;
 mod echo;
 mod scripted;
 
@@ -13,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Preset;
 
 /// Names of the session backends this runtime has.
-pub const BACKENDS: &[&str] = &["echo", "scripted"];
+pub const BACKENDS: &[&str] = &["echo", "scripted", "command"];
 
 /// What a turn reports (mirrors `a2a:edge/sessions.turn-event`).
 #[derive(Clone, Debug, PartialEq)]
@@ -133,11 +134,16 @@ pub struct SessionInfo {
     pub turns: u64,
 }
 
-/// The backend named `name` (one of [`BACKENDS`]).
-fn backend(name: &str) -> Option<Arc<dyn Backend>> {
-    match name {
+/// The backend a preset names (one of [`BACKENDS`]), with its settings.
+fn backend(preset: &Preset) -> Option<Arc<dyn Backend>> {
+    match preset.backend.as_str() {
         "echo" => Some(Arc::new(echo::Echo)),
         "scripted" => Some(Arc::new(scripted::Scripted)),
+        "command" if !preset.command.is_empty() => Some(Arc::new(command::Command {
+            argv: preset.command.clone(),
+            working_dir: preset.working_dir.clone(),
+            timeout: std::time::Duration::from_millis(preset.timeout_ms.unwrap_or(300_000)),
+        })),
         _ => None,
     }
 }
@@ -152,7 +158,7 @@ pub struct Sessions {
 impl Sessions {
     /// Sessions over the given presets.
     pub fn new(presets: &[Preset]) -> Sessions {
-        let backends = presets.iter().filter_map(|p| Some((p.id.clone(), backend(&p.backend)?))).collect();
+        let backends = presets.iter().filter_map(|p| Some((p.id.clone(), backend(p)?))).collect();
         Sessions { backends, live: Mutex::default(), running: Arc::default() }
     }
 

@@ -1,0 +1,120 @@
+//! The `command` backend: one run of a configured program per turn. The prompt goes to stdin,
+//! the ids to the environment; stdout streams back as text; exit 0 completes the task, anything
+//! else fails it with the tail of stderr. Timeout and cancel kill the whole process group.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput};
+
+/// How much of stderr a failure reports.
+const STDERR_TAIL: usize = 2048;
+
+/// Runs a program per turn.
+pub struct Command {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Working directory.
+    pub working_dir: Option<PathBuf>,
+    /// Longest a turn may run.
+    pub timeout: Duration,
+}
+
+impl Backend for Command {
+    fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
+        let (argv, dir, timeout) = (self.argv.clone(), self.working_dir.clone(), self.timeout);
+        Box::pin(async move {
+            let outcome = match run(&argv, dir, timeout, &input, &events, &cancel).await {
+                Ok(o) => o,
+                Err(e) => TurnEvent::Failed(format!("could not run {:?}: {e}", argv[0])),
+            };
+            let _ = events.send(outcome);
+        })
+    }
+}
+
+async fn run(argv: &[String], dir: Option<PathBuf>, timeout: Duration, input: &TurnInput, events: &EventSink, cancel: &CancellationToken) -> std::io::Result<TurnEvent> {
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("A2A_CONTEXT_ID", &input.context_id)
+        .env("A2A_TASK_ID", input.task_id.rsplit('/').next().unwrap_or(&input.task_id))
+        .env("A2A_MESSAGE_ID", &input.message_id)
+        .env("A2A_SKILL", &input.skill)
+        .env("A2A_INSTANCE_ID", &input.instance_id)
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    let mut child = cmd.spawn()?;
+    let group = child.id().map(|id| id as i32);
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let prompt = input.prompt.clone();
+    // A program that does not read its stdin must not block the turn.
+    tokio::spawn(async move {
+        let _ = stdin.write_all(prompt.as_bytes()).await;
+    });
+    let err_tail = tokio::spawn(async move {
+        let mut all = Vec::new();
+        let _ = stderr.read_to_end(&mut all).await;
+        String::from_utf8_lossy(&all[all.len().saturating_sub(STDERR_TAIL)..]).trim().to_owned()
+    });
+    let streaming = async {
+        let mut buf = [0u8; 4096];
+        let mut pending = Vec::new();
+        loop {
+            let n = stdout.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            pending.extend_from_slice(&buf[..n]);
+            // Send whole UTF-8 characters only; keep a split one for the next read.
+            let valid = match std::str::from_utf8(&pending) {
+                Ok(_) => pending.len(),
+                Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                Err(_) => pending.len(),
+            };
+            let text: Vec<u8> = pending.drain(..valid).collect();
+            let _ = events.send(TurnEvent::TextDelta(String::from_utf8_lossy(&text).into_owned()));
+        }
+        if !pending.is_empty() {
+            let _ = events.send(TurnEvent::TextDelta(String::from_utf8_lossy(&pending).into_owned()));
+        }
+        child.wait().await
+    };
+    let kill = || {
+        if let Some(pgid) = group {
+            // SAFETY: signalling a process group we created; a stale id only yields ESRCH.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    };
+    tokio::select! {
+        status = streaming => {
+            let status = status?;
+            kill(); // children left behind in the group end with the turn
+            if status.success() {
+                Ok(TurnEvent::Completed)
+            } else {
+                let tail = err_tail.await.unwrap_or_default();
+                Ok(TurnEvent::Failed(format!("the command {status}{}{tail}", if tail.is_empty() { "" } else { ": " })))
+            }
+        }
+        _ = cancel.cancelled() => {
+            kill();
+            Ok(TurnEvent::Failed("canceled".into()))
+        }
+        _ = tokio::time::sleep(timeout) => {
+            kill();
+            Ok(TurnEvent::Failed(format!("the command ran longer than its {} ms timeout and was killed", timeout.as_millis())))
+        }
+    }
+}
