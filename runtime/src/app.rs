@@ -31,6 +31,8 @@ pub struct App {
     pub sessions: Sessions,
     /// Rate limits and slots.
     pub admission: Admission,
+    /// Stored attachments.
+    pub attachments: crate::attachments::Attachments,
     /// The wasmtime host.
     pub host: Host,
     instances: RwLock<Vec<Arc<Instance>>>,
@@ -48,6 +50,7 @@ impl App {
         }
         let host = Host::new(&config.runtime, &data_dir)?;
         let base_url = config.public_base_url.clone().unwrap_or_else(|| format!("http://{listen}")).trim_end_matches('/').to_owned();
+        let attachments = crate::attachments::Attachments::new(&data_dir, config.attachments.clone());
         let app = Arc::new(App {
             sessions: Sessions::new(&config.all_presets()),
             config,
@@ -56,6 +59,7 @@ impl App {
             store,
             events: EventHub::default(),
             admission: Admission::default(),
+            attachments,
             host,
             instances: RwLock::default(),
             routes: RwLock::default(),

@@ -21,6 +21,8 @@ pub struct Config {
     pub storage: StorageSettings,
     /// Protocol switches.
     pub protocol: ProtocolSettings,
+    /// The attachments service.
+    pub attachments: AttachmentSettings,
     /// Session presets; `echo` is built in.
     pub presets: Vec<Preset>,
     /// Inbound instances declared as code: created on start when missing.
@@ -38,6 +40,7 @@ impl Default for Config {
             runtime: RuntimeSettings::default(),
             storage: StorageSettings::default(),
             protocol: ProtocolSettings::default(),
+            attachments: AttachmentSettings::default(),
             presets: Vec::new(),
             instances: Vec::new(),
             well_known_instance: None,
@@ -122,6 +125,28 @@ impl Default for StorageSettings {
 pub struct ProtocolSettings {
     /// Emit the seed's error numbers (SPEC §13).
     pub legacy_error_codes: bool,
+}
+
+/// The attachments service: `raw` parts stored under `<data-dir>/attachments/`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct AttachmentSettings {
+    /// Admit `raw` parts (off: they stay inline and the prompt shows a placeholder).
+    pub enabled: bool,
+    /// Largest attachment, bytes (decoded).
+    pub max_bytes: u64,
+    /// Media types admitted.
+    pub media_types: Vec<String>,
+}
+
+impl Default for AttachmentSettings {
+    fn default() -> Self {
+        AttachmentSettings {
+            enabled: false,
+            max_bytes: 10 << 20,
+            media_types: a2a_protocol::card::ATTACHMENT_MODES.iter().chain(["text/plain", "application/pdf"].iter()).map(|m| (*m).to_owned()).collect(),
+        }
+    }
 }
 
 /// A named session configuration.

@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod app;
+pub mod attachments;
 pub mod config;
 pub mod credentials;
 pub mod events;

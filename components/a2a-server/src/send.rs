@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use wasip2::clocks::monotonic_clock;
 use wasip2::io::poll;
 
-use crate::bindings::a2a::edge::admission;
+use crate::bindings::a2a::edge::{admission, attachments};
 use crate::bindings::a2a::edge::events::{self, FrameKind};
 use crate::bindings::a2a::edge::sessions::{self, TurnEvent, TurnRequest};
 use crate::bindings::a2a::edge::storage;
@@ -46,7 +46,7 @@ pub struct Run {
 pub fn begin(params: &Value, instance: &request_context::InstanceInfo, streaming: bool) -> Result<Begin, RpcError> {
     let req: SendMessageRequest = jsonrpc::params(params)?;
     let invalid = |m: &str| Err(RpcError::new(ErrorKind::InvalidParams, m));
-    let message = req.message;
+    let mut message = req.message;
     if message.message_id.is_empty() {
         return invalid("message.messageId is required");
     }
@@ -72,6 +72,9 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo, streaming
     }
     if let Some(id) = storage::find_message(&message.message_id) {
         return Ok(Begin::Answer(answer(load_task(&id)?.1, &config)));
+    }
+    if instance.attachments {
+        admit_attachments(&mut message)?;
     }
     let now = rows::now_ms();
     match &message.task_id {
@@ -311,6 +314,18 @@ fn progress(e: TurnEvent) -> Progress {
         TurnEvent::Rejected(t) => Progress::Rejected(t),
         TurnEvent::Failed(t) => Progress::Failed(t),
     }
+}
+
+/// Replaces each `raw` part by a durable reference from the attachments service (the bytes leave
+/// the message before it is stored); a refused attachment refuses the message.
+fn admit_attachments(message: &mut Message) -> Result<(), RpcError> {
+    for part in message.parts.iter_mut() {
+        let Some(raw) = part.raw.take() else { continue };
+        let reference = attachments::admit(part.media_type.as_deref(), part.filename.as_deref(), &raw)
+            .map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
+        part.url = Some(reference);
+    }
+    Ok(())
 }
 
 fn answer(task: Task, config: &SendMessageConfiguration) -> Value {

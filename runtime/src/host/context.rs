@@ -23,7 +23,7 @@ impl Host for EdgeView<'_> {
                 .map(|s| Skill { id: s.id.clone(), name: s.name.clone().unwrap_or_else(|| s.id.clone()), description: s.description.clone(), tags: s.tags.clone() })
                 .collect(),
             auth_required: i.token.is_some(),
-            attachments: false,
+            attachments: app.attachments.enabled(),
             provider_organization: app.config.provider.as_ref().map(|p| p.organization.clone()),
             provider_url: app.config.provider.as_ref().map(|p| p.url.clone()),
             limits: Limits {

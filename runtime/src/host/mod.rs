@@ -3,6 +3,7 @@
 //! store in which a component instance serves one HTTP request.
 
 mod admission;
+mod attachments;
 pub mod bindings;
 mod context;
 mod events;
@@ -154,6 +155,7 @@ impl Host {
         wt(bindings::events::add_to_linker::<State, Edge>(&mut linker, edge))?;
         wt(bindings::sessions::add_to_linker::<State, Edge>(&mut linker, edge))?;
         wt(bindings::admission::add_to_linker::<State, Edge>(&mut linker, edge))?;
+        wt(bindings::attachments::add_to_linker::<State, Edge>(&mut linker, edge))?;
         let cache_dir = settings.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"));
         let registry = Arc::new(Registry::new(engine, linker, cache_dir, data_dir.join("components"))?);
         Ok(Host {
