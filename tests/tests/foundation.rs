@@ -20,6 +20,12 @@ async fn first_start_serves_demo_card_and_echo_send_message_that_survives_restar
     assert_eq!(status, 200);
     assert_eq!(card["supportedInterfaces"][0]["url"], format!("{}/a2a/demo", s.base()));
     assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+    let r = s.http.get(format!("{}/a2a/demo/agent-card.json", s.base())).send().await.unwrap();
+    assert_eq!(r.headers()["cache-control"], "public, max-age=300");
+    assert!(r.headers()["last-modified"].to_str().unwrap().ends_with(" GMT"));
+    let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+    let again = s.http.get(format!("{}/a2a/demo/agent-card.json", s.base())).header("if-none-match", &etag).send().await.unwrap();
+    assert_eq!(again.status().as_u16(), 304, "a matching If-None-Match answers 304");
 
     let r = s.send("/a2a/demo", "m-restart", "hello edge world").await;
     let task = &r["result"]["task"];

@@ -27,9 +27,11 @@ pub fn input(i: &InstanceInfo) -> card::CardInput {
 
 /// Serves the card; `If-None-Match` with the current ETag answers 304.
 pub fn serve(req: &Request, out: ResponseOutparam) {
-    let body = card::build(&input(&request_context::instance())).to_string();
+    let instance = request_context::instance();
+    let body = card::build(&input(&instance)).to_string();
     let etag = card::etag(body.as_bytes());
-    let headers = [("content-type", "application/json"), ("cache-control", "public, max-age=300"), ("etag", etag.as_str())];
+    let modified = a2a_protocol::time::http_date(instance.updated_at);
+    let headers = [("content-type", "application/json"), ("cache-control", "public, max-age=300"), ("etag", etag.as_str()), ("last-modified", modified.as_str())];
     if req.header("if-none-match").is_some_and(|v| card::etag_matches(v, &etag)) {
         http::respond(out, 304, &headers[1..], b"");
     } else {

@@ -8,6 +8,17 @@ pub fn rfc3339_ms(ms: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem / 60 % 60, rem % 60, ms % 1000)
 }
 
+/// Formats milliseconds since the Unix epoch as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).
+pub fn http_date(ms: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let (y, m, d) = civil_from_days(days);
+    let rem = secs % 86_400;
+    format!("{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT", DAYS[(days % 7) as usize], MONTHS[m as usize - 1], rem / 3600, rem / 60 % 60, rem % 60)
+}
+
 /// Parses an RFC 3339 timestamp (any offset, 0–9 fractional digits) into milliseconds since the
 /// Unix epoch; `None` when malformed or before 1970.
 pub fn parse_rfc3339_ms(s: &str) -> Option<u64> {
@@ -78,6 +89,12 @@ mod tests {
         assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339_ms(1_790_000_000_123), "2026-09-21T14:13:20.123Z");
         assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(http_date(784_111_777_000), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
     }
 
     #[test]

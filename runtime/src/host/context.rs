@@ -32,6 +32,7 @@ impl Host for EdgeView<'_> {
                 max_concurrent_tasks: r.limits.max_concurrent_tasks,
             },
             legacy_error_codes: app.config.protocol.legacy_error_codes,
+            updated_at: r.updated_at,
         })
     }
 
