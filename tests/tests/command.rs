@@ -34,6 +34,7 @@ async fn server() -> Server {
         preset("slow", &format!("sleep {0} & sleep {0}; wait", nap(37)), None),
         preset("timeout", &format!("sleep {}", nap(38)), Some(500)),
         preset("stream", "printf 'one '; sleep 0.3; printf 'two'", None),
+        preset("history", r#"printf '%s' "$A2A_HISTORY""#, None),
     ];
     let instances = presets.iter().map(|p| instance(&p.id, &p.id)).collect();
     Server::start(Config { presets, instances, ..Config::default() }).await
@@ -106,4 +107,27 @@ async fn a_command_over_its_timeout_is_killed_and_fails_the_task() {
     assert!(r["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap().contains("500 ms timeout"));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(sleepers(&format!("sleep {}", nap(38))), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_resumes_with_its_history_after_a_restart() {
+    let mut s = server().await;
+    let send = |id: &str, text: &str| {
+        let mut m = message(id, text);
+        m["contextId"] = json!("ctx-history");
+        json!({"message": m})
+    };
+    let first = s.ok("/a2a/history", "SendMessage", send("h1", "first question")).await;
+    assert_eq!(first["task"]["artifacts"][0]["parts"][0]["text"], "[]", "a new context has no history");
+    let second = s.ok("/a2a/history", "SendMessage", send("h2", "second question")).await;
+    let seen: serde_json::Value = serde_json::from_str(second["task"]["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(seen, json!([{"role": "user", "text": "first question"}, {"role": "agent", "text": "[]"}]));
+    s.restart().await;
+    let third = s.ok("/a2a/history", "SendMessage", send("h3", "third question")).await;
+    let seen: serde_json::Value = serde_json::from_str(third["task"]["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    let roles: Vec<&str> = seen.as_array().unwrap().iter().map(|e| e["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "agent", "user", "agent"], "rebuilt from the persisted tasks: {seen}");
+    assert_eq!(seen[2]["text"], "second question");
+    let other = s.ok("/a2a/history", "SendMessage", json!({"message": message("h4", "elsewhere")})).await;
+    assert_eq!(other["task"]["artifacts"][0]["parts"][0]["text"], "[]", "history is per context");
 }

@@ -38,7 +38,9 @@ fn event_to_wit(e: sessions::TurnEvent) -> TurnEvent {
 impl Host for EdgeView<'_> {
     fn start_turn(&mut self, req: TurnRequest) -> wasmtime::Result<Result<Resource<Turn>, String>> {
         let instance = &self.req.instance;
+        let history = crate::sessions::history::rebuild(&*self.req.app.store, &instance.record.id, &req.context_id, &req.task_id);
         let input = TurnInput {
+            history,
             instance_id: instance.record.id.clone(),
             context_id: req.context_id,
             task_id: task_key(&instance.record.id, &req.task_id),

@@ -37,6 +37,23 @@ impl Backend for Command {
     }
 }
 
+/// The conversation so far as JSON (`[{"role":"user","text":…},…]`), the newest entries that fit
+/// in [`HISTORY_BYTES`].
+fn history_json(history: &[super::history::Entry]) -> String {
+    let mut keep = history.len();
+    while keep > 0 {
+        let json = serde_json::to_string(&history[history.len() - keep..]).unwrap_or_default();
+        if json.len() <= HISTORY_BYTES {
+            return json;
+        }
+        keep -= 1;
+    }
+    "[]".into()
+}
+
+/// Largest `A2A_HISTORY` value.
+const HISTORY_BYTES: usize = 64 * 1024;
+
 async fn run(argv: &[String], dir: Option<PathBuf>, timeout: Duration, input: &TurnInput, events: &EventSink, cancel: &CancellationToken) -> std::io::Result<TurnEvent> {
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -48,6 +65,7 @@ async fn run(argv: &[String], dir: Option<PathBuf>, timeout: Duration, input: &T
         .env("A2A_MESSAGE_ID", &input.message_id)
         .env("A2A_SKILL", &input.skill)
         .env("A2A_INSTANCE_ID", &input.instance_id)
+        .env("A2A_HISTORY", history_json(&input.history))
         .process_group(0)
         .kill_on_drop(true);
     if let Some(d) = dir {

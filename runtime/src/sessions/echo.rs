@@ -37,6 +37,7 @@ mod tests {
             skill: "chat".into(),
             prompt: "hello big world".into(),
             message: "{}".into(),
+            history: Vec::new(),
         };
         Echo.run(input, tx, CancellationToken::new()).await;
         let mut got = Vec::new();

@@ -3,6 +3,7 @@
 
 mod command;
 mod echo;
+pub mod history;
 mod scripted;
 
 use std::collections::HashMap;
@@ -65,6 +66,8 @@ pub struct TurnInput {
     pub prompt: String,
     /// The user message (ProtoJSON).
     pub message: String,
+    /// The context's earlier conversation, rebuilt from its persisted tasks.
+    pub history: Vec<history::Entry>,
 }
 
 /// Sends a turn's events; the receiving side is the guest's `turn` resource.
