@@ -120,6 +120,15 @@ async fn a_trapping_spinning_or_hoarding_component_fails_only_its_own_request() 
     assert!(elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(4), "spinner stopped after {elapsed:?}");
 
     assert_eq!(bad("ok").await.0, 200, "the same component still serves good requests");
+
+    // A component that stored a running task and then trapped leaves it FAILED, not stuck.
+    let r = s.http.post(format!("{}/a2a/bad", s.base())).header("x-misbehave", "task-then-trap").header("x-task-id", "t-abandoned").body("{}").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 500);
+    let (status, _) = s.action(json!({"action": "inbound.update", "id": "bad", "component": "a2a-server"})).await;
+    assert_eq!(status, 200);
+    let t = s.ok("/a2a/bad", "GetTask", json!({"id": "t-abandoned"})).await;
+    assert_eq!(t["status"]["state"], "TASK_STATE_FAILED", "{t}");
+    assert!(t["status"]["message"]["parts"][0]["text"].as_str().unwrap().starts_with("the agent component failed"), "{t}");
     assert!(s.app().host.traps.load(std::sync::atomic::Ordering::Relaxed) >= 3);
 }
 

@@ -1,16 +1,36 @@
 //! A deliberately bad component for isolation tests. The `x-misbehave` request header picks:
 //! `trap` (unreachable), `spin` (loops forever without calling the host), `alloc` (grows memory
-//! without bound); anything else answers 200 `{"component":"misbehave"}` (a valid stand-in for
-//! swap tests).
+//! without bound), `task-then-trap` (stores a WORKING task named by `x-task-id`, then traps);
+//! anything else answers 200 `{"component":"misbehave"}` (a valid stand-in for swap tests).
 
+mod bindings {
+    wit_bindgen::generate!({
+        world: "server",
+        path: "../../../wit",
+        with: {
+            "wasi:io/poll@0.2.12": wasip2::io::poll,
+            "wasi:io/error@0.2.12": wasip2::io::error,
+            "wasi:io/streams@0.2.12": wasip2::io::streams,
+            "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+            "wasi:http/types@0.2.12": wasip2::http::types,
+        },
+        generate_all,
+    });
+}
+
+use bindings::a2a::edge::storage;
+use bindings::a2a::edge::types::{TaskRow, TaskState};
 use wasip2::http::types::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam};
 
 struct Component;
 
-impl wasip2::exports::http::incoming_handler::Guest for Component {
+fn header(request: &IncomingRequest, name: &str) -> String {
+    request.headers().get(name).into_iter().next().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default()
+}
+
+impl bindings::exports::wasi::http::incoming_handler::Guest for Component {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
-        let mode = request.headers().get("x-misbehave").into_iter().next().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default();
-        match mode.as_str() {
+        match header(&request, "x-misbehave").as_str() {
             "trap" => core::arch::wasm32::unreachable(),
             "spin" => {
                 let mut x: u64 = 0;
@@ -25,6 +45,13 @@ impl wasip2::exports::http::incoming_handler::Guest for Component {
                     std::hint::black_box(&hoard);
                 }
             }
+            "task-then-trap" => {
+                let id = header(&request, "x-task-id");
+                let body = format!(r#"{{"id":"{id}","contextId":"ctx","status":{{"state":"TASK_STATE_WORKING"}}}}"#);
+                let row = TaskRow { id, context_id: "ctx".into(), state: TaskState::Working, skill: "chat".into(), created_at: 1, updated_at: 1, version: 1, body };
+                storage::create_task(&row, None).expect("the task is stored");
+                core::arch::wasm32::unreachable()
+            }
             _ => {
                 let response = OutgoingResponse::new(Fields::from_list(&[("content-type".into(), b"application/json".to_vec())]).unwrap());
                 let body = response.body().unwrap();
@@ -38,4 +65,4 @@ impl wasip2::exports::http::incoming_handler::Guest for Component {
     }
 }
 
-wasip2::http::proxy::export!(Component);
+bindings::export!(Component with_types_in bindings);
