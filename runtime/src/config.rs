@@ -74,11 +74,13 @@ pub struct Limits {
     pub rate_per_second: f64,
     /// Burst size of the per-source token bucket.
     pub rate_burst: u32,
+    /// Idle time after which an open stream gets a keep-alive comment.
+    pub keep_alive_ms: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_body_bytes: 1 << 20, execution_timeout_ms: 300_000, max_concurrent_tasks: 256, rate_per_second: 0.0, rate_burst: 60 }
+        Limits { max_body_bytes: 1 << 20, execution_timeout_ms: 300_000, max_concurrent_tasks: 256, rate_per_second: 0.0, rate_burst: 60, keep_alive_ms: 15_000 }
     }
 }
 

@@ -91,7 +91,7 @@ impl Server {
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id.to_string());
         }
-        Events { response: req.send().await.unwrap(), buf: String::new() }
+        Events { response: req.send().await.unwrap(), buf: String::new(), comments: 0 }
     }
 
     /// The `result` of a successful JSON-RPC call (panics with the body otherwise).
@@ -194,6 +194,8 @@ pub type Event = (Option<u64>, Value);
 pub struct Events {
     response: reqwest::Response,
     buf: String,
+    /// Comment-only events (keep-alives) read so far.
+    pub comments: usize,
 }
 
 impl Events {
@@ -218,7 +220,7 @@ impl Events {
                 }
                 match data {
                     Some(d) => return Some((id, d)),
-                    None => continue,
+                    None => self.comments += usize::from(raw.starts_with(':')),
                 }
             }
             let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), self.response.chunk()).await.expect("stream stalled").ok()??;
@@ -234,6 +236,11 @@ impl Events {
 
     /// Every remaining event.
     pub async fn all(mut self) -> Vec<Event> {
+        self.drain().await
+    }
+
+    /// Every remaining event, keeping the stream's counters readable.
+    pub async fn drain(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
         while let Some(e) = self.next().await {
             out.push(e);

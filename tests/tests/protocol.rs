@@ -329,3 +329,29 @@ async fn tasks_left_running_by_a_stopped_process_are_failed_on_start() {
     assert_eq!(t["status"]["state"], "TASK_STATE_FAILED", "{t}");
     assert_eq!(t["status"]["message"]["parts"][0]["text"], "interrupted by runtime restart");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_answering_with_a_message_streams_that_message_alone() {
+    let s = Server::start(scripted(|_| {})).await;
+    let events = s.stream(TCK, "SendStreamingMessage", json!({"message": message("tck-message-response-s", "x")}), None).await;
+    let events = events.all().await;
+    assert_eq!(events.len(), 1, "one frame: {events:?}");
+    assert_eq!(kind(&events[0]), "message");
+    assert_eq!(events[0].1["result"]["message"]["role"], "ROLE_AGENT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_streams_get_keep_alive_comments_at_the_configured_interval() {
+    let s = Server::start(scripted(|d| d.limits.as_mut().unwrap().keep_alive_ms = 400)).await;
+    let mut sent = s.stream(TCK, "SendStreamingMessage", json!({"message": message("tck-long-running-ka", "x")}), None).await;
+    let first = sent.next().await.unwrap();
+    assert_eq!(kind(&first), "task", "a slow turn still shows its task at once");
+    let id = first.1["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let mut subscribed = s.stream(TCK, "SubscribeToTask", json!({"id": id}), None).await;
+    let (a, b) = tokio::join!(sent.drain(), subscribed.drain());
+    assert_eq!(kind(a.last().unwrap()), "task");
+    assert_eq!(kind(b.last().unwrap()), "task");
+    // The turn stays quiet for ~4 s: at 400 ms both streams carry several keep-alives.
+    assert!(sent.comments >= 3, "send stream: {} keep-alives", sent.comments);
+    assert!(subscribed.comments >= 3, "subscription: {} keep-alives", subscribed.comments);
+}

@@ -12,9 +12,9 @@ use crate::bindings::a2a::edge::events::{self, FrameKind};
 use crate::bindings::a2a::edge::sessions::{self, TurnEvent, TurnRequest};
 use crate::bindings::a2a::edge::storage;
 use crate::bindings::a2a::edge::types::StoreError;
-use crate::bindings::a2a::edge::request_context;
+use crate::bindings::a2a::edge::request_context::{self, Limits};
 use crate::rows;
-use crate::sse::{KEEP_ALIVE_NS, Sse};
+use crate::sse::{FIRST_FRAME_GRACE_NS, Sse};
 use crate::tasks::load as load_task;
 
 /// What a send turns into before any turn runs.
@@ -30,8 +30,8 @@ pub struct Run {
     ex: Execution,
     /// The concurrency slot the task holds while it runs.
     _slot: Option<admission::Slot>,
-    /// The instance's execution timeout.
-    timeout_ms: u64,
+    /// The instance's limits (execution timeout, keep-alive interval).
+    limits: Limits,
     /// The stream the caller listens on, if it asked for one.
     sink: Option<Sse>,
     skill: String,
@@ -78,7 +78,7 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo, streaming
     }
     let now = rows::now_ms();
     match &message.task_id {
-        Some(task_id) => continue_task(task_id, message.clone(), skill, config, instance.limits.execution_timeout_ms),
+        Some(task_id) => continue_task(task_id, message.clone(), skill, config, instance.limits),
         None => {
             let context_id = message.context_id.clone().unwrap_or_else(rows::uuid);
             let task_id = rows::uuid();
@@ -102,7 +102,7 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo, streaming
                 Err(StoreError::DuplicateMessage(id)) => return Ok(Begin::Answer(answer(load_task(&id)?.1, &config))),
                 Err(e) => return Err(store_error(e)),
             }
-            Ok(Run { ex, _slot: slot, timeout_ms: instance.limits.execution_timeout_ms, sink: None, skill, created_at: now, version: 1, message, config }.begin())
+            Ok(Run { ex, _slot: slot, limits: instance.limits, sink: None, skill, created_at: now, version: 1, message, config }.begin())
         }
     }
 }
@@ -117,7 +117,7 @@ fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<Strea
     (slot, ex.set_status(state, text, now, rows::uuid()).ok())
 }
 
-fn continue_task(task_id: &str, mut message: Message, skill: String, config: SendMessageConfiguration, timeout_ms: u64) -> Result<Begin, RpcError> {
+fn continue_task(task_id: &str, mut message: Message, skill: String, config: SendMessageConfiguration, limits: Limits) -> Result<Begin, RpcError> {
     let (row, mut task) = load_task(task_id)?;
     if message.context_id.as_deref().is_some_and(|c| c != task.context_id) {
         return Err(RpcError::new(ErrorKind::InvalidParams, format!("contextId contradicts task {task_id}, whose context is {}", task.context_id)));
@@ -133,7 +133,7 @@ fn continue_task(task_id: &str, mut message: Message, skill: String, config: Sen
     task.history.push(message.clone());
     let mut ex = Execution::new(task);
     let (slot, frame) = admit(&mut ex, rows::now_ms());
-    let mut run = Run { ex, _slot: slot, timeout_ms, sink: None, skill, created_at: row.created_at, version: row.version, message, config };
+    let mut run = Run { ex, _slot: slot, limits, sink: None, skill, created_at: row.created_at, version: row.version, message, config };
     if !run.persist(Some(run.message.message_id.clone())) {
         return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} was continued or changed by another request")));
     }
@@ -199,9 +199,11 @@ impl Run {
                 return;
             }
         };
-        let timeout_ms = self.timeout_ms;
+        let timeout_ms = self.limits.execution_timeout_ms;
+        let keep_alive_ns = self.limits.keep_alive_ms.saturating_mul(1_000_000);
         let deadline = monotonic_clock::subscribe_duration(timeout_ms.saturating_mul(1_000_000));
-        let mut keep_alive = monotonic_clock::subscribe_duration(KEEP_ALIVE_NS);
+        let mut keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
+        let grace = monotonic_clock::subscribe_duration(FIRST_FRAME_GRACE_NS);
         let ready = turn.subscribe();
         'turn: loop {
             while let Some(event) = turn.next() {
@@ -209,17 +211,21 @@ impl Run {
                     break 'turn;
                 }
             }
-            let fired = poll::poll(&[&ready, &deadline, &keep_alive]);
+            let holding = self.sink.as_ref().is_some_and(Sse::holds);
+            let fired = if holding { poll::poll(&[&ready, &deadline, &keep_alive, &grace]) } else { poll::poll(&[&ready, &deadline, &keep_alive]) };
             if fired.contains(&1) {
                 turn.cancel();
                 self.progress(Progress::Failed(format!("execution timeout: the task ran longer than {timeout_ms} ms")));
                 break;
             }
+            if fired.contains(&3) {
+                self.sink.as_mut().map(Sse::flush_held);
+            }
             if fired.contains(&2) {
                 if let Some(sse) = &mut self.sink {
                     sse.keep_alive();
                 }
-                keep_alive = monotonic_clock::subscribe_duration(KEEP_ALIVE_NS);
+                keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
             }
         }
         drop(ready);
@@ -269,7 +275,12 @@ impl Run {
     }
 
     fn publish(&mut self, frames: &[StreamResponse]) {
-        publish(&self.ex.task().id, frames, self.sink.as_mut());
+        // A turn that answers with a message alone streams just that message (written at the end).
+        let sink = match self.sink.as_mut() {
+            Some(sse) if sse.holds() && self.ex.direct_message().is_some() => None,
+            sink => sink,
+        };
+        publish(&self.ex.task().id, frames, sink);
     }
 }
 

@@ -11,13 +11,15 @@ use crate::http;
 pub struct Sse {
     body: Option<http::Started>,
     request_id: Value,
+    /// A first frame held back until something else is written (see [`Sse::hold_task`]).
+    held: Option<String>,
 }
 
 impl Sse {
     /// Sends the 200 `text/event-stream` head.
     pub fn start(out: ResponseOutparam, request_id: Value) -> Sse {
         let body = http::start(out, 200, &[("content-type", "text/event-stream"), ("cache-control", "no-cache")]);
-        Sse { body, request_id }
+        Sse { body, request_id, held: None }
     }
 
     /// Whether the client is still there.
@@ -26,6 +28,9 @@ impl Sse {
     }
 
     fn write(&mut self, text: &str) {
+        if let Some(first) = self.held.take() {
+            self.write(&first);
+        }
         let failed = self.body.as_ref().is_some_and(|(_, stream)| http::write_all(stream, text.as_bytes()).is_err());
         if failed {
             if let Some(started) = self.body.take() {
@@ -43,6 +48,30 @@ impl Sse {
     /// A task snapshot frame (first and last frames carry no id).
     pub fn task(&mut self, task: &a2a_protocol::Task) {
         self.frame(None, "task", &serde_json::to_string(task).unwrap_or_default());
+    }
+
+    /// Holds the opening task frame back: it goes out before the next write, and never if the
+    /// turn answers with a message alone ([`Sse::drop_held`]), so such a stream is one message frame.
+    pub fn hold_task(&mut self, task: &a2a_protocol::Task) {
+        let json = serde_json::to_string(task).unwrap_or_default();
+        self.held = Some(sse::result_event(None, &self.request_id, "task", &json));
+    }
+
+    /// Whether a frame is held back.
+    pub fn holds(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Writes the held frame now.
+    pub fn flush_held(&mut self) {
+        if let Some(first) = self.held.take() {
+            self.write(&first);
+        }
+    }
+
+    /// Forgets the held frame.
+    pub fn drop_held(&mut self) {
+        self.held = None;
     }
 
     /// An error frame.
@@ -64,5 +93,5 @@ impl Sse {
     }
 }
 
-/// Seconds between keep-alive comments on an idle stream.
-pub const KEEP_ALIVE_NS: u64 = 15_000_000_000;
+/// How long a held opening task frame waits for the turn's first event.
+pub const FIRST_FRAME_GRACE_NS: u64 = 200_000_000;

@@ -7,8 +7,9 @@ use wasip2::http::types::ResponseOutparam;
 use wasip2::io::poll;
 
 use crate::bindings::a2a::edge::events::{self, FrameKind, Subscription};
+use crate::bindings::a2a::edge::request_context;
 use crate::send::{Begin, member};
-use crate::sse::{KEEP_ALIVE_NS, Sse};
+use crate::sse::Sse;
 use crate::tasks;
 
 /// Streams a send: the task, its status and artifact updates, the settled task.
@@ -22,13 +23,16 @@ pub fn send(begun: Begin, out: ResponseOutparam, request_id: Value) {
             }
         }
         Begin::Run(mut run) => {
-            sse.task(run.task());
+            sse.hold_task(run.task());
             run.attach(sse);
             run.drive();
             sse = run.detach().expect("attached above");
             match run.direct_message() {
-                Some(m) => sse.frame(None, "message", &serde_json::to_string(m).unwrap_or_default()),
-                None => sse.task(run.task()),
+                Some(m) if sse.holds() => {
+                    sse.drop_held();
+                    sse.frame(None, "message", &serde_json::to_string(m).unwrap_or_default());
+                }
+                _ => sse.task(run.task()),
             }
         }
     }
@@ -72,7 +76,8 @@ pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
     }
     let head = if replaying { sub.head() } else { 0 };
     let ready = sub.subscribe();
-    let mut keep_alive = monotonic_clock::subscribe_duration(KEEP_ALIVE_NS);
+    let keep_alive_ns = request_context::instance().limits.keep_alive_ms.saturating_mul(1_000_000);
+    let mut keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
     while sse.is_open() {
         while let Some(f) = sub.try_next() {
             // Replay after a reconnect carries status frames only: artifact chunks were applied already.
@@ -86,7 +91,7 @@ pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
         }
         if poll::poll(&[&ready, &keep_alive]).contains(&1) {
             sse.keep_alive();
-            keep_alive = monotonic_clock::subscribe_duration(KEEP_ALIVE_NS);
+            keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
         }
     }
     drop(ready);
