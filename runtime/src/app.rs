@@ -35,6 +35,14 @@ pub struct App {
     pub attachments: crate::attachments::Attachments,
     /// The wasmtime host.
     pub host: Host,
+    /// Secrets by name (file layer, then environment).
+    pub credentials: crate::credentials::Credentials,
+    /// Peers and open streams.
+    pub activity: crate::activity::Activity,
+    /// Counters.
+    pub metrics: crate::metrics::Metrics,
+    /// The update check.
+    pub update: crate::update::UpdateCheck,
     instances: RwLock<Vec<Arc<Instance>>>,
     routes: RwLock<Arc<Routes>>,
 }
@@ -51,6 +59,8 @@ impl App {
         let host = Host::new(&config.runtime, &data_dir)?;
         let base_url = config.public_base_url.clone().unwrap_or_else(|| format!("http://{listen}")).trim_end_matches('/').to_owned();
         let attachments = crate::attachments::Attachments::new(&data_dir, config.attachments.clone());
+        let credentials = crate::credentials::Credentials::open(&data_dir)?;
+        let update = crate::update::UpdateCheck::new(config.update.clone());
         let app = Arc::new(App {
             sessions: Sessions::new(&config.all_presets()),
             config,
@@ -61,6 +71,10 @@ impl App {
             admission: Admission::default(),
             attachments,
             host,
+            credentials,
+            activity: Default::default(),
+            metrics: Default::default(),
+            update,
             instances: RwLock::default(),
             routes: RwLock::default(),
         });
@@ -106,7 +120,10 @@ impl App {
                 tracing::error!(id = %record.id, component = %record.component, "instance names an unknown component; it is not served");
                 continue;
             }
-            let token = record.auth_token_env.as_deref().and_then(crate::credentials::resolve);
+            let token = record.auth_token_env.as_deref().and_then(|name| self.credentials.resolve(name));
+            if record.auth_token_env.is_some() && token.is_none() {
+                tracing::warn!(id = %record.id, secret = ?record.auth_token_env, "the instance's token secret is not set; its endpoint refuses every call until it is set");
+            }
             let endpoint_url = format!("{}{}", self.base_url, record.endpoint_path);
             built.push(Arc::new(Instance { record, preset, token, endpoint_url }));
         }

@@ -28,6 +28,12 @@ impl Attachments {
         self.settings.enabled
     }
 
+    /// Bytes stored (one directory read; the store is flat).
+    pub fn stored_bytes(&self) -> u64 {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return 0 };
+        entries.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+    }
+
     /// Checks and stores one attachment; returns its reference. Errors say what to fix.
     pub fn admit(&self, media_type: Option<&str>, filename: Option<&str>, b64: &str) -> Result<String, String> {
         if !self.settings.enabled {

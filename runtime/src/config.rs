@@ -29,6 +29,34 @@ pub struct Config {
     pub instances: Vec<InstanceDecl>,
     /// The instance also served at `/.well-known/agent-card.json` (and `/` for JSON-RPC).
     pub well_known_instance: Option<String>,
+    /// Where the update check looks.
+    pub update: UpdateSettings,
+}
+
+/// Sources of the update check (`GET /a2a/api/update`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct UpdateSettings {
+    /// The registry's crate document (JSON with `crate.max_version`).
+    pub registry_url: String,
+    /// The repository's `Cargo.toml` (its `[workspace.package]` or `[package]` version).
+    pub manifest_url: String,
+    /// The repository shown to operators.
+    pub repo_url: String,
+    /// Per-source timeout, ms.
+    pub timeout_ms: u64,
+}
+
+impl Default for UpdateSettings {
+    fn default() -> Self {
+        let repo = env!("CARGO_PKG_REPOSITORY");
+        UpdateSettings {
+            registry_url: concat!("https://crates.io/api/v1/crates/", env!("CARGO_PKG_NAME")).into(),
+            manifest_url: format!("{}/main/Cargo.toml", repo.replace("https://github.com/", "https://raw.githubusercontent.com/")),
+            repo_url: repo.into(),
+            timeout_ms: 3000,
+        }
+    }
 }
 
 impl Default for Config {
@@ -44,6 +72,7 @@ impl Default for Config {
             presets: Vec::new(),
             instances: Vec::new(),
             well_known_instance: None,
+            update: UpdateSettings::default(),
         }
     }
 }

@@ -1,9 +1,100 @@
-//! Secret resolution. Secrets are looked up by name when an instance is assembled and never
-//! leave the host: not in records, snapshots, cards, logs, errors or guest memory.
+//! Secrets by name. The credentials layer is a file of its own in the data directory
+//! (`credentials.json`, mode 0600, replaced atomically); a name it does not hold falls back to
+//! the process environment. Secrets never leave the host: not in records, snapshots, cards,
+//! logs, errors or guest memory.
 
-/// The value of the secret `name`: the process environment variable of that name.
-pub fn resolve(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use anyhow::Context;
+
+/// The credentials layer.
+pub struct Credentials {
+    path: PathBuf,
+    values: RwLock<BTreeMap<String, String>>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.values.read().unwrap().keys().cloned().collect();
+        f.debug_struct("Credentials").field("path", &self.path).field("names", &names).finish()
+    }
+}
+
+impl Credentials {
+    /// Opens `<data-dir>/credentials.json` (absent = empty); tightens its mode to 0600.
+    pub fn open(data_dir: &Path) -> anyhow::Result<Credentials> {
+        let path = data_dir.join("credentials.json");
+        let values = match std::fs::read(&path) {
+            Ok(bytes) => {
+                restrict(&path)?;
+                serde_json::from_slice(&bytes).with_context(|| format!("{} is not a JSON object of names to secrets", path.display()))?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        Ok(Credentials { path, values: RwLock::new(values) })
+    }
+
+    /// The secret `name`: the credentials layer first, then the process environment.
+    pub fn resolve(&self, name: &str) -> Option<String> {
+        if let Some(v) = self.values.read().unwrap().get(name) {
+            return Some(v.clone());
+        }
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    /// Stores (`Some`, non-empty) or removes the secret `name`, durably, before answering.
+    pub fn set(&self, name: &str, value: Option<&str>) -> anyhow::Result<()> {
+        let mut values = self.values.write().unwrap();
+        let mut next = values.clone();
+        match value.filter(|v| !v.is_empty()) {
+            Some(v) => next.insert(name.to_owned(), v.to_owned()),
+            None => next.remove(name),
+        };
+        self.write(&next)?;
+        *values = next;
+        Ok(())
+    }
+
+    /// Writes a temporary file (created 0600) beside the target, syncs it and renames it over.
+    fn write(&self, values: &BTreeMap<String, String>) -> anyhow::Result<()> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write credentials in {}", dir.display()))?;
+        tmp.write_all(&serde_json::to_vec_pretty(values)?)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&self.path).map_err(|e| e.error).with_context(|| format!("cannot replace {}", self.path.display()))?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).ok();
+        Ok(())
+    }
+}
+
+fn restrict(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if mode != 0o600 {
+        tracing::warn!(path = %path.display(), mode = format!("{mode:o}"), "credentials file was readable by others; set to 0600");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// The generated secret name of an inbound instance: `A2A_INBOUND_<ID>`.
+pub fn inbound_name(id: &str) -> String {
+    generated_name("A2A_INBOUND_", id)
+}
+
+/// The generated secret name of an outbound connection: `A2A_OUTBOUND_<ID>`.
+pub fn outbound_name(id: &str) -> String {
+    generated_name("A2A_OUTBOUND_", id)
+}
+
+/// `prefix` + the id upper-cased with every non-alphanumeric character as `_`.
+fn generated_name(prefix: &str, id: &str) -> String {
+    let tail: String = id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    format!("{prefix}{tail}")
 }
 
 /// Constant-time comparison of a presented bearer token with the expected one.
@@ -23,5 +114,29 @@ mod tests {
         assert!(!bearer_matches(Some("Bearer s3cre"), "s3cret"));
         assert!(!bearer_matches(Some("s3cret"), "s3cret"));
         assert!(!bearer_matches(None, "s3cret"));
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(inbound_name("reports-1a2b3c4d"), "A2A_INBOUND_REPORTS_1A2B3C4D");
+        assert_eq!(outbound_name("my agent.x"), "A2A_OUTBOUND_MY_AGENT_X");
+    }
+
+    #[test]
+    fn file_layer_is_private_durable_and_first() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let c = Credentials::open(dir.path()).unwrap();
+        assert_eq!(c.resolve("A2A_TEST_CRED_X"), None);
+        c.set("A2A_TEST_CRED_X", Some("v1")).unwrap();
+        let mode = std::fs::metadata(dir.path().join("credentials.json")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(Credentials::open(dir.path()).unwrap().resolve("A2A_TEST_CRED_X").as_deref(), Some("v1"));
+        // The layer wins over the environment; clearing falls back to it.
+        unsafe { std::env::set_var("A2A_TEST_CRED_X", "from-env") };
+        assert_eq!(c.resolve("A2A_TEST_CRED_X").as_deref(), Some("v1"));
+        c.set("A2A_TEST_CRED_X", None).unwrap();
+        assert_eq!(c.resolve("A2A_TEST_CRED_X").as_deref(), Some("from-env"));
+        assert!(!format!("{c:?}").contains("v1"));
     }
 }

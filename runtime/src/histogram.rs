@@ -9,11 +9,12 @@ const BUCKETS: usize = LINEAR + 24;
 /// Counts of durations by microsecond bucket.
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
+    sum_us: AtomicU64,
 }
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect() }
+        Histogram { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(), sum_us: AtomicU64::new(0) }
     }
 }
 
@@ -30,7 +31,14 @@ fn upper(i: usize) -> u64 {
 impl Histogram {
     /// Records one duration.
     pub fn record(&self, d: Duration) {
-        self.buckets[bucket(d.as_micros() as u64)].fetch_add(1, Ordering::Relaxed);
+        let us = d.as_micros() as u64;
+        self.buckets[bucket(us)].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// Sum of recorded durations, µs.
+    pub fn sum_us(&self) -> u64 {
+        self.sum_us.load(Ordering::Relaxed)
     }
 
     /// Number of recorded durations.

@@ -2,6 +2,7 @@
 //! (`wasm32-wasip2`, WASI HTTP) and gives them storage, events, sessions and admission.
 #![deny(missing_docs)]
 
+pub mod activity;
 pub mod admission;
 pub mod app;
 pub mod attachments;
@@ -11,10 +12,12 @@ pub mod events;
 pub mod histogram;
 pub mod host;
 pub mod instances;
+pub mod metrics;
 pub mod server;
 pub mod sessions;
 pub mod store;
 pub mod tasks;
+pub mod update;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

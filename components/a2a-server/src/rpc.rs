@@ -14,7 +14,8 @@ use crate::{card, send, stream, tasks};
 pub fn serve(req: &Request, out: ResponseOutparam) {
     let instance = request_context::instance();
     let legacy = instance.legacy_error_codes;
-    let fail = |out, id: &Value, e: RpcError, extra: &[(&str, &str)]| {
+    let fail = |out, id: &Value, e: RpcError, extra: &[(&str, &str)], method: &str| {
+        request_context::record_call(method, e.kind.reason());
         let mut headers = vec![("content-type", "application/json")];
         headers.extend_from_slice(extra);
         http::respond(out, 200, &headers, jsonrpc::failure(id, &e, legacy).to_string().as_bytes());
@@ -22,23 +23,28 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
     let json_type = req.header("content-type").map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
     if !matches!(json_type.as_deref(), None | Some("application/json" | "application/a2a+json")) {
         let e = RpcError::new(ErrorKind::ContentTypeNotSupported, "send the request with Content-Type: application/json");
-        return fail(out, &Value::Null, e, &[]);
+        return fail(out, &Value::Null, e, &[], "");
     }
     let asked = req.header("a2a-version").or_else(|| req.query_param("A2A-Version"));
     if !version::is_supported(asked) {
         let e = RpcError::new(ErrorKind::VersionNotSupported, format!("A2A-Version {} is not supported; this agent speaks 1.0", asked.unwrap_or("")));
         let id = jsonrpc::parse_request(&req.body).map(|r| r.id).unwrap_or(Value::Null);
-        return fail(out, &id, e, &[("a2a-version", version::SUPPORTED)]);
+        return fail(out, &id, e, &[("a2a-version", version::SUPPORTED)], "");
     }
     let request = match jsonrpc::parse_request(&req.body) {
         Ok(r) => r,
-        Err((id, e)) => return fail(out, &id, e, &[]),
+        Err((id, e)) => return fail(out, &id, e, &[], ""),
     };
-    let ok = |out, v: Value| http::respond(out, 200, &[("content-type", "application/json")], jsonrpc::success(&request.id, v).to_string().as_bytes());
+    let name = request.method.as_str();
+    let ok = |out, v: Value| {
+        request_context::record_call(name, "ok");
+        http::respond(out, 200, &[("content-type", "application/json")], jsonrpc::success(&request.id, v).to_string().as_bytes())
+    };
     let method = match methods::dispatch(&request.method, methods::accepts_sse(req.header("accept"))) {
         Dispatch::Serve(m) => m,
-        Dispatch::Json(e) => return fail(out, &request.id, e, &[]),
+        Dispatch::Json(e) => return fail(out, &request.id, e, &[], name),
         Dispatch::Frame(e) => {
+            request_context::record_call(name, e.kind.reason());
             let mut sse = Sse::start(out, request.id.clone());
             sse.error(&e, legacy);
             return sse.end();
@@ -58,11 +64,17 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
             Err(e) => Err(e),
         },
         Method::SendStreamingMessage => match send::begin(&request.params, &instance, true) {
-            Ok(begun) => return stream::send(begun, out, request.id.clone()),
+            Ok(begun) => {
+                request_context::record_call(name, "ok");
+                return stream::send(begun, out, request.id.clone());
+            }
             Err(e) => Err(e),
         },
         Method::SubscribeToTask => match stream::open(&request.params, req.header("last-event-id")) {
-            Ok(sub) => return stream::subscribe(sub, out, request.id.clone()),
+            Ok(sub) => {
+                request_context::record_call(name, "ok");
+                return stream::subscribe(sub, out, request.id.clone());
+            }
             Err(e) => Err(e),
         },
         Method::GetTask => tasks::get(&request.params),
@@ -72,6 +84,6 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
     };
     match result {
         Ok(v) => ok(out, v),
-        Err(e) => fail(out, &request.id, e, &[]),
+        Err(e) => fail(out, &request.id, e, &[], name),
     }
 }

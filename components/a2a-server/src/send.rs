@@ -64,6 +64,7 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo, streaming
     let skill = message.skill().unwrap_or("chat").to_owned();
     let known = if instance.skills.is_empty() { skill == "chat" } else { instance.skills.iter().any(|s| s.id == skill) };
     if !known {
+        request_context::record_rejection("skill");
         let kind = if streaming { ErrorKind::ServerError } else { ErrorKind::InvalidParams };
         return Err(RpcError::new(kind, format!("unknown skill {skill:?}: this agent announces {}", skill_list(instance))));
     }
@@ -214,6 +215,7 @@ impl Run {
             let holding = self.sink.as_ref().is_some_and(Sse::holds);
             let fired = if holding { poll::poll(&[&ready, &deadline, &keep_alive, &grace]) } else { poll::poll(&[&ready, &deadline, &keep_alive]) };
             if fired.contains(&1) {
+                request_context::record_rejection("timeout");
                 turn.cancel();
                 self.progress(Progress::Failed(format!("execution timeout: the task ran longer than {timeout_ms} ms")));
                 break;

@@ -9,14 +9,21 @@ use crate::admission::Slot;
 impl Host for EdgeView<'_> {
     fn check_rate(&mut self) -> wasmtime::Result<Result<(), u64>> {
         let i = &self.req.instance.record;
-        Ok(self.req.app.admission.check_rate(&i.id, self.req.peer.ip(), &i.limits))
+        let result = self.req.app.admission.check_rate(&i.id, self.req.peer.ip(), &i.limits);
+        if result.is_err() {
+            self.req.app.metrics.rejection("rate");
+        }
+        Ok(result)
     }
 
     fn acquire_slot(&mut self) -> wasmtime::Result<Result<Resource<Slot>, u32>> {
         let i = &self.req.instance.record;
         match self.req.app.admission.acquire(&i.id, i.limits.max_concurrent_tasks) {
             Ok(slot) => Ok(Ok(self.table.push(slot)?)),
-            Err(max) => Ok(Err(max)),
+            Err(max) => {
+                self.req.app.metrics.rejection("quota");
+                Ok(Err(max))
+            }
         }
     }
 }

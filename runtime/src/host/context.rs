@@ -22,7 +22,7 @@ impl Host for EdgeView<'_> {
                 .iter()
                 .map(|s| Skill { id: s.id.clone(), name: s.name.clone().unwrap_or_else(|| s.id.clone()), description: s.description.clone(), tags: s.tags.clone() })
                 .collect(),
-            auth_required: i.token.is_some(),
+            auth_required: r.auth_token_env.is_some(),
             attachments: app.attachments.enabled(),
             provider_organization: app.config.provider.as_ref().map(|p| p.organization.clone()),
             provider_url: app.config.provider.as_ref().map(|p| p.url.clone()),
@@ -41,6 +41,20 @@ impl Host for EdgeView<'_> {
         Ok(PeerInfo { id: self.req.peer_id.clone(), source: self.req.peer.to_string() })
     }
 
+    fn record_call(&mut self, method: String, outcome: String) -> wasmtime::Result<()> {
+        let metrics = &self.req.app.metrics;
+        metrics.request(&self.req.instance.record.id, &method, &outcome);
+        if method == "SendMessage" {
+            metrics.send_latency(self.req.started.elapsed());
+        }
+        Ok(())
+    }
+
+    fn record_rejection(&mut self, reason: String) -> wasmtime::Result<()> {
+        self.req.app.metrics.rejection(&reason);
+        Ok(())
+    }
+
     fn route(&mut self) -> wasmtime::Result<RouteKind> {
         Ok(match self.req.route {
             Route::Http(Kind::Card) => rc::RouteKind::Card,
@@ -50,7 +64,3 @@ impl Host for EdgeView<'_> {
     }
 }
 
-/// A caller's stable id per source address.
-pub fn peer_id(peer: &std::net::SocketAddr) -> String {
-    format!("peer-{}", peer.ip()).replace([':', '.'], "-")
-}

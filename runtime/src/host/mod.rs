@@ -65,9 +65,13 @@ pub struct RequestState {
     app: Arc<App>,
     instance: Arc<Instance>,
     peer: SocketAddr,
-    /// The caller's stable id, derived from `peer`.
+    /// The caller's stable id, derived from `peer` and the instance.
     peer_id: String,
     route: Route,
+    /// When the request arrived.
+    started: std::time::Instant,
+    /// Contexts this request worked in.
+    contexts: crate::activity::Contexts,
     /// Tasks whose latest stored version this invocation wrote: id → version.
     written: Vec<(String, u64)>,
 }
@@ -176,13 +180,24 @@ impl Host {
             return crate::server::plain(500, &format!("component {:?} is not loaded", instance.record.component));
         };
         let started = std::time::Instant::now();
+        let contexts = crate::activity::Contexts::default();
+        let (server_id, peer_id) = (instance.record.id.clone(), crate::activity::peer_id(peer.ip(), &instance.record.id));
         let state = State {
             table: ResourceTable::new(),
             wasi: WasiCtx::builder().build(),
             http: WasiHttpCtx::new(),
             hooks: outbound_http::Policy::deny_all(),
             limits: StoreLimitsBuilder::new().memory_size(self.memory_bytes).build(),
-            req: RequestState { app: app.clone(), instance, peer, peer_id: context::peer_id(&peer), route, written: Vec::new() },
+            req: RequestState {
+                app: app.clone(),
+                peer_id: crate::activity::peer_id(peer.ip(), &instance.record.id),
+                instance,
+                peer,
+                route,
+                started,
+                contexts: contexts.clone(),
+                written: Vec::new(),
+            },
             burst_ticks: 0,
             in_epoch_callback: false,
         };
@@ -222,24 +237,28 @@ impl Host {
         let store_setup = started.elapsed();
         self.instantiations.fetch_add(1, Ordering::Relaxed);
         let pre = component.pre.clone();
-        let app = app.clone();
+        let shared = app.clone();
         let invocation = tokio::spawn(async move {
             let result = async {
                 let instantiating = std::time::Instant::now();
                 let proxy = pre.instantiate_async(&mut store).await?;
-                app.host.instantiate_time.record(store_setup + instantiating.elapsed());
+                shared.host.instantiate_time.record(store_setup + instantiating.elapsed());
                 proxy.wasi_http_incoming_handler().call_handle(&mut store, request, out).await
             }
             .await;
             if let Err(e) = &result {
-                app.host.traps.fetch_add(1, Ordering::Relaxed);
+                shared.host.traps.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(instance = %store.data().req.instance.record.id, error = %format!("{e:#}"), "component invocation failed");
             }
             let req = &store.data().req;
-            storage::settle_abandoned(&app, &req.instance.record.id, &req.written, result.as_ref().err().map(|e| format!("{e:#}"))).await;
+            storage::settle_abandoned(&shared, &req.instance.record.id, &req.written, result.as_ref().err().map(|e| format!("{e:#}"))).await;
             result
         });
         match rx.await {
+            Ok(Ok(response)) if is_event_stream(&response) => {
+                let (parts, body) = response.into_parts();
+                http::Response::from_parts(parts, app.activity.watch_stream(&peer_id, &server_id, contexts, body))
+            }
             Ok(Ok(response)) => response,
             Ok(Err(code)) => crate::server::plain(500, &format!("the component failed the request: {code:?}")),
             Err(_) => {
@@ -257,6 +276,10 @@ impl Host {
 /// A wasmtime result as an anyhow one.
 pub fn wt<T>(r: wasmtime::Result<T>) -> anyhow::Result<T> {
     r.map_err(Into::into)
+}
+
+fn is_event_stream(r: &http::Response<Body>) -> bool {
+    r.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }
 
 fn first_line(s: &str) -> &str {

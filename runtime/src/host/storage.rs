@@ -80,6 +80,14 @@ impl EdgeView<'_> {
         }
     }
 
+    /// Remembers a context this request works in (what its stream, if any, carries).
+    fn touched(&mut self, context_id: String) {
+        let mut contexts = self.req.contexts.lock().unwrap();
+        if contexts.len() < 8 && !contexts.contains(&context_id) {
+            contexts.push(context_id);
+        }
+    }
+
     fn wrote(&mut self, id: &str, version: u64) {
         match self.req.written.iter_mut().find(|(t, _)| t == id) {
             Some(w) => w.1 = version,
@@ -91,26 +99,35 @@ impl EdgeView<'_> {
 impl Host for EdgeView<'_> {
     async fn create_task(&mut self, row: TaskRow, message_id: Option<String>) -> wasmtime::Result<Result<(), StoreError>> {
         let row = self.row_from_wit(row);
-        let id = row.id.clone();
+        let (id, context) = (row.id.clone(), row.context_id.clone());
         let result = settled(self.req.app.store.create_task(row, message_id)).await;
         if result.is_ok() {
             self.wrote(&id, 1);
+            self.touched(context);
+            self.req.app.activity.task_created(&self.req.peer_id, &id);
         }
         Ok(result.map_err(error_to_wit))
     }
 
     async fn update_task(&mut self, row: TaskRow, expected_version: u64, message_id: Option<String>) -> wasmtime::Result<Result<u64, StoreError>> {
         let row = self.row_from_wit(row);
-        let id = row.id.clone();
+        let (id, terminal) = (row.id.clone(), row.state.is_terminal());
         let result = settled(self.req.app.store.update_task(row, expected_version, message_id)).await;
         if let Ok(v) = result {
             self.wrote(&id, v);
+            if terminal {
+                self.req.app.activity.task_settled(&id);
+            }
         }
         Ok(result.map_err(error_to_wit))
     }
 
     fn get_task(&mut self, id: String) -> wasmtime::Result<Option<TaskRow>> {
-        Ok(self.req.app.store.get_task(&id, Some(self.instance_id())).ok().flatten().map(row_to_wit))
+        let row = self.req.app.store.get_task(&id, Some(self.instance_id())).ok().flatten();
+        if let Some(r) = &row {
+            self.touched(r.context_id.clone());
+        }
+        Ok(row.map(row_to_wit))
     }
 
     fn list_tasks(&mut self, q: TaskQuery) -> wasmtime::Result<Result<TaskPage, StoreError>> {
@@ -154,6 +171,7 @@ pub async fn settle_abandoned(app: &Arc<App>, instance_id: &str, written: &[(Str
         let (body, update) = crate::tasks::failed(&row.body, now, &why).unwrap_or_else(|| (row.body.clone(), String::new()));
         let failed = store::TaskRow { state: TaskState::Failed, updated_at: now, body, ..row.clone() };
         if settled(app.store.update_task(failed, row.version, None)).await.is_ok() {
+            app.activity.task_settled(task_id);
             let key = super::events::log_key(instance_id, task_id);
             if !update.is_empty() {
                 app.events.publish(&key, crate::events::FrameKind::StatusUpdate, update);

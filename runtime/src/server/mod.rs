@@ -98,13 +98,17 @@ async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Resp
         r.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static(allow));
         return r;
     }
-    if kind == RouteKind::Rpc {
-        if let Some(token) = &instance.token {
-            let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-            if !crate::credentials::bearer_matches(presented, token) {
-                return unauthorized(app);
-            }
+    if kind == RouteKind::Rpc && instance.record.auth_token_env.is_some() {
+        // A named secret that is not set refuses every call (fail closed).
+        let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if !instance.token.as_deref().is_some_and(|t| crate::credentials::bearer_matches(presented, t)) {
+            app.metrics.rejection("auth");
+            return unauthorized(app);
         }
+    }
+    if kind == RouteKind::Rpc {
+        let agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+        app.activity.seen(&instance.record.id, peer.ip(), agent, crate::tasks::now_ms());
     }
     let limit = instance.record.limits.max_body_bytes;
     let (mut parts, body) = match read_body(req, limit).await {

@@ -201,8 +201,22 @@ impl Sessions {
         self.running.lock().unwrap().contains_key(task_id)
     }
 
-    /// Snapshot of live sessions.
-    pub fn live(&self) -> Vec<((String, String), SessionInfo)> {
-        self.live.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    /// Whether (instance, context) has a live session.
+    pub fn is_live(&self, instance_id: &str, context_id: &str) -> bool {
+        self.live.lock().unwrap().contains_key(&(instance_id.to_owned(), context_id.to_owned()))
+    }
+
+    /// Releases the live sessions of a context (on one instance, or on all); returns how many.
+    /// The next message on it starts a fresh session (with history rebuilt from its tasks).
+    pub fn close(&self, instance_id: Option<&str>, context_id: &str) -> usize {
+        let mut live = self.live.lock().unwrap();
+        let before = live.len();
+        live.retain(|(i, c), _| !(c == context_id && instance_id.is_none_or(|want| want == i)));
+        before - live.len()
+    }
+
+    /// How many sessions are live.
+    pub fn live_count(&self) -> usize {
+        self.live.lock().unwrap().len()
     }
 }

@@ -109,6 +109,23 @@ pub struct TaskPage {
     pub total: u32,
 }
 
+/// One conversation (instance, context) as its persisted tasks describe it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextSummary {
+    /// The instance.
+    pub instance_id: String,
+    /// The context id.
+    pub context_id: String,
+    /// Tasks in it.
+    pub task_count: u64,
+    /// Tasks not yet terminal.
+    pub active_count: u64,
+    /// Earliest task creation, ms.
+    pub first_seen: u64,
+    /// Latest task update, ms.
+    pub last_seen: u64,
+}
+
 /// A stored inbound instance.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -169,6 +186,10 @@ pub trait Store: Send + Sync {
     fn list_tasks(&self, filter: &TaskFilter) -> Result<TaskPage, StoreError>;
     /// The task a message id was recorded for on an instance.
     fn find_message(&self, instance_id: &str, message_id: &str) -> Result<Option<String>, StoreError>;
+    /// Conversations, newest `last_seen` first, optionally one instance's or one context's.
+    fn contexts(&self, instance_id: Option<&str>, context_id: Option<&str>, limit: u32) -> Result<Vec<ContextSummary>, StoreError>;
+    /// Task counts by instance and state.
+    fn state_counts(&self) -> Result<Vec<(String, TaskState, u64)>, StoreError>;
     /// Every instance record.
     fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError>;
     /// Waits until every queued write is committed.

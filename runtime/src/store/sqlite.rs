@@ -331,6 +331,34 @@ fn list_tasks(c: &Connection, f: &TaskFilter) -> Result<TaskPage, StoreError> {
     Ok(TaskPage { tasks: rows, next_token, total: total as u32 })
 }
 
+/// `state IN (…)` over the states that are not terminal.
+fn active_states() -> String {
+    let n: Vec<String> = [TaskState::Submitted, TaskState::Working, TaskState::InputRequired, TaskState::AuthRequired].iter().map(|s| s.number().to_string()).collect();
+    format!("state IN ({})", n.join(","))
+}
+
+fn contexts(c: &Connection, instance_id: Option<&str>, context_id: Option<&str>, limit: u32) -> Result<Vec<ContextSummary>, StoreError> {
+    let sql = format!(
+        "SELECT instance_id, context_id, COUNT(*), SUM({}), MIN(created_at), MAX(updated_at) FROM tasks
+         WHERE (?1 IS NULL OR instance_id = ?1) AND (?2 IS NULL OR context_id = ?2)
+         GROUP BY instance_id, context_id ORDER BY MAX(updated_at) DESC LIMIT ?3",
+        active_states()
+    );
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![instance_id, context_id, limit], |r| {
+        Ok(ContextSummary {
+            instance_id: r.get(0)?,
+            context_id: r.get(1)?,
+            task_count: r.get::<_, i64>(2)? as u64,
+            active_count: r.get::<_, i64>(3)? as u64,
+            first_seen: r.get::<_, i64>(4)? as u64,
+            last_seen: r.get::<_, i64>(5)? as u64,
+        })
+    })?;
+    let rows = rows.collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
 impl Store for SqliteStore {
     fn create_task(&self, row: TaskRow, message_id: Option<String>) -> Pending<()> {
         self.send(|r| Write::CreateTask(row, message_id, r))
@@ -366,6 +394,23 @@ impl Store for SqliteStore {
             Ok(c.prepare_cached("SELECT task_id FROM message_ids WHERE instance_id = ?1 AND message_id = ?2")?
                 .query_row(params![instance_id, message_id], |r| r.get(0))
                 .optional()?)
+        })
+    }
+
+    fn contexts(&self, instance_id: Option<&str>, context_id: Option<&str>, limit: u32) -> Result<Vec<ContextSummary>, StoreError> {
+        self.read(|c| contexts(c, instance_id, context_id, limit))
+    }
+
+    fn state_counts(&self) -> Result<Vec<(String, TaskState, u64)>, StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached("SELECT instance_id, state, COUNT(*) FROM tasks GROUP BY instance_id, state")?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)? as u64)))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (instance, state, n) = row?;
+                out.push((instance, TaskState::from_number(state).unwrap_or(TaskState::Unspecified), n));
+            }
+            Ok(out)
         })
     }
 

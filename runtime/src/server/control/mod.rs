@@ -1,0 +1,105 @@
+//! The control API at `/a2a/api` (SPEC §2): reads and actions over the runtime's records.
+//! Loopback callers only (checked by the server before this runs).
+
+mod actions;
+mod fields;
+mod reads;
+mod records;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use super::{CONTROL_BODY_LIMIT, json as answer, plain, read_body};
+use crate::app::App;
+use crate::host::{Body, Route};
+use crate::instances::{Instance, RouteKind};
+
+/// Answers one control request.
+pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().trim_end_matches('/').to_owned();
+    let query = Query(form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect());
+    let param = |name: &str| query.get(name);
+    match (req.method().clone(), path.as_str()) {
+        (Method::GET, "/a2a/api") => reads::snapshot(app, &query),
+        (Method::GET, "/a2a/api/presets") => answer(200, &reads::presets(app)),
+        (Method::GET, "/a2a/api/components") => answer(200, &reads::components(app)),
+        (Method::GET, "/a2a/api/card") => reads::card(app, param("id")).await,
+        (Method::GET, "/a2a/api/task") => reads::task(app, param("id")),
+        (Method::GET, "/a2a/api/session") => reads::session(app, param("contextId"), param("serverId")),
+        (Method::GET, "/a2a/api/metrics") => reads::metrics(app, param("format")),
+        (Method::GET, "/a2a/api/update") => answer(200, &app.update.answer(matches!(param("refresh"), Some("1" | "true"))).await),
+        (Method::POST, "/a2a/api") => {
+            let body = match read_body(req, CONTROL_BODY_LIMIT).await {
+                Ok((_, body)) => body,
+                Err(resp) => return resp,
+            };
+            match serde_json::from_slice::<Value>(&body) {
+                Ok(Value::Object(action)) => match actions::act(app, &action).await {
+                    Ok(v) => answer(200, &v),
+                    Err(message) => answer(409, &json!({ "ok": false, "message": message })),
+                },
+                Ok(_) => plain(400, "the body must be a JSON object with an \"action\""),
+                Err(e) => plain(400, &format!("the body is not valid JSON: {e}")),
+            }
+        }
+        (Method::GET | Method::POST, p) => plain(404, &format!("no control resource at {p}")),
+        (m, _) => {
+            let mut r = plain(405, &format!("{m} is not allowed on the control API; use GET or POST"));
+            r.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET, POST"));
+            r
+        }
+    }
+}
+
+/// The decoded query parameters of a read.
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    /// The first value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// The loopback address the runtime's own calls come from.
+fn control_peer() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+/// Runs a request through an instance's own component, as the runtime (no HTTP auth, same gate
+/// and task lifecycle): the body it answered.
+async fn invoke(app: &Arc<App>, instance: &Arc<Instance>, route: Route, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
+    let response = app.host.handle(app, instance.clone(), route, control_peer(), req).await;
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.map_err(|e| format!("the component's answer broke off: {e:?}"))?.to_bytes();
+    Ok((status, body))
+}
+
+/// Calls a JSON-RPC method on an instance as the runtime; the `result`, or the error's message.
+pub async fn call(app: &Arc<App>, instance: &Arc<Instance>, method: &str, params: Value) -> Result<Value, String> {
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
+    let req = Request::post(&instance.record.endpoint_path).header("content-type", "application/json").body(Full::new(Bytes::from(body))).expect("a static request is valid");
+    let (_, bytes) = invoke(app, instance, Route::Internal, req).await?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| format!("the component answered {method} with something that is not JSON"))?;
+    match v.get("error") {
+        Some(e) => Err(e["message"].as_str().unwrap_or("the component refused the call").to_owned()),
+        None => Ok(v["result"].clone()),
+    }
+}
+
+/// The instance's card, as its own component serves it.
+pub async fn card_of(app: &Arc<App>, instance: &Arc<Instance>) -> Result<Value, String> {
+    let path = format!("{}/agent-card.json", instance.record.endpoint_path);
+    let req = Request::get(path).body(Full::new(Bytes::new())).expect("a static request is valid");
+    let (status, bytes) = invoke(app, instance, Route::Http(RouteKind::Card), req).await?;
+    if status != 200 {
+        return Err(format!("the component answered the card request with HTTP {status}"));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("the card is not JSON: {e}"))
+}

@@ -1,0 +1,183 @@
+//! The reads of SPEC §2.1.
+
+use std::sync::Arc;
+
+use http::Response;
+use serde_json::{Value, json};
+
+use super::records::{self, parse_state};
+use super::{answer, plain};
+use crate::app::App;
+use crate::host::Body;
+use crate::host::registry::Source;
+use crate::metrics::Gauges;
+use crate::store::{PageStart, Store, TaskFilter};
+
+/// Most session rows a snapshot lists.
+const SNAPSHOT_SESSIONS: u32 = 200;
+
+/// `GET /a2a/api`: everything at once, tasks paged and filtered by `task*` parameters.
+pub fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
+    let param = |name: &str| query.get(name);
+    let number = |name: &str, default: u32, max: u32| -> Result<u32, String> {
+        match param(name) {
+            None | Some("") => Ok(default),
+            Some(v) => v.parse::<u32>().ok().filter(|n| *n <= max).ok_or_else(|| format!("{name} must be a whole number from 0 to {max}, not {v:?}")),
+        }
+    };
+    let filter = (|| -> Result<TaskFilter, String> {
+        let limit = number("taskLimit", 50, 500)?.max(1);
+        let offset = number("taskOffset", 0, u32::MAX)?;
+        let state = match param("taskState").filter(|s| !s.is_empty()) {
+            Some(s) => Some(parse_state(s).ok_or_else(|| format!("taskState {s:?} is not a task state (e.g. TASK_STATE_WORKING or working)"))?),
+            None => None,
+        };
+        let nonempty = |n: &str| param(n).filter(|s| !s.is_empty()).map(str::to_owned);
+        Ok(TaskFilter { instance_id: nonempty("taskServerId"), context_id: nonempty("taskContextId"), state, updated_after: None, limit, start: PageStart::Offset(offset) })
+    })();
+    let filter = match filter {
+        Ok(f) => f,
+        Err(e) => return plain(400, &e),
+    };
+    let page = match app.store.list_tasks(&filter) {
+        Ok(p) => p,
+        Err(e) => return plain(503, &format!("the store cannot list tasks: {e}")),
+    };
+    let offset = match filter.start {
+        PageStart::Offset(o) => o,
+        _ => 0,
+    };
+    let next = offset + page.tasks.len() as u32;
+    let instances = app.instances();
+    let inbounds: Vec<Value> = app
+        .store
+        .instances()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| records::inbound(app, r, instances.iter().find(|i| i.record.id == r.id).map(|i| &**i)))
+        .collect();
+    answer(
+        200,
+        &json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "inbounds": inbounds,
+            "outbounds": [],
+            "tasks": page.tasks.iter().map(records::task_record).collect::<Vec<_>>(),
+            "taskTotal": page.total,
+            "taskNextOffset": if next < page.total { json!(next) } else { Value::Null },
+            "peers": app.activity.peers(),
+            "sessions": sessions(app, None, None, SNAPSHOT_SESSIONS),
+            "metrics": app.metrics.json(&gauges(app)),
+        }),
+    )
+}
+
+fn sessions(app: &App, instance: Option<&str>, context: Option<&str>, limit: u32) -> Vec<Value> {
+    let streaming = app.activity.streaming_contexts();
+    app.store.contexts(instance, context, limit).unwrap_or_default().iter().map(|c| records::session(app, c, &streaming)).collect()
+}
+
+/// `GET /a2a/api/presets`.
+pub fn presets(app: &App) -> Value {
+    let default = crate::instances::default_preset(&app.config);
+    json!(app.config.all_presets().iter().map(|p| json!({ "id": p.id, "name": p.name, "description": p.description, "backend": p.backend, "isDefault": p.id == default })).collect::<Vec<_>>())
+}
+
+/// `GET /a2a/api/card?id=`: the card the instance's component serves.
+pub async fn card(app: &Arc<App>, id: Option<&str>) -> Response<Body> {
+    let Some(id) = id.filter(|i| !i.is_empty()) else { return plain(400, "give the instance: /a2a/api/card?id=<inbound id>") };
+    let Some(instance) = app.instances().into_iter().find(|i| i.record.id == id) else { return plain(404, &format!("no inbound instance {id:?}")) };
+    match super::card_of(app, &instance).await {
+        Ok(card) => answer(200, &card),
+        Err(e) => plain(502, &e),
+    }
+}
+
+/// `GET /a2a/api/task?id=`: one TaskRecord.
+pub fn task(app: &App, id: Option<&str>) -> Response<Body> {
+    let Some(id) = id.filter(|i| !i.is_empty()) else { return plain(400, "give the task: /a2a/api/task?id=<task id>") };
+    match app.store.get_task(id, None) {
+        Ok(Some(row)) => answer(200, &records::task_record(&row)),
+        Ok(None) => plain(404, &format!("no task {id:?}")),
+        Err(e) => plain(503, &format!("the store cannot read tasks: {e}")),
+    }
+}
+
+/// `GET /a2a/api/session?contextId=&serverId=`: the conversation derived from the context's
+/// tasks; 409 when the context lives on several instances and `serverId` is missing.
+pub fn session(app: &App, context: Option<&str>, server: Option<&str>) -> Response<Body> {
+    let Some(context) = context.filter(|c| !c.is_empty()) else { return plain(400, "give the context: /a2a/api/session?contextId=<id>[&serverId=<inbound id>]") };
+    let server = server.filter(|s| !s.is_empty());
+    let rows = sessions(app, server, Some(context), 50);
+    match rows.as_slice() {
+        [] => plain(404, &format!("no session with contextId {context:?}{}", server.map(|s| format!(" on {s:?}")).unwrap_or_default())),
+        [one] => {
+            let instance = one["serverId"].as_str().unwrap_or_default();
+            let mut view = one.clone();
+            let filter = TaskFilter { instance_id: Some(instance.to_owned()), context_id: Some(context.to_owned()), limit: 100, ..TaskFilter::default() };
+            let tasks = app.store.list_tasks(&filter).map(|p| p.tasks).unwrap_or_default();
+            view["tasks"] = json!(tasks.iter().map(records::task_record).collect::<Vec<_>>());
+            view["messages"] = json!(crate::sessions::history::rebuild(&*app.store, instance, context, ""));
+            answer(200, &view)
+        }
+        many => {
+            let ids: Vec<&str> = many.iter().filter_map(|s| s["serverId"].as_str()).collect();
+            answer(409, &json!({ "ok": false, "message": format!("contextId {context:?} exists on several instances ({}); add serverId=<one of them>", ids.join(", ")) }))
+        }
+    }
+}
+
+/// `GET /a2a/api/metrics[?format=prometheus]`.
+pub fn metrics(app: &App, format: Option<&str>) -> Response<Body> {
+    let g = gauges(app);
+    match format {
+        None | Some("" | "json") => answer(200, &app.metrics.json(&g)),
+        Some("prometheus") => Response::builder()
+            .status(200)
+            .header(http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")
+            .body(crate::host::full(app.metrics.prometheus(&g)))
+            .expect("static response parts are valid"),
+        Some(other) => plain(400, &format!("format {other:?} is not known; use json or prometheus")),
+    }
+}
+
+/// What the metrics read from elsewhere.
+fn gauges(app: &App) -> Gauges {
+    let size = |name: &str| std::fs::metadata(app.data_dir.join(name)).map_or(0, |m| m.len());
+    Gauges {
+        tasks: app.store.state_counts().unwrap_or_default().into_iter().map(|(i, s, n)| (i, s.as_str(), n)).collect(),
+        open_streams: app.activity.open_streams(),
+        instantiations: app.host.instantiations.load(std::sync::atomic::Ordering::Relaxed),
+        traps: app.host.traps.load(std::sync::atomic::Ordering::Relaxed),
+        store_bytes: size("a2a-edge.db") + size("a2a-edge.db-wal"),
+        attachment_bytes: app.attachments.stored_bytes(),
+        live_sessions: app.sessions.live_count(),
+    }
+}
+
+/// `GET /a2a/api/components`.
+pub fn components(app: &App) -> Value {
+    let instances = app.instances();
+    let list: Vec<Value> = app
+        .host
+        .registry
+        .all()
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "source": match &c.source { Source::Embedded => "embedded".to_owned(), Source::File(p) => p.display().to_string() },
+                "sha256": c.sha256, "size": c.size, "loadedAt": c.loaded_at, "fromCache": c.from_cache,
+                "instances": instances.iter().filter(|i| i.record.component == c.name).map(|i| i.record.id.clone()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let t = &app.host.instantiate_time;
+    json!({
+        "components": list,
+        "compilations": app.host.registry.compilations.load(std::sync::atomic::Ordering::Relaxed),
+        "instantiations": t.count(),
+        "instantiateP50Us": t.quantile_us(0.5),
+        "instantiateP99Us": t.quantile_us(0.99),
+    })
+}
