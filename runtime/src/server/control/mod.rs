@@ -84,19 +84,20 @@ async fn invoke(app: &Arc<App>, instance: &Arc<Instance>, route: Route, req: Req
 /// Calls a JSON-RPC method on an instance as the runtime; the `result`, or the error's message.
 pub async fn call(app: &Arc<App>, instance: &Arc<Instance>, method: &str, params: Value) -> Result<Value, String> {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
-    let req = Request::post(&instance.record.endpoint_path).header("content-type", "application/json").body(Full::new(Bytes::from(body))).expect("a static request is valid");
-    let (_, bytes) = invoke(app, instance, Route::Internal, req).await?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|_| format!("the component answered {method} with something that is not JSON"))?;
-    match v.get("error") {
-        Some(e) => Err(e["message"].as_str().unwrap_or("the component refused the call").to_owned()),
-        None => Ok(v["result"].clone()),
+    let req = Request::post(&instance.record.endpoint_path).header("host", "localhost").header("content-type", "application/json").body(Full::new(Bytes::from(body))).expect("a static request is valid");
+    let (status, bytes) = invoke(app, instance, Route::Internal, req).await?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| format!("the component answered {method} with HTTP {status} and a body that is not JSON"))?;
+    match &v["error"] {
+        Value::Null => Ok(v["result"].clone()),
+        Value::String(plain) => Err(plain.clone()),
+        e => Err(e["message"].as_str().map_or_else(|| format!("the component refused {method}: {e}"), str::to_owned)),
     }
 }
 
 /// The instance's card, as its own component serves it.
 pub async fn card_of(app: &Arc<App>, instance: &Arc<Instance>) -> Result<Value, String> {
     let path = format!("{}/agent-card.json", instance.record.endpoint_path);
-    let req = Request::get(path).body(Full::new(Bytes::new())).expect("a static request is valid");
+    let req = Request::get(path).header("host", "localhost").body(Full::new(Bytes::new())).expect("a static request is valid");
     let (status, bytes) = invoke(app, instance, Route::Http(RouteKind::Card), req).await?;
     if status != 200 {
         return Err(format!("the component answered the card request with HTTP {status}"));
