@@ -6,6 +6,7 @@ pub mod activity;
 pub mod admission;
 pub mod app;
 pub mod attachments;
+pub mod cli;
 pub mod config;
 pub mod credentials;
 pub mod events;

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use a2a_edge::cli;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -10,6 +11,8 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    client: cli::ClientOpts,
 }
 
 #[derive(Subcommand)]
@@ -29,11 +32,38 @@ enum Command {
         #[arg(long)]
         json_logs: bool,
     },
+    /// Inbound instances (control API).
+    #[command(subcommand)]
+    Inbound(cli::Inbound),
+    /// Tasks of every instance (control API).
+    #[command(subcommand)]
+    Task(cli::TaskCmd),
+    /// Conversations (control API).
+    #[command(subcommand)]
+    Session(cli::SessionCmd),
+    /// Runtime metrics (control API).
+    Metrics {
+        /// Print the Prometheus text format.
+        #[arg(long)]
+        prometheus: bool,
+    },
+    /// Check for a newer release (read-only).
+    Update {
+        /// Re-check instead of using the 6-hour cache.
+        #[arg(long)]
+        refresh: bool,
+    },
+    /// Send a message to any A2A agent and print its answer.
+    Send(cli::SendArgs),
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        // A client piped into `head` should end quietly, as command-line tools do.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -68,6 +98,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             running.wait().await;
             Ok(())
         }
+        Command::Inbound(c) => cli::Control::new(cli.client).inbound(c).await,
+        Command::Task(c) => cli::Control::new(cli.client).task(c).await,
+        Command::Session(c) => cli::Control::new(cli.client).session(c).await,
+        Command::Metrics { prometheus } => cli::Control::new(cli.client).metrics(prometheus).await,
+        Command::Update { refresh } => cli::Control::new(cli.client).update(refresh).await,
+        Command::Send(args) => cli::send::run(args, cli.client.json).await,
     }
 }
 
