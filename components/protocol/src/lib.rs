@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod card;
+pub mod client;
 pub mod errors;
 pub mod execution;
 pub mod jsonrpc;
@@ -17,6 +18,7 @@ pub mod proto_enum;
 pub mod sse;
 pub mod state;
 pub mod time;
+pub mod tools;
 pub mod types;
 pub mod version;
 

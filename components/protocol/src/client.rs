@@ -1,0 +1,228 @@
+//! The outbound client's decisions (SPEC §7): which interface of a remote card to call, how a
+//! streamed or polled remote task is assembled, what the tool answers, and when to retry.
+
+use serde_json::{Value, json};
+
+use crate::{Artifact, Message, Part, StreamResponse, Task, TaskState};
+
+/// Where and how to call a remote agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Endpoint {
+    /// The JSON-RPC URL.
+    pub url: String,
+    /// Whether the card announces streaming.
+    pub streaming: bool,
+}
+
+/// Checks a remote AgentCard and picks its JSON-RPC interface for protocol 1.0.
+pub fn endpoint(card: &Value) -> Result<Endpoint, String> {
+    let Some(obj) = card.as_object() else { return Err("the agent card is not a JSON object".into()) };
+    for field in ["name", "supportedInterfaces"] {
+        if !obj.contains_key(field) {
+            return Err(format!("the agent card has no \"{field}\" (is this an A2A 1.0 card?)"));
+        }
+    }
+    let interfaces = card["supportedInterfaces"].as_array().ok_or("the agent card's supportedInterfaces is not a list")?;
+    let is_v1 = |v: &Value| v.as_str().is_some_and(|s| s == "1.0" || s.starts_with("1.0."));
+    let chosen = interfaces.iter().find(|i| i["protocolBinding"] == "JSONRPC" && is_v1(&i["protocolVersion"])).ok_or_else(|| {
+        let found: Vec<String> = interfaces.iter().map(|i| format!("{} {}", i["protocolBinding"].as_str().unwrap_or("?"), i["protocolVersion"].as_str().unwrap_or("?"))).collect();
+        format!("the agent card announces no JSONRPC interface for protocol 1.0 (found: {})", if found.is_empty() { "none".into() } else { found.join(", ") })
+    })?;
+    let url = chosen["url"].as_str().filter(|u| u.starts_with("http://") || u.starts_with("https://")).ok_or("the card's JSONRPC interface has no http(s) url")?;
+    Ok(Endpoint { url: url.to_owned(), streaming: card["capabilities"]["streaming"] == true })
+}
+
+/// What `outbound.discover` shows of a remote card.
+pub fn preview(card: &Value) -> Result<Value, String> {
+    let e = endpoint(card)?;
+    let skills: Vec<Value> = card["skills"].as_array().map(|s| s.iter().map(|k| json!({ "id": k["id"], "name": k["name"], "description": k["description"] })).collect()).unwrap_or_default();
+    Ok(json!({
+        "name": card["name"], "version": card["version"], "description": card["description"],
+        "endpoint": e.url, "skills": skills, "capabilities": card["capabilities"],
+    }))
+}
+
+/// The ids of a card's skills, in order (a card without skills offers `chat`).
+pub fn skill_ids(card: &Value) -> Vec<String> {
+    let ids: Vec<String> = card["skills"].as_array().map(|s| s.iter().filter_map(|k| k["id"].as_str().map(str::to_owned)).collect()).unwrap_or_default();
+    if ids.is_empty() { vec!["chat".into()] } else { ids }
+}
+
+/// A remote task as its frames reveal it.
+#[derive(Clone, Debug, Default)]
+pub struct Remote {
+    /// The task, once known.
+    pub task: Option<Task>,
+    /// A direct message answer.
+    pub message: Option<Message>,
+}
+
+impl Remote {
+    /// Applies one result (a stream frame, a SendMessage answer or a GetTask task).
+    pub fn apply(&mut self, r: StreamResponse) {
+        match r {
+            StreamResponse::Task(t) => self.task = Some(t),
+            StreamResponse::Message(m) => self.message = Some(m),
+            StreamResponse::StatusUpdate(s) => {
+                if let Some(t) = &mut self.task {
+                    t.status = s.status;
+                } else {
+                    self.task = Some(Task { id: s.task_id, context_id: s.context_id, status: s.status, artifacts: Vec::new(), history: Vec::new(), metadata: None });
+                }
+            }
+            StreamResponse::ArtifactUpdate(a) => {
+                let task = self.task.get_or_insert_with(|| Task {
+                    id: a.task_id.clone(),
+                    context_id: a.context_id.clone(),
+                    status: crate::TaskStatus { state: TaskState::Working, message: None, timestamp: None },
+                    artifacts: Vec::new(),
+                    history: Vec::new(),
+                    metadata: None,
+                });
+                merge(&mut task.artifacts, a.artifact, a.append);
+            }
+        }
+    }
+
+    /// The remote task id, once known.
+    pub fn task_id(&self) -> Option<&str> {
+        self.task.as_ref().map(|t| t.id.as_str()).or_else(|| self.message.as_ref().and_then(|m| m.task_id.as_deref()))
+    }
+
+    /// Whether nothing more will change without a new message: a message answer, or a task
+    /// that is terminal or waiting for input or auth.
+    pub fn settled(&self) -> bool {
+        self.message.is_some() || self.task.as_ref().is_some_and(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
+    }
+
+    /// The tool's answer (SPEC §7): the artifacts' text; `[remote agent <STATE> task=<id>] <message>`
+    /// when it waits for input or auth; an error with the remote message when it failed.
+    pub fn outcome(&self) -> Result<String, String> {
+        if let Some(m) = &self.message {
+            return Ok(nonempty(text(&m.parts)));
+        }
+        let Some(t) = &self.task else { return Err("the remote agent answered neither a task nor a message".into()) };
+        let said = t.status.message.as_ref().map(|m| text(&m.parts)).unwrap_or_default();
+        match t.status.state {
+            TaskState::Failed | TaskState::Rejected => {
+                Err(if said.is_empty() { format!("remote agent task {} ended {}", t.id, t.status.state.as_str()) } else { said })
+            }
+            TaskState::Canceled => Err(format!("remote agent task {} was canceled", t.id)),
+            s if s.is_interrupted() => Ok(format!("[remote agent {} task={}] {said}", s.as_str(), t.id).trim_end().to_owned()),
+            _ => Ok(nonempty(t.artifacts.iter().map(|a| text(&a.parts)).filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n"))),
+        }
+    }
+}
+
+fn merge(artifacts: &mut Vec<Artifact>, a: Artifact, append: bool) {
+    match artifacts.iter_mut().find(|x| x.artifact_id == a.artifact_id) {
+        Some(existing) if append => existing.parts.extend(a.parts),
+        Some(existing) => *existing = a,
+        None => artifacts.push(a),
+    }
+}
+
+fn text(parts: &[Part]) -> String {
+    parts.iter().filter_map(|p| p.text.as_deref()).collect::<Vec<_>>().join("")
+}
+
+fn nonempty(s: String) -> String {
+    if s.trim().is_empty() { "(remote agent returned no output)".into() } else { s }
+}
+
+/// Retries of a failed request (transport error or 5xx): at most this many.
+pub const MAX_RETRIES: u32 = 2;
+
+/// Wait before retry `attempt` (1-based), ms.
+pub fn retry_delay_ms(attempt: u32) -> u64 {
+    250 * 3u64.pow(attempt.saturating_sub(1).min(4))
+}
+
+/// Wait before poll `n` (0-based) of a task that is still running, ms: 200, 400, 800 … up to 2 s.
+pub fn poll_delay_ms(n: u32) -> u64 {
+    (200u64 << n.min(4)).min(2000)
+}
+
+/// Whether an HTTP status is worth retrying.
+pub fn retryable(status: u16) -> bool {
+    status >= 500
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(interfaces: Value) -> Value {
+        json!({ "name": "r", "version": "2.0", "capabilities": { "streaming": true }, "skills": [{"id": "s1", "name": "S"}], "supportedInterfaces": interfaces })
+    }
+
+    #[test]
+    fn picks_the_jsonrpc_1_0_interface() {
+        let c = card(json!([
+            { "url": "http://x/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0" },
+            { "url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
+            { "url": "http://x/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
+        ]));
+        assert_eq!(endpoint(&c).unwrap(), Endpoint { url: "http://x/rpc".into(), streaming: true });
+        let only_old = card(json!([{ "url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3" }]));
+        assert!(endpoint(&only_old).unwrap_err().contains("found: JSONRPC 0.3"));
+        assert!(endpoint(&json!({"name": "x"})).unwrap_err().contains("supportedInterfaces"));
+        assert!(endpoint(&json!([1])).unwrap_err().contains("not a JSON object"));
+        let bad_url = card(json!([{ "url": "ftp://x", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }]));
+        assert!(endpoint(&bad_url).is_err());
+        let p = preview(&c).unwrap();
+        assert_eq!(p["endpoint"], "http://x/rpc");
+        assert_eq!(p["skills"][0]["id"], "s1");
+        assert_eq!(skill_ids(&c), ["s1"]);
+        assert_eq!(skill_ids(&json!({})), ["chat"]);
+    }
+
+    fn frame(v: Value) -> StreamResponse {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn assembles_streamed_chunks_and_formats_the_outcome() {
+        let mut r = Remote::default();
+        r.apply(frame(json!({"task": {"id": "t1", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}})));
+        assert!(!r.settled());
+        r.apply(frame(json!({"artifactUpdate": {"taskId": "t1", "contextId": "c", "artifact": {"artifactId": "a", "parts": [{"text": "Hel"}]}}})));
+        r.apply(frame(json!({"artifactUpdate": {"taskId": "t1", "contextId": "c", "append": true, "lastChunk": true, "artifact": {"artifactId": "a", "parts": [{"text": "lo"}]}}})));
+        r.apply(frame(json!({"statusUpdate": {"taskId": "t1", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}})));
+        assert!(r.settled());
+        assert_eq!(r.task_id(), Some("t1"));
+        assert_eq!(r.outcome().unwrap(), "Hello");
+    }
+
+    #[test]
+    fn outcomes_per_state() {
+        let with = |state: &str, msg: Option<&str>, artifacts: Value| {
+            let mut r = Remote::default();
+            let status = match msg {
+                Some(m) => json!({"state": state, "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": m}]}}),
+                None => json!({"state": state}),
+            };
+            r.apply(frame(json!({"task": {"id": "t9", "contextId": "c", "status": status, "artifacts": artifacts}})));
+            r.outcome()
+        };
+        assert_eq!(with("TASK_STATE_FAILED", Some("disk full"), json!([])), Err("disk full".into()));
+        assert!(with("TASK_STATE_REJECTED", None, json!([])).unwrap_err().contains("t9"));
+        assert_eq!(with("TASK_STATE_INPUT_REQUIRED", Some("which file?"), json!([])), Ok("[remote agent TASK_STATE_INPUT_REQUIRED task=t9] which file?".into()));
+        assert_eq!(with("TASK_STATE_AUTH_REQUIRED", None, json!([])), Ok("[remote agent TASK_STATE_AUTH_REQUIRED task=t9]".into()));
+        assert_eq!(with("TASK_STATE_COMPLETED", None, json!([])), Ok("(remote agent returned no output)".into()));
+        let two = json!([{"artifactId": "a", "parts": [{"text": "one"}]}, {"artifactId": "b", "parts": [{"data": {"k": 1}}]}, {"artifactId": "c", "parts": [{"text": "two"}]}]);
+        assert_eq!(with("TASK_STATE_COMPLETED", None, two), Ok("one\ntwo".into()));
+        assert!(with("TASK_STATE_CANCELED", None, json!([])).unwrap_err().contains("canceled"));
+        let mut m = Remote::default();
+        m.apply(frame(json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "taskId": "t2", "parts": [{"text": "direct"}]}})));
+        assert!(m.settled());
+        assert_eq!((m.task_id(), m.outcome()), (Some("t2"), Ok("direct".into())));
+    }
+
+    #[test]
+    fn retry_and_poll_schedules() {
+        assert_eq!((retry_delay_ms(1), retry_delay_ms(2)), (250, 750));
+        assert_eq!((poll_delay_ms(0), poll_delay_ms(1), poll_delay_ms(9)), (200, 400, 2000));
+        assert!(retryable(503) && retryable(500) && !retryable(404) && !retryable(401));
+    }
+}
