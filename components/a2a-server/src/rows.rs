@@ -12,11 +12,7 @@ pub fn now_ms() -> u64 {
 
 /// A random (v4) UUID.
 pub fn uuid() -> String {
-    let mut b = wasip2::random::random::get_random_bytes(16);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    a2a_protocol::ids::uuid_v4(&wasip2::random::random::get_random_bytes(16))
 }
 
 pub fn to_wit(s: TaskState) -> wit::TaskState {

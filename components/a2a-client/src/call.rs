@@ -1,0 +1,123 @@
+//! One remote skill call (SPEC §7): card, send (stream or poll), cancel on abort, the tool text.
+
+use a2a_protocol::client::{Remote, endpoint, poll_delay_ms};
+use a2a_protocol::StreamResponse;
+use serde_json::{Value, json};
+use wasip2::http::types::Method;
+
+use crate::bindings::exports::a2a::edge::client::{CallError, CallRequest};
+use crate::bindings::a2a::edge::outbound;
+use crate::net::{self, Ctx};
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+const VERSION: (&str, &str) = ("a2a-version", "1.0");
+
+/// The remote card as JSON.
+pub fn card(ctx: &Ctx) -> Result<Value, CallError> {
+    let url = outbound::connection().agent_card_url;
+    net::json(ctx, Method::Get, &url, &[("accept", "application/json")], &[])
+}
+
+/// Runs the call and answers the tool text.
+pub fn run(ctx: &Ctx, req: CallRequest) -> Result<String, CallError> {
+    let card = card(ctx)?;
+    let ep = endpoint(&card).map_err(CallError::InvalidResponse)?;
+    let mut message = json!({
+        "messageId": uuid(),
+        "role": "ROLE_USER",
+        "parts": [{ "text": req.prompt }],
+        "contextId": req.context_id,
+        "metadata": { "skill": req.skill },
+    });
+    if let Some(t) = &req.task_id {
+        message["taskId"] = json!(t);
+    }
+    let mut remote = Remote::default();
+    let result = drive(ctx, &ep.url, ep.streaming, message, &mut remote);
+    if let Err(e) = result {
+        // An abort or timeout with a known remote task cancels it there too.
+        if matches!(e, CallError::Aborted | CallError::Transport(_)) && !remote.settled() {
+            if let Some(id) = remote.task_id() {
+                let _ = rpc(&Ctx::cleanup(), &ep.url, "CancelTask", json!({ "id": id }));
+            }
+        }
+        return Err(e);
+    }
+    remote.outcome().map_err(CallError::RemoteFailed)
+}
+
+fn drive(ctx: &Ctx, url: &str, streaming: bool, message: Value, remote: &mut Remote) -> Result<(), CallError> {
+    if streaming {
+        stream(ctx, url, json!({ "message": message }), remote)?;
+    } else {
+        let answer = rpc(ctx, url, "SendMessage", json!({ "message": message, "configuration": { "returnImmediately": true } }))?;
+        remote.apply(parse(answer)?);
+    }
+    // Poll until settled (a blocking remote, or a stream that ended early).
+    let mut n = 0;
+    while !remote.settled() {
+        let Some(id) = remote.task_id().map(str::to_owned) else { return Err(CallError::InvalidResponse("the remote agent answered without a task id".into())) };
+        ctx.sleep(poll_delay_ms(n))?;
+        n += 1;
+        let task = rpc(ctx, url, "GetTask", json!({ "id": id, "historyLength": 0 }))?;
+        remote.apply(parse(json!({ "task": task }))?);
+    }
+    Ok(())
+}
+
+/// One JSON-RPC call; its `result`.
+fn rpc(ctx: &Ctx, url: &str, method: &str, params: Value) -> Result<Value, CallError> {
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
+    let answer = net::json(ctx, Method::Post, url, &[JSON, VERSION], body.as_bytes())?;
+    result(method, answer)
+}
+
+fn result(method: &str, answer: Value) -> Result<Value, CallError> {
+    match answer.get("error") {
+        Some(e) => Err(CallError::RemoteFailed(format!("the remote agent refused {method}: {} ({})", e["message"].as_str().unwrap_or("no message"), e["code"]))),
+        None => answer.get("result").cloned().ok_or_else(|| CallError::InvalidResponse(format!("the answer to {method} has neither result nor error"))),
+    }
+}
+
+fn parse(result: Value) -> Result<StreamResponse, CallError> {
+    serde_json::from_value(result).map_err(|e| CallError::InvalidResponse(format!("the remote agent's answer is not an A2A result: {e}")))
+}
+
+/// SendStreamingMessage: applies frames until the stream ends or the task settles.
+fn stream(ctx: &Ctx, url: &str, params: Value, remote: &mut Remote) -> Result<(), CallError> {
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params }).to_string();
+    let mut r = net::send(ctx, Method::Post, url, &[JSON, VERSION, ("accept", "text/event-stream")], body.as_bytes())?;
+    if !r.content_type.starts_with("text/event-stream") {
+        let bytes = r.bytes(ctx)?;
+        if !(200..300).contains(&r.status) {
+            return Err(CallError::Http((r.status, String::from_utf8_lossy(&bytes).chars().take(300).collect())));
+        }
+        let answer: Value = serde_json::from_slice(&bytes).map_err(|e| CallError::InvalidResponse(format!("{url} did not answer JSON: {e}")))?;
+        remote.apply(parse(result("SendStreamingMessage", answer)?)?);
+        return Ok(());
+    }
+    let mut buf = String::new();
+    while let Some(chunk) = r.chunk(ctx)? {
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect::<Vec<_>>().join("\n");
+            if data.is_empty() {
+                continue;
+            }
+            let answer: Value = serde_json::from_str(&data).map_err(|e| CallError::InvalidResponse(format!("a stream event is not JSON: {e}")))?;
+            remote.apply(parse(result("SendStreamingMessage", answer)?)?);
+            if remote.settled() {
+                return Ok(());
+            }
+        }
+        if let Some(stop) = ctx.stopped() {
+            return Err(stop);
+        }
+    }
+    Ok(())
+}
+
+fn uuid() -> String {
+    a2a_protocol::ids::uuid_v4(&wasip2::random::random::get_random_bytes(16))
+}
