@@ -7,4 +7,6 @@ fn main() {
     let wit = root.join("wit");
     let server = guest_build::build(&root.join("components/a2a-server"), "a2a_server", &wit);
     println!("cargo:rustc-env=A2A_EDGE_SERVER_WASM={}", server.display());
+    let client = guest_build::build(&root.join("components/a2a-client"), "a2a_client", &wit);
+    println!("cargo:rustc-env=A2A_EDGE_CLIENT_WASM={}", client.display());
 }

@@ -43,6 +43,8 @@ pub struct App {
     pub metrics: crate::metrics::Metrics,
     /// The update check.
     pub update: crate::update::UpdateCheck,
+    /// Outbound connections' live state.
+    pub outbound: crate::outbound::Outbound,
     instances: RwLock<Vec<Arc<Instance>>>,
     routes: RwLock<Arc<Routes>>,
 }
@@ -75,6 +77,7 @@ impl App {
             activity: Default::default(),
             metrics: Default::default(),
             update,
+            outbound: Default::default(),
             instances: RwLock::default(),
             routes: RwLock::default(),
         });

@@ -14,6 +14,7 @@ pub mod histogram;
 pub mod host;
 pub mod instances;
 pub mod metrics;
+pub mod outbound;
 pub mod server;
 pub mod sessions;
 pub mod store;
@@ -44,6 +45,7 @@ impl Running {
         let app = tokio::task::block_in_place(|| app::App::start(config, data_dir, addr))?;
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(server::serve(app.clone(), listener, shutdown.clone()));
+        tokio::spawn(outbound::connect_all(app.clone()));
         Ok(Running { addr, app, shutdown, task })
     }
 

@@ -5,9 +5,10 @@
 mod admission;
 mod attachments;
 pub mod bindings;
+pub mod client;
 mod context;
 mod events;
-mod outbound_http;
+pub mod outbound_http;
 pub mod registry;
 mod sessions;
 mod storage;
@@ -49,6 +50,8 @@ pub struct Host {
     pub instantiate_time: crate::histogram::Histogram,
     /// Invocations that ended in a trap or limit.
     pub traps: AtomicU64,
+    /// The outbound client component.
+    pub client: Arc<client::ClientHost>,
 }
 
 /// How a request reached a component.
@@ -84,9 +87,58 @@ pub struct State {
     hooks: outbound_http::Policy,
     limits: StoreLimits,
     req: RequestState,
+    burst: Burst,
+}
+
+/// CPU-burst accounting of a store (see [`meter`]).
+#[derive(Default)]
+pub struct Burst {
     /// Epoch ticks since the guest last returned from a host function.
-    burst_ticks: u32,
+    ticks: u32,
     in_epoch_callback: bool,
+}
+
+/// Store data whose memory and CPU bursts are limited.
+pub trait Metered: Send + 'static {
+    /// Its burst accounting.
+    fn burst(&mut self) -> &mut Burst;
+    /// Its memory limits.
+    fn limits(&mut self) -> &mut StoreLimits;
+}
+
+impl Metered for State {
+    fn burst(&mut self) -> &mut Burst {
+        &mut self.burst
+    }
+    fn limits(&mut self) -> &mut StoreLimits {
+        &mut self.limits
+    }
+}
+
+/// Applies the memory limit and the CPU-burst limit: a guest computing for more than
+/// `max_ticks` epoch ticks without returning to the host traps.
+fn meter<T: Metered>(store: &mut Store<T>, max_ticks: u32) {
+    store.limiter(|s| s.limits());
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |mut ctx| {
+        let b = ctx.data_mut().burst();
+        b.ticks += 1;
+        b.in_epoch_callback = true;
+        if b.ticks > max_ticks {
+            wasmtime::bail!("CPU limit: the component computed for more than {} ms without waiting", max_ticks as u128 * EPOCH_TICK.as_millis());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    store.call_hook(|mut ctx, hook| {
+        // The epoch callback itself is a host call: its return must not reset the count.
+        if matches!(hook, CallHook::ReturningFromHost) {
+            let b = ctx.data_mut().burst();
+            if !std::mem::take(&mut b.in_epoch_callback) {
+                b.ticks = 0;
+            }
+        }
+        Ok(())
+    });
 }
 
 impl WasiView for State {
@@ -162,9 +214,12 @@ impl Host {
         wt(bindings::attachments::add_to_linker::<State, Edge>(&mut linker, edge))?;
         let cache_dir = settings.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"));
         let registry = Arc::new(Registry::new(engine, linker, cache_dir, data_dir.join("components"))?);
+        let cpu_burst_ticks = u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64).unwrap_or(u32::MAX).max(1);
+        let client = Arc::new(client::ClientHost::new(&registry, cpu_burst_ticks, memory_bytes)?);
         Ok(Host {
             registry,
-            cpu_burst_ticks: u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64).unwrap_or(u32::MAX).max(1),
+            client,
+            cpu_burst_ticks,
             memory_bytes,
             instantiations: AtomicU64::new(0),
             instantiate_time: Default::default(),
@@ -198,32 +253,10 @@ impl Host {
                 contexts: contexts.clone(),
                 written: Vec::new(),
             },
-            burst_ticks: 0,
-            in_epoch_callback: false,
+            burst: Burst::default(),
         };
         let mut store = Store::new(self.registry.engine(), state);
-        store.limiter(|s| &mut s.limits);
-        let max_ticks = self.cpu_burst_ticks;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |mut ctx| {
-            let s = ctx.data_mut();
-            s.burst_ticks += 1;
-            s.in_epoch_callback = true;
-            if s.burst_ticks > max_ticks {
-                wasmtime::bail!("CPU limit: the component computed for more than {} ms without waiting", max_ticks as u128 * EPOCH_TICK.as_millis());
-            }
-            Ok(UpdateDeadline::Yield(1))
-        });
-        store.call_hook(|mut ctx, hook| {
-            // The epoch callback itself is a host call: its return must not reset the count.
-            if matches!(hook, CallHook::ReturningFromHost) {
-                let s = ctx.data_mut();
-                if !std::mem::take(&mut s.in_epoch_callback) {
-                    s.burst_ticks = 0;
-                }
-            }
-            Ok(())
-        });
+        meter(&mut store, self.cpu_burst_ticks);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let prepared = (|| -> wasmtime::Result<_> {
             let request = store.data_mut().http().new_incoming_request(Scheme::Http, req)?;

@@ -1,28 +1,113 @@
-//! Outbound HTTP policy of guests (`wasi:http/outgoing-handler`). The server component has no
-//! business calling out: every request is refused. The outbound client component gets its
-//! own policy (timeouts, schemes, credential injection) with the outbound issue.
+//! Outbound HTTP policy of guests (`wasi:http/outgoing-handler`). The server component may not
+//! call out at all. The outbound client component may reach http/https URLs only, within its
+//! connection's timeout and a response size cap; the bearer credential is added here, by the
+//! host, and only for the connection's own origins — the guest never holds it and cannot choose
+//! where it goes.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body as HttpBody, Frame};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-/// Deny-by-default outbound policy.
-pub struct Policy;
+/// What an outbound client may do.
+pub struct Rules {
+    /// Bearer token for the connection's origins.
+    pub bearer: Option<String>,
+    /// `scheme://authority` origins the token is sent to.
+    pub origins: Vec<String>,
+    /// Connect, first-byte and between-bytes timeout.
+    pub timeout: Duration,
+    /// Largest response body.
+    pub max_response_bytes: u64,
+}
+
+/// The outbound policy of one store.
+pub enum Policy {
+    /// Every request refused.
+    Deny,
+    /// An outbound client's requests, under its rules.
+    Outbound(Rules),
+}
 
 impl Policy {
     /// Refuses every outbound request.
     pub fn deny_all() -> Policy {
-        Policy
+        Policy::Deny
     }
 }
 
+/// `scheme://authority` of a URI (lower-cased), if it has both.
+pub fn origin(uri: &http::Uri) -> Option<String> {
+    Some(format!("{}://{}", uri.scheme_str()?, uri.authority()?).to_ascii_lowercase())
+}
+
+type Sent = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>), Error>;
+
 impl WasiHttpHooks for Policy {
-    fn send_request(
-        &mut self,
-        request: http::Request<WasiBody>,
-        _options: Option<RequestOptions>,
-        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
-    ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>), Error>> + Send> {
-        tracing::warn!(uri = %request.uri(), "refused an outbound request from a component: outbound HTTP is not allowed here");
-        Box::new(async { Err(ErrorCode::HttpRequestDenied.into()) })
+    fn send_request(&mut self, mut request: http::Request<WasiBody>, options: Option<RequestOptions>, _fut: Box<dyn Future<Output = Result<(), Error>> + Send>) -> Box<dyn Future<Output = Sent> + Send> {
+        let rules = match self {
+            Policy::Deny => {
+                tracing::warn!(uri = %request.uri(), "refused an outbound request from a component: outbound HTTP is not allowed here");
+                return Box::new(async { Err(ErrorCode::HttpRequestDenied.into()) });
+            }
+            Policy::Outbound(rules) => rules,
+        };
+        if !matches!(request.uri().scheme_str(), Some("http" | "https")) {
+            return Box::new(async { Err(ErrorCode::HttpRequestUriInvalid.into()) });
+        }
+        // Guests never choose credentials: only the host's, and only to the connection's origins.
+        request.headers_mut().remove(http::header::AUTHORIZATION);
+        if let (Some(token), Some(o)) = (&rules.bearer, origin(request.uri())) {
+            if rules.origins.contains(&o) {
+                if let Ok(v) = http::HeaderValue::from_str(&format!("Bearer {token}")) {
+                    request.headers_mut().insert(http::header::AUTHORIZATION, v);
+                }
+            }
+        }
+        let t = rules.timeout;
+        let bounded = |d: Option<Duration>| Some(d.map_or(t, |d| d.min(t)));
+        let options = RequestOptions {
+            connect_timeout: bounded(options.and_then(|o| o.connect_timeout)),
+            first_byte_timeout: bounded(options.and_then(|o| o.first_byte_timeout)),
+            between_bytes_timeout: bounded(options.and_then(|o| o.between_bytes_timeout)),
+        };
+        let cap = rules.max_response_bytes;
+        Box::new(async move {
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            let response = response.map(|body| Capped { inner: body.boxed_unsync(), left: cap, cap }.boxed_unsync());
+            Ok((response, Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>))
+        })
+    }
+}
+
+/// A response body that fails once it exceeds its cap.
+struct Capped {
+    inner: WasiBody,
+    left: u64,
+    cap: u64,
+}
+
+impl HttpBody for Capped {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(Ok(f)) = &frame {
+            if let Some(data) = f.data_ref() {
+                let n = data.len() as u64;
+                if n > self.left {
+                    let cap = self.cap;
+                    return Poll::Ready(Some(Err(ErrorCode::HttpResponseBodySize(Some(cap)).into())));
+                }
+                self.left -= n;
+            }
+        }
+        Poll::Ready(frame)
     }
 }

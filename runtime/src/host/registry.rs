@@ -19,6 +19,9 @@ use super::{State, wt};
 /// The components built into the binary.
 pub const EMBEDDED: &[(&str, &[u8])] = &[(crate::instances::DEFAULT_COMPONENT, include_bytes!(env!("A2A_EDGE_SERVER_WASM")))];
 
+/// The outbound A2A client component (world `outbound-client`), built into the binary.
+pub const CLIENT_WASM: &[u8] = include_bytes!(env!("A2A_EDGE_CLIENT_WASM"));
+
 /// Where a component came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -126,25 +129,29 @@ impl Registry {
             anyhow::bail!("component name {name:?} must be 1-64 characters of a-z, 0-9, - and _");
         }
         let sha256 = hex::encode(Sha256::digest(wasm));
-        let cached = self.cache_dir.join(format!("{sha256}-{}.cwasm", self.engine_hash()));
-        let (component, from_cache) = match cached.exists().then(|| unsafe { Component::deserialize_file(&self.engine, &cached) }) {
-            // SAFETY: files in the cache directory are written only by `precompile_component` of an
-            // engine with this compatibility hash (below), under their content hash.
-            Some(Ok(c)) => (c, true),
-            _ => {
-                let compiled = wt(self.engine.precompile_component(wasm)).with_context(|| format!("component {name:?} is not a valid WebAssembly component"))?;
-                self.compilations.fetch_add(1, Ordering::Relaxed);
-                let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
-                if std::fs::write(&tmp, &compiled).and_then(|_| std::fs::rename(&tmp, &cached)).is_err() {
-                    tracing::warn!(path = %cached.display(), "could not write the compile cache");
-                }
-                // SAFETY: the bytes were produced by `precompile_component` of this engine just now.
-                (wt(unsafe { Component::deserialize(&self.engine, &compiled) })?, false)
-            }
-        };
+        let (component, from_cache) = self.compile(name, wasm, &sha256)?;
         let instance_pre = wt(self.linker.instantiate_pre(&component)).with_context(|| format!("component {name:?} imports something this runtime does not provide"))?;
         let pre = wt(ProxyPre::new(instance_pre)).with_context(|| format!("component {name:?} does not export wasi:http/incoming-handler"))?;
         Ok(Loaded { name: name.to_owned(), source, sha256, size: wasm.len(), loaded_at: crate::tasks::now_ms(), from_cache, pre })
+    }
+
+    /// The compiled component of `wasm` (hash `sha256`): from the on-disk cache, or compiled now
+    /// and cached; whether it came from the cache.
+    pub fn compile(&self, name: &str, wasm: &[u8], sha256: &str) -> anyhow::Result<(Component, bool)> {
+        let cached = self.cache_dir.join(format!("{sha256}-{}.cwasm", self.engine_hash()));
+        // SAFETY: files in the cache directory are written only by `precompile_component` of an
+        // engine with this compatibility hash (below), under their content hash.
+        if let Some(Ok(c)) = cached.exists().then(|| unsafe { Component::deserialize_file(&self.engine, &cached) }) {
+            return Ok((c, true));
+        }
+        let compiled = wt(self.engine.precompile_component(wasm)).with_context(|| format!("component {name:?} is not a valid WebAssembly component"))?;
+        self.compilations.fetch_add(1, Ordering::Relaxed);
+        let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &compiled).and_then(|_| std::fs::rename(&tmp, &cached)).is_err() {
+            tracing::warn!(path = %cached.display(), "could not write the compile cache");
+        }
+        // SAFETY: the bytes were produced by `precompile_component` of this engine just now.
+        Ok((wt(unsafe { Component::deserialize(&self.engine, &compiled) })?, false))
     }
 
     fn engine_hash(&self) -> String {

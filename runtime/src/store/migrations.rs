@@ -41,6 +41,11 @@ const MIGRATIONS: &[&str] = &[
     // are read from it directly instead of scanning every task of the instance.
     "DROP INDEX tasks_by_context;
     CREATE INDEX tasks_by_context ON tasks (instance_id, context_id, updated_at DESC, id DESC);",
+    // 3: outbound connections.
+    "CREATE TABLE connections (
+        id TEXT PRIMARY KEY,
+        body TEXT NOT NULL
+    );",
 ];
 
 /// Brings a database up to the newest schema; refuses a database from a newer runtime.

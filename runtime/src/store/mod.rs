@@ -157,6 +157,50 @@ pub struct InstanceRecord {
     pub updated_at: u64,
 }
 
+/// A stored outbound connection (SPEC §2.2).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionRecord {
+    /// Id (`<slug>-<8 hex>`).
+    pub id: String,
+    /// Name (tools are named after it).
+    pub name: String,
+    /// The remote AgentCard URL (never changed by an update).
+    pub agent_card_url: String,
+    /// Name of the secret holding the bearer token sent to the remote (never the token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_env: Option<String>,
+    /// The preset whose sessions may use these tools (none: every preset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Connected and offering tools.
+    pub enabled: bool,
+    /// Longest a remote call may take, ms.
+    pub timeout_ms: u64,
+    /// Skills that register no tool.
+    #[serde(default)]
+    pub disabled_skills: Vec<String>,
+    /// What a skill's tool shows instead of the remote's name and description.
+    #[serde(default)]
+    pub skill_overrides: std::collections::BTreeMap<String, SkillOverride>,
+    /// Creation time, ms.
+    pub created_at: u64,
+    /// Last change, ms.
+    pub updated_at: u64,
+}
+
+/// A skill's tool description override.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillOverride {
+    /// Shown name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Shown description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
 /// A write in flight; resolves once it is durable (committed).
 pub type Pending<T> = oneshot::Receiver<Result<T, StoreError>>;
 
@@ -178,6 +222,12 @@ pub trait Store: Send + Sync {
     fn put_instance(&self, record: InstanceRecord) -> Pending<()>;
     /// Delete an instance record (its tasks stay readable by id from the control API).
     fn delete_instance(&self, id: String) -> Pending<()>;
+    /// Insert or replace an outbound connection record.
+    fn put_connection(&self, record: ConnectionRecord) -> Pending<()>;
+    /// Delete an outbound connection record.
+    fn delete_connection(&self, id: String) -> Pending<()>;
+    /// Every outbound connection record.
+    fn connections(&self) -> Result<Vec<ConnectionRecord>, StoreError>;
     /// Settle every SUBMITTED/WORKING task FAILED with `body_message`; returns how many.
     fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64>;
     /// One task; scoped to an instance when `instance_id` is given.

@@ -20,10 +20,26 @@ type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 enum Write {
     CreateTask(TaskRow, Option<String>, Reply<()>),
     UpdateTask(TaskRow, u64, Option<String>, Reply<u64>),
-    PutInstance(InstanceRecord, Reply<()>),
-    DeleteInstance(String, Reply<()>),
+    PutRecord(Table, String, String, Reply<()>),
+    DeleteRecord(Table, String, Reply<()>),
     FailUnsettled(u64, String, Reply<u64>),
     Flush(Reply<()>),
+}
+
+/// The tables of JSON records (`id`, `body`).
+#[derive(Clone, Copy, Debug)]
+enum Table {
+    Instances,
+    Connections,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Instances => "instances",
+            Table::Connections => "connections",
+        }
+    }
 }
 
 /// SQLite at `<data-dir>/a2a-edge.db`.
@@ -72,6 +88,26 @@ impl SqliteStore {
             }
         }
         rx
+    }
+
+    /// Queues an insert-or-replace of a JSON record.
+    fn put_record(&self, table: Table, id: String, record: &impl serde::Serialize) -> Pending<()> {
+        match serde_json::to_string(record) {
+            Ok(body) => self.send(|r| Write::PutRecord(table, id, body, r)),
+            Err(e) => {
+                let (tx, rx) = oneshot::channel();
+                let _ = tx.send(Err(StoreError::Invalid(e.to_string())));
+                rx
+            }
+        }
+    }
+
+    /// Every record of a table, by id.
+    fn records<T: serde::de::DeserializeOwned>(&self, table: Table) -> Result<Vec<T>, StoreError> {
+        self.read(|c| {
+            let bodies: Vec<String> = c.prepare_cached(&format!("SELECT body FROM {} ORDER BY id", table.name()))?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            bodies.iter().map(|b| serde_json::from_str(b).map_err(|e| StoreError::Invalid(format!("a stored {} record is unreadable: {e}", table.name())))).collect()
+        })
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
@@ -129,13 +165,12 @@ fn commit_group(conn: &mut Connection, group: Vec<Write>) {
         match w {
             Write::CreateTask(row, mid, reply) => replies.push(run(&tx, reply, |c| create_task(c, &row, mid.as_deref()))),
             Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| update_task(c, &row, expected, mid.as_deref()))),
-            Write::PutInstance(rec, reply) => replies.push(run(&tx, reply, |c| {
-                let body = serde_json::to_string(&rec).map_err(|e| StoreError::Invalid(e.to_string()))?;
-                c.execute("INSERT OR REPLACE INTO instances (id, body) VALUES (?1, ?2)", params![rec.id, body])?;
+            Write::PutRecord(table, id, body, reply) => replies.push(run(&tx, reply, |c| {
+                c.execute(&format!("INSERT OR REPLACE INTO {} (id, body) VALUES (?1, ?2)", table.name()), params![id, body])?;
                 Ok(())
             })),
-            Write::DeleteInstance(id, reply) => replies.push(run(&tx, reply, |c| {
-                c.execute("DELETE FROM instances WHERE id = ?1", params![id])?;
+            Write::DeleteRecord(table, id, reply) => replies.push(run(&tx, reply, |c| {
+                c.execute(&format!("DELETE FROM {} WHERE id = ?1", table.name()), params![id])?;
                 Ok(())
             })),
             Write::FailUnsettled(now, text, reply) => replies.push(run(&tx, reply, |c| fail_unsettled(c, now, &text))),
@@ -175,7 +210,7 @@ fn run<T: Send + 'static>(
 
 fn fail(w: Write, e: StoreError) {
     match w {
-        Write::CreateTask(.., r) | Write::PutInstance(_, r) | Write::DeleteInstance(_, r) | Write::Flush(r) => {
+        Write::CreateTask(.., r) | Write::PutRecord(.., r) | Write::DeleteRecord(.., r) | Write::Flush(r) => {
             let _ = r.send(Err(e));
         }
         Write::UpdateTask(.., r) | Write::FailUnsettled(.., r) => {
@@ -370,11 +405,23 @@ impl Store for SqliteStore {
 
 
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
-        self.send(|r| Write::PutInstance(record, r))
+        self.put_record(Table::Instances, record.id.clone(), &record)
     }
 
     fn delete_instance(&self, id: String) -> Pending<()> {
-        self.send(|r| Write::DeleteInstance(id, r))
+        self.send(|r| Write::DeleteRecord(Table::Instances, id, r))
+    }
+
+    fn put_connection(&self, record: ConnectionRecord) -> Pending<()> {
+        self.put_record(Table::Connections, record.id.clone(), &record)
+    }
+
+    fn delete_connection(&self, id: String) -> Pending<()> {
+        self.send(|r| Write::DeleteRecord(Table::Connections, id, r))
+    }
+
+    fn connections(&self) -> Result<Vec<ConnectionRecord>, StoreError> {
+        self.records(Table::Connections)
     }
 
     fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
@@ -415,10 +462,7 @@ impl Store for SqliteStore {
     }
 
     fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
-        self.read(|c| {
-            let bodies: Vec<String> = c.prepare("SELECT body FROM instances ORDER BY id")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-            bodies.iter().map(|b| serde_json::from_str(b).map_err(|e| StoreError::Invalid(format!("stored instance is unreadable: {e}")))).collect()
-        })
+        self.records(Table::Instances)
     }
 
     fn flush(&self) -> Pending<()> {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use a2a_protocol::TaskState;
 use serde_json::{Map, Value, json};
 
+use super::connections;
 use super::fields::{Fields, Refusal, secret_name};
 use crate::app::App;
 use crate::config::Limits;
@@ -28,6 +29,15 @@ const ACTIONS: &[(&str, &[&str])] = &[
     ("session.cancel", &["id", "serverId"]),
     ("session.close", &["id", "serverId"]),
     ("component.reload", &["name"]),
+    ("outbound.create", &["name", "agentCardUrl", "bearerTokenEnv", "preset", "enabled", "timeoutMs", "disabledSkills", "skillOverrides"]),
+    ("outbound.update", &["id", "name", "preset", "timeoutMs", "disabledSkills", "skillOverrides", "agentCardUrl"]),
+    ("outbound.remove", &["id"]),
+    ("outbound.enable", &["id"]),
+    ("outbound.disable", &["id"]),
+    ("outbound.refresh", &["id"]),
+    ("outbound.setAuth", &["id", "token"]),
+    ("outbound.discover", &["agentCardUrl", "token"]),
+    ("outbound.call", &["id", "skill", "prompt", "taskId", "contextId"]),
 ];
 
 /// Runs one action.
@@ -53,7 +63,16 @@ pub async fn act(app: &Arc<App>, body: &Map<String, Value>) -> Result<Value, Ref
         "task.cancel" => cancel_task(app, &f).await,
         "session.cancel" => end_session(app, &f, false).await,
         "session.close" => end_session(app, &f, true).await,
-        _ => reload(app, &f).await,
+        "component.reload" => reload(app, &f).await,
+        "outbound.create" => connections::create(app, &f).await,
+        "outbound.update" => connections::update(app, &f).await,
+        "outbound.remove" => connections::remove(app, &f).await,
+        "outbound.enable" => connections::set_enabled(app, &f, true).await,
+        "outbound.disable" => connections::set_enabled(app, &f, false).await,
+        "outbound.refresh" => connections::refresh(app, &f).await,
+        "outbound.setAuth" => connections::set_auth(app, &f).await,
+        "outbound.discover" => connections::discover(app, &f).await,
+        _ => connections::call(app, &f).await,
     }
 }
 

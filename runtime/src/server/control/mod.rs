@@ -2,6 +2,7 @@
 //! Loopback callers only (checked by the server before this runs).
 
 mod actions;
+mod connections;
 mod fields;
 mod reads;
 mod records;

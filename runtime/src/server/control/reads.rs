@@ -61,7 +61,7 @@ pub fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
         &json!({
             "version": env!("CARGO_PKG_VERSION"),
             "inbounds": inbounds,
-            "outbounds": [],
+            "outbounds": app.store.connections().unwrap_or_default().iter().map(|r| crate::outbound::view(app, r)).collect::<Vec<_>>(),
             "tasks": page.tasks.iter().map(records::task_record).collect::<Vec<_>>(),
             "taskTotal": page.total,
             "taskNextOffset": if next < page.total { json!(next) } else { Value::Null },

@@ -1,0 +1,214 @@
+//! Outbound connections (SPEC §2.2, §7): remote A2A agents whose skills become tools. Records
+//! live in the store; the connection state (connected, failed with the last error, the remote
+//! card) lives here. Every remote exchange goes through the outbound client component.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::credentials::outbound_name;
+use crate::host::bindings::client_world::exports::a2a::edge::client::CallRequest;
+use crate::host::bindings::outbound::ConnectionInfo;
+use crate::host::client::Target;
+use crate::host::outbound_http::origin;
+use crate::store::{ConnectionRecord, Store};
+
+/// Where a connection stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Status {
+    /// Never connected, or disabled.
+    #[default]
+    Disconnected,
+    /// The remote card was read and validated.
+    Connected,
+    /// The last connect failed (`last_error` says why).
+    Failed,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Disconnected => "disconnected",
+            Status::Connected => "connected",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// The live side of a connection.
+#[derive(Clone, Debug, Default)]
+pub struct Live {
+    /// Where it stands.
+    pub status: Status,
+    /// Why the last connect failed.
+    pub last_error: Option<String>,
+    /// The remote card, once read.
+    pub card: Option<Arc<Value>>,
+}
+
+/// One tool: a remote skill as a session sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    /// Its name (SPEC §7).
+    pub name: String,
+    /// The connection.
+    pub connection_id: String,
+    /// The remote skill id.
+    pub skill: String,
+    /// Shown name.
+    pub title: String,
+    /// What the model reads.
+    pub description: String,
+}
+
+/// The live state of every connection.
+#[derive(Default)]
+pub struct Outbound {
+    live: RwLock<HashMap<String, Live>>,
+}
+
+impl Outbound {
+    /// A connection's live state.
+    pub fn live(&self, id: &str) -> Live {
+        self.live.read().unwrap().get(id).cloned().unwrap_or_default()
+    }
+
+    fn set(&self, id: &str, live: Live) {
+        self.live.write().unwrap().insert(id.to_owned(), live);
+    }
+
+    /// Forgets a removed connection.
+    pub fn forget(&self, id: &str) {
+        self.live.write().unwrap().remove(id);
+    }
+
+    /// Marks a connection disconnected (disabled).
+    pub fn disconnect(&self, id: &str) {
+        self.set(id, Live::default());
+    }
+}
+
+/// The secret name of a connection's token.
+pub fn secret_name(r: &ConnectionRecord) -> String {
+    r.bearer_token_env.clone().unwrap_or_else(|| outbound_name(&r.id))
+}
+
+/// What the client component needs for a connection: its info, the token, the origins.
+fn target(app: &App, r: &ConnectionRecord, card: Option<&Value>) -> Target {
+    let bearer = app.credentials.resolve(&secret_name(r));
+    let mut origins: Vec<String> = r.agent_card_url.parse::<http::Uri>().ok().as_ref().and_then(origin).into_iter().collect();
+    if let Some(ep) = card.and_then(|c| a2a_protocol::client::endpoint(c).ok()) {
+        origins.extend(ep.url.parse::<http::Uri>().ok().as_ref().and_then(origin));
+    }
+    Target {
+        info: ConnectionInfo { id: r.id.clone(), name: r.name.clone(), agent_card_url: r.agent_card_url.clone(), timeout_ms: r.timeout_ms, has_credential: bearer.is_some() },
+        bearer,
+        origins,
+    }
+}
+
+/// Reads the remote card and records the outcome; the error says why it failed.
+pub async fn connect(app: &Arc<App>, r: &ConnectionRecord) -> Result<(), String> {
+    let result = app.host.client.discover(target(app, r, None)).await;
+    let live = match &result {
+        Ok(card) => Live { status: Status::Connected, last_error: None, card: Some(Arc::new(card.clone())) },
+        Err(e) => Live { status: Status::Failed, last_error: Some(e.clone()), card: app.outbound.live(&r.id).card },
+    };
+    match &result {
+        Ok(_) => tracing::info!(connection = %r.id, "outbound connection connected"),
+        Err(e) => tracing::warn!(connection = %r.id, error = %e, "outbound connection failed"),
+    }
+    app.outbound.set(&r.id, live);
+    result.map(|_| ())
+}
+
+/// Connects every enabled connection (on start).
+pub async fn connect_all(app: Arc<App>) {
+    for r in app.store.connections().unwrap_or_default().into_iter().filter(|r| r.enabled) {
+        let _ = connect(&app, &r).await;
+    }
+}
+
+/// The tools of a connected, enabled connection, with overrides applied and disabled skills left out.
+pub fn tools(r: &ConnectionRecord, live: &Live) -> Vec<Tool> {
+    let Some(card) = live.card.as_ref().filter(|_| r.enabled && live.status == Status::Connected) else { return Vec::new() };
+    let skills: Vec<&Value> = card["skills"].as_array().map(|s| s.iter().collect()).unwrap_or_default();
+    let ids: Vec<String> = a2a_protocol::client::skill_ids(card).into_iter().filter(|id| !r.disabled_skills.contains(id)).collect();
+    let names = a2a_protocol::tools::names(&r.name, &ids.iter().map(String::as_str).collect::<Vec<_>>());
+    ids.into_iter()
+        .zip(names)
+        .map(|(id, name)| {
+            let skill = skills.iter().find(|s| s["id"] == id.as_str());
+            let o = r.skill_overrides.get(&id);
+            let title = o.and_then(|o| o.name.clone()).or_else(|| skill.and_then(|s| s["name"].as_str().map(str::to_owned))).unwrap_or_else(|| id.clone());
+            let about = o.and_then(|o| o.description.clone()).or_else(|| skill.and_then(|s| s["description"].as_str().map(str::to_owned))).unwrap_or_default();
+            let agent = card["name"].as_str().unwrap_or(&r.name);
+            Tool { name, connection_id: r.id.clone(), skill: id, description: format!("{title} — remote A2A agent \"{agent}\". {about}").trim_end().to_owned(), title }
+        })
+        .collect()
+}
+
+/// Every tool of every connection.
+pub fn all_tools(app: &App) -> Vec<Tool> {
+    app.store.connections().unwrap_or_default().iter().flat_map(|r| tools(r, &app.outbound.live(&r.id))).collect()
+}
+
+/// A connection as the snapshot shows it.
+pub fn view(app: &App, r: &ConnectionRecord) -> Value {
+    let live = app.outbound.live(&r.id);
+    let tools = tools(r, &live);
+    let card = live.card.as_deref();
+    json!({
+        "id": r.id, "name": r.name, "agentCardUrl": r.agent_card_url, "preset": r.preset, "enabled": r.enabled,
+        "timeoutMs": r.timeout_ms, "state": live.status.as_str(), "bearerTokenEnv": r.bearer_token_env,
+        "skillCount": card.map_or(0, |c| a2a_protocol::client::skill_ids(c).len()), "toolCount": tools.len(),
+        "tools": tools.iter().map(|t| json!({ "name": t.name, "skill": t.skill, "title": t.title, "description": t.description })).collect::<Vec<_>>(),
+        "disabledSkills": r.disabled_skills, "skillOverrides": r.skill_overrides,
+        "lastError": live.last_error, "agentVersion": card.and_then(|c| c["version"].as_str()),
+        "createdAt": r.created_at, "updatedAt": r.updated_at,
+    })
+}
+
+/// Fetches a remote card without creating anything: its preview.
+pub async fn discover(app: &Arc<App>, url: &str, token: Option<String>) -> Result<Value, String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("agentCardUrl {url:?} is not a URL: {e}"))?;
+    let Some(o) = origin(&uri).filter(|o| o.starts_with("http://") || o.starts_with("https://")) else {
+        return Err(format!("agentCardUrl {url:?} must be an http(s) URL"));
+    };
+    let target = Target {
+        info: ConnectionInfo { id: "discover".into(), name: "discover".into(), agent_card_url: url.to_owned(), timeout_ms: 10_000, has_credential: token.is_some() },
+        bearer: token,
+        origins: vec![o],
+    };
+    let card = app.host.client.discover(target).await?;
+    a2a_protocol::client::preview(&card)
+}
+
+/// Runs a remote skill as a tool would; the tool text. `context_id` is the caller's stable
+/// conversation with that agent.
+pub async fn call(app: &Arc<App>, id: &str, skill: &str, prompt: &str, task_id: Option<String>, context_id: String, abort: CancellationToken) -> Result<String, String> {
+    let r = app.store.connections().map_err(|e| e.to_string())?.into_iter().find(|r| r.id == id).ok_or_else(|| format!("unknown outbound id {id:?}"))?;
+    if !r.enabled {
+        return Err(format!("outbound {id:?} is disabled; enable it first"));
+    }
+    if app.outbound.live(id).status != Status::Connected {
+        connect(app, &r).await.map_err(|e| format!("outbound {id:?} is not connected: {e}"))?;
+    }
+    let live = app.outbound.live(id);
+    if !tools(&r, &live).iter().any(|t| t.skill == skill) {
+        let offered: Vec<String> = tools(&r, &live).into_iter().map(|t| t.skill).collect();
+        return Err(format!("outbound {id:?} offers no skill {skill:?} (offered: {})", offered.join(", ")));
+    }
+    let req = CallRequest { skill: skill.to_owned(), prompt: prompt.to_owned(), context_id, task_id };
+    app.host.client.call(target(app, &r, live.card.as_deref()), req, abort).await
+}
+
+/// A stable, opaque remote context id for one caller conversation with one connection.
+pub fn context_for(connection_id: &str, caller: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{connection_id}\u{0}{caller}").as_bytes());
+    format!("a2a-edge-{}", hex::encode(&digest[..12]))
+}

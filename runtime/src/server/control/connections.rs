@@ -1,0 +1,179 @@
+//! The outbound actions of SPEC §2.2: connections to remote A2A agents.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::fields::{Fields, Refusal, secret_name};
+use crate::app::App;
+use crate::outbound::{self, connect};
+use crate::store::{ConnectionRecord, SkillOverride, Store, settled};
+use crate::tasks::now_ms;
+
+/// Longest timeout a connection may set, ms.
+const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+fn record(app: &App, id: &str) -> Result<ConnectionRecord, Refusal> {
+    app.store.connections().map_err(|e| e.to_string())?.into_iter().find(|r| r.id == id).ok_or_else(|| format!("unknown outbound id {id:?}; GET /a2a/api lists the connections"))
+}
+
+async fn save(app: &App, r: ConnectionRecord) -> Result<(), Refusal> {
+    let id = r.id.clone();
+    settled(app.store.put_connection(r)).await.map_err(|e| format!("could not save outbound {id:?}: {e}"))
+}
+
+/// Saves, then (re)connects when enabled: a failed connect keeps the record and answers 409.
+async fn save_and_connect(app: &Arc<App>, r: ConnectionRecord, done: String, extra: Value) -> Result<Value, Refusal> {
+    save(app, r.clone()).await?;
+    let message = if r.enabled {
+        connect(app, &r).await.map_err(|e| format!("{done}, but connecting failed: {e} (the connection is saved as failed; outbound.refresh retries)"))?;
+        format!("{done}; connected")
+    } else {
+        app.outbound.disconnect(&r.id);
+        done
+    };
+    let mut v = json!({ "ok": true, "message": message });
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        o.extend(e.clone());
+    }
+    Ok(v)
+}
+
+fn apply(r: &mut ConnectionRecord, f: &Fields<'_>, app: &App) -> Result<(), Refusal> {
+    if let Some(n) = f.opt_nonempty("name")? {
+        r.name = n.trim().to_owned();
+    }
+    if let Some(p) = f.opt_nonempty("preset")? {
+        if !app.config.all_presets().iter().any(|x| x.id == p) {
+            return Err(format!("unknown preset {p:?}"));
+        }
+        r.preset = Some(p.to_owned());
+    }
+    if let Some(t) = f.opt_u64("timeoutMs", 100..=MAX_TIMEOUT_MS)? {
+        r.timeout_ms = t;
+    }
+    if f.has("disabledSkills") {
+        let list = f.0["disabledSkills"].as_array().ok_or("field \"disabledSkills\" must be a list of skill ids")?;
+        r.disabled_skills = list.iter().map(|v| v.as_str().map(str::to_owned).ok_or("field \"disabledSkills\" must be a list of strings")).collect::<Result<_, _>>()?;
+    }
+    if let Some(o) = f.opt_object("skillOverrides")? {
+        r.skill_overrides = serde_json::from_value::<BTreeMap<String, SkillOverride>>(Value::Object(o.clone())).map_err(|e| format!("field \"skillOverrides\": {e} (expected {{\"<skill id>\": {{\"name\"?, \"description\"?}}}})"))?;
+    }
+    Ok(())
+}
+
+fn card_url(f: &Fields<'_>) -> Result<String, Refusal> {
+    let url = f.str("agentCardUrl")?.trim();
+    let ok = url.parse::<http::Uri>().ok().is_some_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some());
+    if ok { Ok(url.to_owned()) } else { Err(format!("field \"agentCardUrl\" must be an http(s) URL, not {url:?}")) }
+}
+
+/// `outbound.create`
+pub async fn create(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
+    let name = f.str("name")?.trim().to_owned();
+    let url = card_url(f)?;
+    let now = now_ms();
+    let id = crate::instances::new_id(&name);
+    let mut r = ConnectionRecord {
+        id: id.clone(),
+        name: name.clone(),
+        agent_card_url: url,
+        bearer_token_env: None,
+        preset: None,
+        enabled: f.opt_bool("enabled")?.unwrap_or(true),
+        timeout_ms: 60_000,
+        disabled_skills: Vec::new(),
+        skill_overrides: BTreeMap::new(),
+        created_at: now,
+        updated_at: now,
+    };
+    if f.has("bearerTokenEnv") {
+        r.bearer_token_env = Some(secret_name("bearerTokenEnv", f.str("bearerTokenEnv")?)?);
+    }
+    apply(&mut r, f, app)?;
+    save_and_connect(app, r, format!("outbound connection {name:?} created"), json!({ "id": id })).await
+}
+
+/// `outbound.update` (never the card URL)
+pub async fn update(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
+    let id = f.str("id")?;
+    let mut r = record(app, id)?;
+    if f.has("agentCardUrl") {
+        return Err("outbound.update never changes agentCardUrl: remove the connection and create it again".into());
+    }
+    apply(&mut r, f, app)?;
+    r.updated_at = now_ms();
+    save_and_connect(app, r, format!("outbound \"{id}\" updated"), json!({})).await
+}
+
+/// `outbound.remove`
+pub async fn remove(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
+    let id = f.str("id")?;
+    let r = record(app, id)?;
+    settled(app.store.delete_connection(r.id.clone())).await.map_err(|e| format!("could not remove outbound {id:?}: {e}"))?;
+    app.outbound.forget(id);
+    let name = crate::credentials::outbound_name(id);
+    if r.bearer_token_env.as_deref() == Some(name.as_str()) {
+        app.credentials.set(&name, None).map_err(|e| format!("outbound {id:?} was removed but its stored token was not: {e:#}"))?;
+    }
+    Ok(json!({ "ok": true, "message": format!("outbound \"{id}\" removed") }))
+}
+
+/// `outbound.enable` / `outbound.disable`
+pub async fn set_enabled(app: &Arc<App>, f: &Fields<'_>, enabled: bool) -> Result<Value, Refusal> {
+    let id = f.str("id")?;
+    let mut r = record(app, id)?;
+    r.enabled = enabled;
+    r.updated_at = now_ms();
+    let word = if enabled { "enabled" } else { "disabled" };
+    save_and_connect(app, r, format!("outbound \"{id}\" {word}"), json!({})).await
+}
+
+/// `outbound.refresh`
+pub async fn refresh(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
+    let id = f.str("id")?;
+    let r = record(app, id)?;
+    if !r.enabled {
+        return Err(format!("outbound \"{id}\" is disabled; enable it to connect"));
+    }
+    save_and_connect(app, r, format!("outbound \"{id}\" refreshed"), json!({})).await
+}
+
+/// `outbound.setAuth`: the token goes to the credentials layer as `A2A_OUTBOUND_<ID>`.
+pub async fn set_auth(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
+    let id = f.str("id")?;
+    let mut r = record(app, id)?;
+    let token = f.opt_str("token")?.filter(|t| !t.is_empty());
+    if token.is_some_and(|t| t.len() > 4096 || t.chars().any(|c| c.is_whitespace() || c.is_control())) {
+        return Err("field \"token\" must be at most 4096 characters without spaces or control characters".into());
+    }
+    let name = crate::credentials::outbound_name(id);
+    app.credentials.set(&name, token).map_err(|e| format!("the token could not be stored: {e:#}"))?;
+    r.bearer_token_env = token.map(|_| name.clone());
+    r.updated_at = now_ms();
+    let done = match token {
+        Some(_) => format!("outbound \"{id}\": token set (stored as {name})"),
+        None => format!("outbound \"{id}\": token cleared"),
+    };
+    save_and_connect(app, r, done, json!({})).await
+}
+
+/// `outbound.discover`: the remote card's preview, nothing created.
+pub async fn discover(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
+    let url = card_url(f)?;
+    let token = f.opt_str("token")?.filter(|t| !t.is_empty()).map(str::to_owned);
+    let preview = outbound::discover(app, &url, token).await.map_err(|e| format!("cannot discover {url}: {e}"))?;
+    Ok(json!({ "ok": true, "message": format!("discovered {}", preview["name"].as_str().unwrap_or("an agent")), "preview": preview }))
+}
+
+/// `outbound.call`: the tool's text result.
+pub async fn call(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
+    let id = f.str("id")?;
+    let (skill, prompt) = (f.str("skill")?, f.str("prompt")?);
+    let task_id = f.opt_nonempty("taskId")?.map(str::to_owned);
+    let context = f.opt_nonempty("contextId")?.map_or_else(|| outbound::context_for(id, "control-api"), str::to_owned);
+    let result = outbound::call(app, id, skill, prompt, task_id, context, CancellationToken::new()).await?;
+    Ok(json!({ "ok": true, "message": format!("outbound \"{id}\" answered"), "result": result }))
+}
