@@ -253,3 +253,77 @@ impl Events {
 pub fn kind(e: &Event) -> &str {
     e.1["result"].as_object().and_then(|o| o.keys().next()).map_or("error", |k| k.as_str())
 }
+
+/// The virtualenv with the outbound tests' Python remote agent (a2a-sdk 1.3), created under
+/// `target/` on first use from `tests/outbound/requirements.txt` (needs `python3` and PyPI).
+pub fn python() -> &'static Path {
+    static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    VENV.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let venv = root.join("target/outbound-venv");
+        let requirements = root.join("tests/outbound/requirements.txt");
+        let stamp = venv.join("requirements.txt");
+        let wanted = std::fs::read(&requirements).unwrap();
+        if std::fs::read(&stamp).ok().as_deref() != Some(&wanted[..]) {
+            let run = |cmd: &mut std::process::Command| {
+                let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (is python3 installed?)"));
+                assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            };
+            run(std::process::Command::new("python3").args(["-m", "venv"]).arg(&venv));
+            run(std::process::Command::new(venv.join("bin/pip")).args(["install", "-q", "--disable-pip-version-check", "-r"]).arg(&requirements));
+            std::fs::write(&stamp, &wanted).unwrap();
+        }
+        venv.join("bin/python")
+    })
+}
+
+/// A Python a2a-sdk agent (`tests/outbound/remote_agent.py`) on a free port; killed on drop.
+pub struct RemoteAgent {
+    child: std::process::Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+}
+
+impl RemoteAgent {
+    /// Starts the agent with extra arguments (`--no-streaming`, `--token T`) and waits for its card.
+    pub async fn start(args: &[&str]) -> RemoteAgent {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("outbound/remote_agent.py");
+        let child = std::process::Command::new(python()).arg(script).arg(port.to_string()).args(args).spawn().unwrap();
+        let agent = RemoteAgent { child, base: format!("http://127.0.0.1:{port}") };
+        for _ in 0..200 {
+            if reqwest::get(agent.card_url()).await.is_ok_and(|r| r.status().is_success()) {
+                return agent;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("the Python remote agent did not start on port {port}");
+    }
+
+    /// Its card URL.
+    pub fn card_url(&self) -> String {
+        format!("{}/.well-known/agent-card.json", self.base)
+    }
+
+    /// GETs one of its `/test/...` hooks.
+    pub async fn hook(&self, path: &str) -> Value {
+        reqwest::get(format!("{}/test/{path}", self.base)).await.unwrap().json().await.unwrap()
+    }
+
+    /// Makes its next `n` JSON-RPC calls answer 503.
+    pub async fn fail_next(&self, n: u32) {
+        reqwest::Client::new().post(format!("{}/test/fail-next?n={n}", self.base)).send().await.unwrap();
+    }
+
+    /// Stops it.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RemoteAgent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

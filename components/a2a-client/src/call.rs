@@ -98,7 +98,8 @@ fn stream(ctx: &Ctx, url: &str, params: Value, remote: &mut Remote) -> Result<()
     }
     let mut buf = String::new();
     while let Some(chunk) = r.chunk(ctx)? {
-        buf.push_str(&String::from_utf8_lossy(&chunk));
+        // Events end at a blank line; CRLF line ends (sse-starlette) count as LF.
+        buf.push_str(&String::from_utf8_lossy(&chunk).replace('\r', ""));
         while let Some(end) = buf.find("\n\n") {
             let event: String = buf.drain(..end + 2).collect();
             let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect::<Vec<_>>().join("\n");

@@ -70,7 +70,7 @@ pub async fn run(a: SendArgs, json: bool) -> anyhow::Result<()> {
         let mut buf = String::new();
         let mut stream = r.bytes_stream();
         while let Some(chunk) = stream.next().await {
-            buf.push_str(&String::from_utf8_lossy(&chunk.context("the stream broke off")?));
+            buf.push_str(&String::from_utf8_lossy(&chunk.context("the stream broke off")?).replace('\r', ""));
             while let Some(end) = buf.find("\n\n") {
                 let event: String = buf.drain(..end + 2).collect();
                 for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {

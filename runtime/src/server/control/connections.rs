@@ -174,6 +174,12 @@ pub async fn call(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
     let (skill, prompt) = (f.str("skill")?, f.str("prompt")?);
     let task_id = f.opt_nonempty("taskId")?.map(str::to_owned);
     let context = f.opt_nonempty("contextId")?.map_or_else(|| outbound::context_for(id, "control-api"), str::to_owned);
-    let result = outbound::call(app, id, skill, prompt, task_id, context, CancellationToken::new()).await?;
+    // The call runs on its own task: when the caller goes away, the guard aborts it and the
+    // client component still gets to cancel the remote task.
+    let abort = CancellationToken::new();
+    let _guard = abort.clone().drop_guard();
+    let (app2, id2, skill, prompt) = (app.clone(), id.to_owned(), skill.to_owned(), prompt.to_owned());
+    let run = tokio::spawn(async move { outbound::call(&app2, &id2, &skill, &prompt, task_id, context, abort).await });
+    let result = run.await.map_err(|e| format!("the call failed: {e}"))??;
     Ok(json!({ "ok": true, "message": format!("outbound \"{id}\" answered"), "result": result }))
 }
