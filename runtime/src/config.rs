@@ -181,7 +181,7 @@ impl Default for AttachmentSettings {
 }
 
 /// A named session configuration.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Preset {
     /// Id instances refer to.
@@ -206,9 +206,25 @@ pub struct Preset {
     /// `command` backend: working directory (default: the runtime's).
     #[serde(default)]
     pub working_dir: Option<PathBuf>,
-    /// `command` backend: longest a turn may run before its process group is killed (default 300 s).
+    /// `command` backend: longest a turn may run before its process group is killed (default 300 s);
+    /// `openai` backend: longest one model request may take (default 120 s).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// `openai` backend: the API base URL, up to `/chat/completions` (default `https://api.deepseek.com`).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// `openai` backend: the model (default `deepseek-chat`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `openai` backend: the secret holding the API key (default `DEEPSEEK_API_KEY`).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// `openai` backend: the system prompt.
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// `openai` backend: most model requests of one turn (tool rounds + the answer; default 8).
+    #[serde(default)]
+    pub max_steps: Option<u32>,
 }
 
 /// An announced skill.
@@ -307,11 +323,7 @@ impl Config {
                     name: Some("Echo".into()),
                     description: Some("Replies with the prompt, word by word.".into()),
                     backend: "echo".into(),
-                    skills: Vec::new(),
-                    default: false,
-                    command: Vec::new(),
-                    working_dir: None,
-                    timeout_ms: None,
+                    ..Preset::default()
                 },
             );
         }
@@ -321,11 +333,7 @@ impl Config {
                 name: Some("Scripted".into()),
                 description: Some("Deterministic conformance behaviours (A2A TCK tck-* prefixes); echoes anything else.".into()),
                 backend: "scripted".into(),
-                skills: Vec::new(),
-                default: false,
-                command: Vec::new(),
-                working_dir: None,
-                timeout_ms: None,
+                ..Preset::default()
             });
         }
         if !presets.iter().any(|p| p.default) {

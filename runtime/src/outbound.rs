@@ -212,3 +212,46 @@ pub fn context_for(connection_id: &str, caller: &str) -> String {
     let digest = sha2::Sha256::digest(format!("{connection_id}\u{0}{caller}").as_bytes());
     format!("a2a-edge-{}", hex::encode(&digest[..12]))
 }
+
+/// The tools and secrets a session turn sees: the outbound tools of connections open to its
+/// preset, called with a remote context stable per (instance, context, connection).
+pub struct SessionTools {
+    /// The runtime.
+    pub app: Arc<App>,
+    /// The session's preset.
+    pub preset: String,
+    /// `<instance>/<context>`: the caller the remote context is derived from.
+    pub caller: String,
+}
+
+impl SessionTools {
+    fn visible(&self) -> Vec<Tool> {
+        let records = self.app.store.connections().unwrap_or_default();
+        records.iter().filter(|r| r.preset.as_deref().is_none_or(|p| p == self.preset)).flat_map(|r| tools(r, &self.app.outbound.live(&r.id))).collect()
+    }
+}
+
+impl crate::sessions::TurnHost for SessionTools {
+    fn secret(&self, name: &str) -> Option<String> {
+        self.app.credentials.resolve(name)
+    }
+
+    fn tools(&self) -> Vec<crate::sessions::ToolSpec> {
+        self.visible().into_iter().map(|t| crate::sessions::ToolSpec { name: t.name, description: t.description, parameters: a2a_protocol::tools::parameters() }).collect()
+    }
+
+    fn call_tool(&self, name: &str, arguments: &str, cancel: CancellationToken) -> crate::sessions::ToolResult {
+        let tool = self.visible().into_iter().find(|t| t.name == name);
+        let args: Result<Value, _> = serde_json::from_str(if arguments.trim().is_empty() { "{}" } else { arguments });
+        let (app, caller) = (self.app.clone(), self.caller.clone());
+        let name = name.to_owned();
+        Box::pin(async move {
+            let tool = tool.ok_or_else(|| format!("there is no tool {name:?}"))?;
+            let args = args.map_err(|e| format!("the arguments of {name} are not JSON: {e}"))?;
+            let prompt = args["prompt"].as_str().ok_or_else(|| format!("{name} needs a \"prompt\" string"))?;
+            let task_id = args["taskId"].as_str().filter(|t| !t.is_empty()).map(str::to_owned);
+            let context = context_for(&tool.connection_id, &caller);
+            call(&app, &tool.connection_id, &tool.skill, prompt, task_id, context, cancel).await
+        })
+    }
+}

@@ -10,14 +10,10 @@ use serde_json::json;
 fn preset(id: &str, script: &str, timeout_ms: Option<u64>) -> Preset {
     Preset {
         id: id.into(),
-        name: None,
-        description: None,
         backend: "command".into(),
-        skills: Vec::new(),
-        default: false,
         command: vec!["sh".into(), "-c".into(), script.into()],
-        working_dir: None,
         timeout_ms,
+        ..Preset::default()
     }
 }
 

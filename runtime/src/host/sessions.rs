@@ -39,7 +39,13 @@ impl Host for EdgeView<'_> {
     fn start_turn(&mut self, req: TurnRequest) -> wasmtime::Result<Result<Resource<Turn>, String>> {
         let instance = &self.req.instance;
         let history = crate::sessions::history::rebuild(&*self.req.app.store, &instance.record.id, &req.context_id, &req.task_id);
+        let host = std::sync::Arc::new(crate::outbound::SessionTools {
+            app: self.req.app.clone(),
+            preset: instance.preset.id.clone(),
+            caller: format!("{}/{}", instance.record.id, req.context_id),
+        });
         let input = TurnInput {
+            host,
             history,
             instance_id: instance.record.id.clone(),
             context_id: req.context_id,

@@ -38,6 +38,7 @@ mod tests {
             prompt: "hello big world".into(),
             message: "{}".into(),
             history: Vec::new(),
+            host: std::sync::Arc::new(crate::sessions::NoHost),
         };
         Echo.run(input, tx, CancellationToken::new()).await;
         let mut got = Vec::new();

@@ -4,6 +4,7 @@
 mod command;
 mod echo;
 pub mod history;
+mod openai;
 mod scripted;
 
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Preset;
 
 /// Names of the session backends this runtime has.
-pub const BACKENDS: &[&str] = &["echo", "scripted", "command"];
+pub const BACKENDS: &[&str] = &["echo", "scripted", "command", "openai"];
 
 /// What a turn reports (mirrors `a2a:edge/sessions.turn-event`).
 #[derive(Clone, Debug, PartialEq)]
@@ -49,8 +50,48 @@ impl TurnEvent {
     }
 }
 
+/// A tool a turn may call (an outbound remote skill, SPEC §7).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: String,
+    /// What the model reads.
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// A tool's answer: its text, or the error to show the model.
+pub type ToolResult = std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
+
+/// What a backend may ask of the runtime during a turn.
+pub trait TurnHost: Send + Sync {
+    /// A secret by name (credentials layer, then environment). Stays in the host.
+    fn secret(&self, name: &str) -> Option<String>;
+    /// The tools this turn may call.
+    fn tools(&self) -> Vec<ToolSpec>;
+    /// Calls a tool with its JSON arguments; `cancel` aborts it (the remote task is canceled).
+    fn call_tool(&self, name: &str, arguments: &str, cancel: CancellationToken) -> ToolResult;
+}
+
+/// A host offering no tools and no secrets.
+pub struct NoHost;
+
+impl TurnHost for NoHost {
+    fn secret(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn tools(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+    fn call_tool(&self, name: &str, _: &str, _: CancellationToken) -> ToolResult {
+        let name = name.to_owned();
+        Box::pin(async move { Err(format!("no tool {name:?}")) })
+    }
+}
+
 /// What a turn starts from.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct TurnInput {
     /// Instance id.
     pub instance_id: String,
@@ -68,6 +109,8 @@ pub struct TurnInput {
     pub message: String,
     /// The context's earlier conversation, rebuilt from its persisted tasks.
     pub history: Vec<history::Entry>,
+    /// The runtime's services for this turn.
+    pub host: Arc<dyn TurnHost>,
 }
 
 /// Sends a turn's events; the receiving side is the guest's `turn` resource.
@@ -147,6 +190,7 @@ fn backend(preset: &Preset) -> Option<Arc<dyn Backend>> {
             working_dir: preset.working_dir.clone(),
             timeout: std::time::Duration::from_millis(preset.timeout_ms.unwrap_or(300_000)),
         })),
+        "openai" => Some(Arc::new(openai::OpenAi::new(preset))),
         _ => None,
     }
 }

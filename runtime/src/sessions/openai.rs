@@ -1,0 +1,237 @@
+//! The `openai` backend: any OpenAI-compatible chat-completions API (DeepSeek by default),
+//! streamed. Text deltas go into the task as they arrive; the outbound tools (SPEC §7) are offered
+//! as function tools, their calls streamed as tool-call deltas and executed by the runtime, and
+//! the loop goes on until the model answers or the step bound is reached. Cancel drops the
+//! upstream request.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput};
+use crate::config::Preset;
+
+/// Default API base (DeepSeek's OpenAI-compatible endpoint).
+pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
+/// Default model.
+pub const DEFAULT_MODEL: &str = "deepseek-chat";
+/// Default secret holding the API key.
+pub const DEFAULT_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+/// Largest model answer read (bytes of the event stream).
+const MAX_STREAM_BYTES: usize = 8 << 20;
+
+/// The backend of one preset.
+#[derive(Clone)]
+pub struct OpenAi {
+    http: reqwest::Client,
+    url: String,
+    model: String,
+    key_env: String,
+    system: Option<String>,
+    max_steps: u32,
+}
+
+impl OpenAi {
+    /// The backend configured by `preset`.
+    pub fn new(preset: &Preset) -> OpenAi {
+        let timeout = Duration::from_millis(preset.timeout_ms.unwrap_or(120_000));
+        OpenAi {
+            http: reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).read_timeout(timeout).build().expect("a plain HTTP client builds"),
+            url: format!("{}/chat/completions", preset.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/')),
+            model: preset.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into()),
+            key_env: preset.api_key_env.clone().unwrap_or_else(|| DEFAULT_KEY_ENV.into()),
+            system: preset.system_prompt.clone(),
+            max_steps: preset.max_steps.unwrap_or(8).max(1),
+        }
+    }
+}
+
+/// The chat messages a turn starts with: system, the context's history, the prompt.
+fn opening(system: Option<&str>, input: &TurnInput) -> Vec<Value> {
+    let mut messages: Vec<Value> = system.map(|s| json!({ "role": "system", "content": s })).into_iter().collect();
+    for e in &input.history {
+        messages.push(json!({ "role": if e.role == "agent" { "assistant" } else { "user" }, "content": e.text }));
+    }
+    messages.push(json!({ "role": "user", "content": input.prompt }));
+    messages
+}
+
+/// One tool call the model asked for, assembled from its deltas.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Call {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// What one model request produced.
+#[derive(Debug, Default, PartialEq)]
+struct Step {
+    text: String,
+    calls: Vec<Call>,
+}
+
+/// Applies one streamed chunk (`choices[0].delta`), sending events as they come.
+fn apply(chunk: &Value, step: &mut Step, events: &EventSink) {
+    let delta = &chunk["choices"][0]["delta"];
+    if let Some(r) = delta["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
+        let _ = events.send(TurnEvent::Reasoning(r.to_owned()));
+    }
+    if let Some(t) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+        step.text.push_str(t);
+        let _ = events.send(TurnEvent::TextDelta(t.to_owned()));
+    }
+    for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+        let index = tc["index"].as_u64().unwrap_or(step.calls.len() as u64) as usize;
+        if index > 64 {
+            continue;
+        }
+        while step.calls.len() <= index {
+            step.calls.push(Call::default());
+        }
+        let call = &mut step.calls[index];
+        if let Some(id) = tc["id"].as_str() {
+            call.id = id.to_owned();
+        }
+        if let Some(n) = tc["function"]["name"].as_str() {
+            call.name.push_str(n);
+        }
+        let args = tc["function"]["arguments"].as_str().unwrap_or("");
+        call.arguments.push_str(args);
+        let _ = events.send(TurnEvent::ToolCall(call.id.clone(), call.name.clone(), args.to_owned()));
+    }
+}
+
+impl OpenAi {
+    /// One streamed request; what it produced.
+    async fn request(&self, key: &str, messages: &[Value], tools: &[Value], events: &EventSink) -> Result<Step, String> {
+        let mut body = json!({ "model": self.model, "messages": messages, "stream": true });
+        if !tools.is_empty() {
+            body["tools"] = json!(tools);
+        }
+        let r = self.http.post(&self.url).bearer_auth(key).json(&body).send().await.map_err(|e| format!("the model API at {} is unreachable: {e}", self.url))?;
+        if !r.status().is_success() {
+            let status = r.status().as_u16();
+            let text: String = r.text().await.unwrap_or_default().chars().take(300).collect();
+            return Err(format!("the model API answered HTTP {status}: {text}"));
+        }
+        let mut step = Step::default();
+        let (mut buf, mut read) = (String::new(), 0usize);
+        let mut stream = r.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| format!("the model's answer broke off: {e}"))?;
+            read += chunk.len();
+            if read > MAX_STREAM_BYTES {
+                return Err(format!("the model's answer is larger than {MAX_STREAM_BYTES} bytes"));
+            }
+            buf.push_str(&String::from_utf8_lossy(&chunk).replace('\r', ""));
+            while let Some(end) = buf.find("\n\n") {
+                let event: String = buf.drain(..end + 2).collect();
+                for data in event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim) {
+                    if data == "[DONE]" {
+                        return Ok(step);
+                    }
+                    let v: Value = serde_json::from_str(data).map_err(|e| format!("the model API sent an event that is not JSON: {e}"))?;
+                    if let Some(e) = v.get("error") {
+                        return Err(format!("the model API failed: {}", e["message"].as_str().unwrap_or("no message")));
+                    }
+                    apply(&v, &mut step, events);
+                }
+            }
+        }
+        Ok(step)
+    }
+
+    async fn turn(&self, input: TurnInput, events: &EventSink, cancel: &CancellationToken) -> TurnEvent {
+        let Some(key) = input.host.secret(&self.key_env) else {
+            return TurnEvent::Failed(format!("the model API key is not set: store it as {} (credentials file or environment)", self.key_env));
+        };
+        let tools: Vec<Value> = input.host.tools().into_iter().map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })).collect();
+        let mut messages = opening(self.system.as_deref(), &input);
+        for _ in 0..self.max_steps {
+            let step = tokio::select! {
+                _ = cancel.cancelled() => return TurnEvent::Failed("canceled".into()),
+                s = self.request(&key, &messages, &tools, events) => s,
+            };
+            let step = match step {
+                Ok(s) => s,
+                Err(e) => return TurnEvent::Failed(e),
+            };
+            if step.calls.is_empty() {
+                return TurnEvent::Completed;
+            }
+            let calls: Vec<Value> = step.calls.iter().map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } })).collect();
+            messages.push(json!({ "role": "assistant", "content": step.text, "tool_calls": calls }));
+            for c in &step.calls {
+                let answer = input.host.call_tool(&c.name, &c.arguments, cancel.clone()).await;
+                if cancel.is_cancelled() {
+                    return TurnEvent::Failed("canceled".into());
+                }
+                let content = answer.unwrap_or_else(|e| format!("error: {e}"));
+                messages.push(json!({ "role": "tool", "tool_call_id": c.id, "content": content }));
+            }
+        }
+        TurnEvent::Failed(format!("the model kept calling tools: stopped after {} requests (maxSteps)", self.max_steps))
+    }
+}
+
+impl Backend for OpenAi {
+    fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
+        let this = self.clone();
+        Box::pin(async move {
+            let last = this.turn(input, &events, &cancel).await;
+            let _ = events.send(last);
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_assemble_text_and_tool_calls() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut step = Step::default();
+        for c in [
+            json!({"choices": [{"delta": {"reasoning_content": "hmm"}}]}),
+            json!({"choices": [{"delta": {"content": "Let me "}}]}),
+            json!({"choices": [{"delta": {"content": "ask."}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "a2a__r__echo", "arguments": "{\"pro"}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "mpt\":\"hi\"}"}}]}}]}),
+        ] {
+            apply(&c, &mut step, &tx);
+        }
+        assert_eq!(step.text, "Let me ask.");
+        assert_eq!(step.calls, [Call { id: "call_1".into(), name: "a2a__r__echo".into(), arguments: "{\"prompt\":\"hi\"}".into() }]);
+        let mut got = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            got.push(e);
+        }
+        assert_eq!(got[0], TurnEvent::Reasoning("hmm".into()));
+        assert_eq!(got[1], TurnEvent::TextDelta("Let me ".into()));
+        assert_eq!(got[3], TurnEvent::ToolCall("call_1".into(), "a2a__r__echo".into(), "{\"pro".into()));
+        assert_eq!(got.len(), 5);
+    }
+
+    #[test]
+    fn the_opening_carries_system_history_and_prompt() {
+        let input = TurnInput {
+            instance_id: "i".into(),
+            context_id: "c".into(),
+            task_id: "t".into(),
+            message_id: "m".into(),
+            skill: "chat".into(),
+            prompt: "now".into(),
+            message: "{}".into(),
+            history: vec![super::super::history::Entry { role: "user", text: "before".into() }, super::super::history::Entry { role: "agent", text: "reply".into() }],
+            host: std::sync::Arc::new(super::super::NoHost),
+        };
+        let m = opening(Some("be brief"), &input);
+        let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        assert_eq!(m[3]["content"], "now");
+    }
+}
