@@ -82,6 +82,7 @@ impl App {
             routes: RwLock::default(),
         });
         app.seed_instances()?;
+        app.seed_connections()?;
         app.reassemble()?;
         Ok(app)
     }
@@ -106,6 +107,37 @@ impl App {
         for record in new {
             tracing::info!(id = %record.id, "created inbound instance");
             wait_write(self.store.put_instance(record))?;
+        }
+        Ok(())
+    }
+
+    /// Creates declared outbound connections that are missing (by id, else by name).
+    fn seed_connections(&self) -> anyhow::Result<()> {
+        let existing = self.store.connections()?;
+        let now = now_ms();
+        for d in &self.config.connections {
+            let known = match &d.id {
+                Some(id) => existing.iter().any(|r| &r.id == id),
+                None => existing.iter().any(|r| r.name == d.name),
+            };
+            if known {
+                continue;
+            }
+            let record = crate::store::ConnectionRecord {
+                id: d.id.clone().unwrap_or_else(|| instances::new_id(&d.name)),
+                name: d.name.clone(),
+                agent_card_url: d.agent_card_url.clone(),
+                bearer_token_env: d.bearer_token_env.clone(),
+                preset: d.preset.clone(),
+                enabled: d.enabled,
+                timeout_ms: d.timeout_ms.unwrap_or(crate::outbound::DEFAULT_TIMEOUT_MS),
+                disabled_skills: d.disabled_skills.clone(),
+                skill_overrides: d.skill_overrides.clone(),
+                created_at: now,
+                updated_at: now,
+            };
+            tracing::info!(id = %record.id, "created outbound connection");
+            wait_write(self.store.put_connection(record))?;
         }
         Ok(())
     }

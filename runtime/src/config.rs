@@ -27,6 +27,8 @@ pub struct Config {
     pub presets: Vec<Preset>,
     /// Inbound instances declared as code: created on start when missing.
     pub instances: Vec<InstanceDecl>,
+    /// Outbound connections declared as code: created on start when missing.
+    pub connections: Vec<ConnectionDecl>,
     /// The instance also served at `/.well-known/agent-card.json` (and `/` for JSON-RPC).
     pub well_known_instance: Option<String>,
     /// Where the update check looks.
@@ -71,6 +73,7 @@ impl Default for Config {
             attachments: AttachmentSettings::default(),
             presets: Vec::new(),
             instances: Vec::new(),
+            connections: Vec::new(),
             well_known_instance: None,
             update: UpdateSettings::default(),
         }
@@ -277,6 +280,37 @@ pub struct InstanceDecl {
     /// Limits overriding the defaults.
     #[serde(default)]
     pub limits: Option<Limits>,
+}
+
+/// An outbound connection declared in the config.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionDecl {
+    /// Explicit id (default: `<slug(name)>-<8 hex>`).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Name (tools are named after it).
+    pub name: String,
+    /// The remote AgentCard URL.
+    pub agent_card_url: String,
+    /// Secret holding the bearer token sent to the remote.
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
+    /// Only sessions of this preset see its tools.
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// Connected on start.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Longest a remote call may take, ms (default 60000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Skills that register no tool.
+    #[serde(default)]
+    pub disabled_skills: Vec<String>,
+    /// Tool name/description overrides by skill id.
+    #[serde(default)]
+    pub skill_overrides: std::collections::BTreeMap<String, crate::store::SkillOverride>,
 }
 
 fn default_version() -> String {

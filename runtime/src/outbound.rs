@@ -16,6 +16,9 @@ use crate::host::client::Target;
 use crate::host::outbound_http::origin;
 use crate::store::{ConnectionRecord, Store};
 
+/// Default time a remote call may take, ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+
 /// Where a connection stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Status {

@@ -14,8 +14,12 @@ use serde_json::{Value, json};
 
 const KEY: &str = "test-llm-key";
 
+/// Set once the model server saw its slow stream's client go away.
+static SLOW_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// A chat-completions server: answers a tool result with "The remote said: <result>", a prompt
-/// containing "use the tool" with a streamed tool call (prompt "ping"), anything else with
+/// containing "use the tool" with a streamed tool call (prompt "ping"), a prompt starting "slow"
+/// with one chunk and then nothing until the client leaves, anything else with
 /// "You said: <prompt>". Records every request body.
 async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -34,12 +38,22 @@ async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
                     let body: Value = serde_json::from_slice(&req.into_body().collect().await.unwrap().to_bytes()).unwrap_or(Value::Null);
                     log.lock().unwrap().push(body.clone());
                     if !authorized || !path_ok {
-                        return Ok::<_, Infallible>(hyper::Response::builder().status(401).body(Full::new(Bytes::from("{\"error\":{\"message\":\"bad key\"}}"))).unwrap());
+                        return Ok::<_, Infallible>(hyper::Response::builder().status(401).body(Full::new(Bytes::from("{\"error\":{\"message\":\"bad key\"}}")).boxed()).unwrap());
                     }
                     let messages = body["messages"].as_array().cloned().unwrap_or_default();
                     let last = messages.last().cloned().unwrap_or(Value::Null);
                     let chunk = |delta: Value, finish: Option<&str>| format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}));
                     let mut sse = String::new();
+                    if last["content"].as_str().unwrap_or("").starts_with("slow") {
+                        let (tx, rx) = tokio::sync::mpsc::channel::<Result<hyper::body::Frame<Bytes>, Infallible>>(4);
+                        tx.send(Ok(hyper::body::Frame::data(Bytes::from(chunk(json!({"content": "thinking"}), None))))).await.unwrap();
+                        tokio::spawn(async move {
+                            tx.closed().await;
+                            SLOW_CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
+                        });
+                        let body = http_body_util::StreamBody::new(tokio_stream_from(rx)).boxed();
+                        return Ok(hyper::Response::builder().header("content-type", "text/event-stream").body(body).unwrap());
+                    }
                     if last["role"] == "tool" {
                         sse += &chunk(json!({"content": "The remote said: "}), None);
                         sse += &chunk(json!({"content": last["content"]}), Some("stop"));
@@ -53,13 +67,18 @@ async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
                         sse += &chunk(json!({"content": last["content"]}), Some("stop"));
                     }
                     sse += "data: [DONE]\n\n";
-                    Ok(hyper::Response::builder().header("content-type", "text/event-stream").body(Full::new(Bytes::from(sse))).unwrap())
+                    Ok(hyper::Response::builder().header("content-type", "text/event-stream").body(Full::new(Bytes::from(sse)).boxed()).unwrap())
                 }
             });
             tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service));
         }
     });
     (base, seen)
+}
+
+/// A receiver as a stream of body frames.
+fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<Result<hyper::body::Frame<Bytes>, Infallible>>) -> impl futures_util::Stream<Item = Result<hyper::body::Frame<Bytes>, Infallible>> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 fn config(base: &str) -> Config {
@@ -148,4 +167,23 @@ async fn history_carries_across_messages_of_a_context_and_errors_are_clear() {
     let failed = s.ok("/a2a/bot", "SendMessage", json!({"message": message("h-4", "x")})).await;
     let why = failed["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap();
     assert!(why.contains("HTTP 401"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_drops_the_upstream_model_request() {
+    let (base, _) = model().await;
+    let s = start(&base).await;
+    let r = s.ok("/a2a/bot", "SendMessage", json!({"message": message("slow-1", "slow thinking"), "configuration": {"returnImmediately": true}})).await;
+    let id = r["task"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!SLOW_CLOSED.load(std::sync::atomic::Ordering::SeqCst), "the model request is open while the turn runs");
+    s.ok("/a2a/bot", "CancelTask", json!({"id": id})).await;
+    s.wait_state("/a2a/bot", &id, "TASK_STATE_CANCELED", 5).await;
+    for _ in 0..50 {
+        if SLOW_CLOSED.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the upstream request stayed open after the cancel");
 }

@@ -139,16 +139,26 @@ async fn a_remote_that_goes_down_leaves_the_connection_failed_with_its_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_a2a_edge_is_a_remote_agent_too() {
+async fn another_a2a_edge_is_a_remote_agent_too_declared_in_the_config() {
     let b = Server::default().await;
     let (status, _) = b.action(json!({"action": "inbound.setAuth", "id": "demo", "token": "edge-b-token"})).await;
     assert_eq!(status, 200);
-    let a = Server::default().await;
-    let card = format!("{}/a2a/demo/agent-card.json", b.base());
-    let id = ok(&a, json!({"action": "outbound.create", "name": "edge b", "agentCardUrl": card})).await["id"].as_str().unwrap().to_owned();
-    assert_eq!(connection(&a, &id).await["tools"][0]["name"], "a2a__edge_b__chat");
-    ok(&a, json!({"action": "outbound.setAuth", "id": id, "token": "edge-b-token"})).await;
-    let v = ok(&a, json!({"action": "outbound.call", "id": id, "skill": "chat", "prompt": "hello from edge a"})).await;
+    let mut config = a2a_edge::config::Config::default();
+    let decl = json!({"id": "edge-b", "name": "edge b", "agentCardUrl": format!("{}/a2a/demo/agent-card.json", b.base())});
+    config.connections.push(serde_json::from_value(decl).unwrap());
+    let a = Server::start(config).await;
+    let mut c = Value::Null;
+    for _ in 0..50 {
+        c = connection(&a, "edge-b").await;
+        if c["state"] == "connected" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(c["state"], "connected", "declared connections connect on start: {c}");
+    assert_eq!(c["tools"][0]["name"], "a2a__edge_b__chat");
+    ok(&a, json!({"action": "outbound.setAuth", "id": "edge-b", "token": "edge-b-token"})).await;
+    let v = ok(&a, json!({"action": "outbound.call", "id": "edge-b", "skill": "chat", "prompt": "hello from edge a"})).await;
     assert_eq!(v["result"], "hello from edge a");
     let (_, snap) = b.get("/a2a/api").await;
     assert_eq!(snap["taskTotal"], 1, "the task ran on edge b");

@@ -83,7 +83,7 @@ pub async fn create(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
         bearer_token_env: None,
         preset: None,
         enabled: f.opt_bool("enabled")?.unwrap_or(true),
-        timeout_ms: 60_000,
+        timeout_ms: outbound::DEFAULT_TIMEOUT_MS,
         disabled_skills: Vec::new(),
         skill_overrides: BTreeMap::new(),
         created_at: now,
