@@ -74,7 +74,8 @@ pub fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
 
 fn sessions(app: &App, instance: Option<&str>, context: Option<&str>, limit: u32) -> Vec<Value> {
     let streaming = app.activity.streaming_contexts();
-    app.store.contexts(instance, context, limit).unwrap_or_default().iter().map(|c| records::session(app, c, &streaming)).collect()
+    let instances = app.store.instances().unwrap_or_default();
+    app.store.contexts(instance, context, limit).unwrap_or_default().iter().map(|c| records::session(app, c, &instances, &streaming)).collect()
 }
 
 /// `GET /a2a/api/presets`.

@@ -54,9 +54,10 @@ pub fn task_record(row: &TaskRow) -> Value {
     })
 }
 
-/// One session row: a conversation on an instance with its live and streaming flags.
-pub fn session(app: &App, c: &ContextSummary, streaming: &HashSet<(String, String)>) -> Value {
-    let instance = app.store_instance(&c.instance_id);
+/// One session row: a conversation on an instance (`instances` are the stored records) with its
+/// live and streaming flags.
+pub fn session(app: &App, c: &ContextSummary, instances: &[InstanceRecord], streaming: &HashSet<(String, String)>) -> Value {
+    let instance = instances.iter().find(|i| i.id == c.instance_id);
     json!({
         "contextId": c.context_id,
         "serverId": c.instance_id,
