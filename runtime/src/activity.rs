@@ -119,21 +119,18 @@ impl Activity {
     /// A task reached a terminal state.
     pub fn task_settled(&self, task_id: &str) {
         let mut inner = self.inner.lock().unwrap();
-        if let Some(peer_id) = inner.task_peer.remove(task_id) {
-            if let Some(peer) = inner.peers.get_mut(&peer_id) {
-                peer.active.remove(task_id);
-            }
+        if let Some(peer_id) = inner.task_peer.remove(task_id)
+            && let Some(peer) = inner.peers.get_mut(&peer_id)
+        {
+            peer.active.remove(task_id);
         }
     }
 
     /// Every peer, most recently seen first.
     pub fn peers(&self) -> Vec<PeerView> {
         let inner = self.inner.lock().unwrap();
-        let mut out: Vec<PeerView> = inner
-            .peers
-            .values()
-            .map(|p| PeerView { active_task_ids: p.active.iter().cloned().collect(), streaming: p.streams > 0, ..p.view.clone() })
-            .collect();
+        let mut out: Vec<PeerView> =
+            inner.peers.values().map(|p| PeerView { active_task_ids: p.active.iter().cloned().collect(), streaming: p.streams > 0, ..p.view.clone() }).collect();
         out.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then_with(|| a.id.cmp(&b.id)));
         out
     }
@@ -211,10 +208,10 @@ impl Drop for Guard {
     fn drop(&mut self) {
         self.stop.cancel();
         let mut inner = self.activity.lock().unwrap();
-        if let Some(s) = inner.streams.remove(&self.id) {
-            if let Some(p) = inner.peers.get_mut(&s.peer_id) {
-                p.streams = p.streams.saturating_sub(1);
-            }
+        if let Some(s) = inner.streams.remove(&self.id)
+            && let Some(p) = inner.peers.get_mut(&s.peer_id)
+        {
+            p.streams = p.streams.saturating_sub(1);
         }
     }
 }

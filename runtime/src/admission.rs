@@ -56,10 +56,7 @@ impl Admission {
     /// Holds one of the instance's `max` slots; `Err(max)` when all are taken.
     pub fn acquire(&self, instance: &str, max: u32) -> Result<Slot, u32> {
         let counter = self.slots.lock().unwrap().entry(instance.to_owned()).or_default().clone();
-        counter
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-            .map(|_| Slot(counter))
-            .map_err(|_| max)
+        counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).map(|_| Slot(counter)).map_err(|_| max)
     }
 
     /// Tasks running on an instance.

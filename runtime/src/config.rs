@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// The whole configuration file. Every field has a default, so no file is needed.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+#[derive(Default)]
 pub struct Config {
     /// The URL remote clients reach this server at; cards announce endpoints under it.
     /// Default: `http://<listen address>`.
@@ -57,25 +58,6 @@ impl Default for UpdateSettings {
             manifest_url: format!("{}/main/Cargo.toml", repo.replace("https://github.com/", "https://raw.githubusercontent.com/")),
             repo_url: repo.into(),
             timeout_ms: 3000,
-        }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            public_base_url: None,
-            provider: None,
-            limits: Limits::default(),
-            runtime: RuntimeSettings::default(),
-            storage: StorageSettings::default(),
-            protocol: ProtocolSettings::default(),
-            attachments: AttachmentSettings::default(),
-            presets: Vec::new(),
-            instances: Vec::new(),
-            connections: Vec::new(),
-            well_known_instance: None,
-            update: UpdateSettings::default(),
         }
     }
 }
@@ -370,10 +352,10 @@ impl Config {
                 ..Preset::default()
             });
         }
-        if !presets.iter().any(|p| p.default) {
-            if let Some(echo) = presets.iter_mut().find(|p| p.id == "echo") {
-                echo.default = true;
-            }
+        if !presets.iter().any(|p| p.default)
+            && let Some(echo) = presets.iter_mut().find(|p| p.id == "echo")
+        {
+            echo.default = true;
         }
         presets
     }

@@ -78,7 +78,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { listen, data_dir, config, json_logs } => {
             let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn".into());
             let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-            if json_logs { logs.json().init() } else { logs.init() }
+            if json_logs {
+                logs.json().init()
+            } else {
+                logs.init()
+            }
             let config = match config {
                 Some(path) => a2a_edge::config::Config::load(&path)?,
                 None => a2a_edge::config::Config::default(),

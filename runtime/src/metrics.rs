@@ -77,13 +77,7 @@ impl Metrics {
 
     /// The JSON snapshot.
     pub fn json(&self, g: &Gauges) -> Value {
-        let requests: Vec<Value> = self
-            .requests
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|((i, m, o), n)| json!({ "instance": i, "method": m, "outcome": o, "count": n }))
-            .collect();
+        let requests: Vec<Value> = self.requests.lock().unwrap().iter().map(|((i, m, o), n)| json!({ "instance": i, "method": m, "outcome": o, "count": n })).collect();
         let mut by_state: BTreeMap<&str, u64> = BTreeMap::new();
         for (_, s, n) in &g.tasks {
             *by_state.entry(s).or_default() += n;
@@ -162,7 +156,15 @@ mod tests {
         m.request("a", "Bogus\"Method", "x\ny");
         m.rejection("rate");
         m.send_latency(Duration::from_micros(1500));
-        let g = Gauges { tasks: vec![("a".into(), "TASK_STATE_WORKING", 2), ("a".into(), "TASK_STATE_COMPLETED", 3)], open_streams: 1, instantiations: 4, traps: 0, store_bytes: 10, attachment_bytes: 0, live_sessions: 1 };
+        let g = Gauges {
+            tasks: vec![("a".into(), "TASK_STATE_WORKING", 2), ("a".into(), "TASK_STATE_COMPLETED", 3)],
+            open_streams: 1,
+            instantiations: 4,
+            traps: 0,
+            store_bytes: 10,
+            attachment_bytes: 0,
+            live_sessions: 1,
+        };
         let j = m.json(&g);
         assert_eq!(j["activeTasks"], 2);
         assert_eq!(j["gateRejections"]["rate"], 1);

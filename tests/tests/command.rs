@@ -8,13 +8,7 @@ use a2a_edge_tests::{Server, instance, message};
 use serde_json::json;
 
 fn preset(id: &str, script: &str, timeout_ms: Option<u64>) -> Preset {
-    Preset {
-        id: id.into(),
-        backend: "command".into(),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        timeout_ms,
-        ..Preset::default()
-    }
+    Preset { id: id.into(), backend: "command".into(), command: vec!["sh".into(), "-c".into(), script.into()], timeout_ms, ..Preset::default() }
 }
 
 /// A sleep duration unique to this test process, so leftovers of other runs never match.
@@ -73,11 +67,7 @@ async fn a_failing_exit_fails_the_task_with_the_tail_of_stderr() {
 async fn stdout_streams_as_it_is_written() {
     let s = server().await;
     let events = s.stream("/a2a/stream", "SendStreamingMessage", json!({"message": message("m4", "x")}), None).await.all().await;
-    let chunks: Vec<&str> = events
-        .iter()
-        .filter_map(|e| e.1["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
-        .filter(|t| !t.is_empty())
-        .collect();
+    let chunks: Vec<&str> = events.iter().filter_map(|e| e.1["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str()).filter(|t| !t.is_empty()).collect();
     assert_eq!(chunks, ["one ", "two"], "two writes 300 ms apart arrive as two frames");
 }
 

@@ -180,7 +180,13 @@ async fn metrics_count_requests_tasks_and_rejections_in_json_and_prometheus() {
     let (status, m) = s.get("/a2a/api/metrics").await;
     assert_eq!(status, 200);
     let count = |method: &str, outcome: &str| {
-        m["requests"].as_array().unwrap().iter().filter(|r| r["instance"] == "tck" && r["method"] == method && r["outcome"] == outcome).map(|r| r["count"].as_u64().unwrap()).sum::<u64>()
+        m["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["instance"] == "tck" && r["method"] == method && r["outcome"] == outcome)
+            .map(|r| r["count"].as_u64().unwrap())
+            .sum::<u64>()
     };
     assert!(count("SendMessage", "ok") >= 2, "{m}");
     assert_eq!(count("GetTask", "TASK_NOT_FOUND"), 1, "{m}");

@@ -94,10 +94,7 @@ async fn bodies_over_the_limit_are_refused_with_413_declared_or_chunked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trapping_spinning_or_hoarding_component_fails_only_its_own_request() {
-    let s = Server::start_with(config_with(&[("demo", "a2a-server", None), ("bad", "misbehave", None)]), |dir| {
-        put_component(dir, "misbehave", &misbehave())
-    })
-    .await;
+    let s = Server::start_with(config_with(&[("demo", "a2a-server", None), ("bad", "misbehave", None)]), |dir| put_component(dir, "misbehave", &misbehave())).await;
     let bad = |mode: &'static str| {
         let http = s.http.clone();
         let url = format!("{}/a2a/bad", s.base());

@@ -77,7 +77,9 @@ async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
 }
 
 /// A receiver as a stream of body frames.
-fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<Result<hyper::body::Frame<Bytes>, Infallible>>) -> impl futures_util::Stream<Item = Result<hyper::body::Frame<Bytes>, Infallible>> {
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<Result<hyper::body::Frame<Bytes>, Infallible>>,
+) -> impl futures_util::Stream<Item = Result<hyper::body::Frame<Bytes>, Infallible>> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
@@ -150,8 +152,12 @@ async fn history_carries_across_messages_of_a_context_and_errors_are_clear() {
     let second = s.ok("/a2a/bot", "SendMessage", send("h-2", "second words")).await;
     assert_eq!(second["task"]["status"]["state"], "TASK_STATE_COMPLETED");
     let requests = seen.lock().unwrap().clone();
-    let messages: Vec<(String, String)> = requests[1]["messages"].as_array().unwrap().iter().map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned())).collect();
-    let expected: Vec<(String, String)> = [("system", "You are a test."), ("user", "first words"), ("assistant", "You said: first words"), ("user", "second words")].iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let messages: Vec<(String, String)> =
+        requests[1]["messages"].as_array().unwrap().iter().map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned())).collect();
+    let expected: Vec<(String, String)> = [("system", "You are a test."), ("user", "first words"), ("assistant", "You said: first words"), ("user", "second words")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     assert_eq!(messages, expected, "the history is rebuilt after a restart");
 
     // No key: FAILED, naming the secret to set.

@@ -1,12 +1,12 @@
 //! One remote skill call (SPEC §7): card, send (stream or poll), cancel on abort, the tool text.
 
-use a2a_protocol::client::{Remote, endpoint, poll_delay_ms};
 use a2a_protocol::StreamResponse;
+use a2a_protocol::client::{Remote, endpoint, poll_delay_ms};
 use serde_json::{Value, json};
 use wasip2::http::types::Method;
 
-use crate::bindings::exports::a2a::edge::client::{CallError, CallRequest};
 use crate::bindings::a2a::edge::outbound;
+use crate::bindings::exports::a2a::edge::client::{CallError, CallRequest};
 use crate::net::{self, Ctx};
 
 const JSON: (&str, &str) = ("content-type", "application/json");

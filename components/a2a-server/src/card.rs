@@ -13,11 +13,7 @@ pub fn input(i: &InstanceInfo) -> card::CardInput {
         description: i.description.clone(),
         version: i.version.clone(),
         endpoint_url: i.endpoint_url.clone(),
-        skills: i
-            .skills
-            .iter()
-            .map(|s| card::Skill { id: s.id.clone(), name: s.name.clone(), description: s.description.clone(), tags: s.tags.clone() })
-            .collect(),
+        skills: i.skills.iter().map(|s| card::Skill { id: s.id.clone(), name: s.name.clone(), description: s.description.clone(), tags: s.tags.clone() }).collect(),
         auth_required: i.auth_required,
         attachments: i.attachments,
         provider_organization: i.provider_organization.clone(),

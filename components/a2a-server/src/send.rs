@@ -7,12 +7,12 @@ use serde_json::{Value, json};
 use wasip2::clocks::monotonic_clock;
 use wasip2::io::poll;
 
-use crate::bindings::a2a::edge::{admission, attachments};
 use crate::bindings::a2a::edge::events::{self, FrameKind};
+use crate::bindings::a2a::edge::request_context::{self, Limits};
 use crate::bindings::a2a::edge::sessions::{self, TurnEvent, TurnRequest};
 use crate::bindings::a2a::edge::storage;
 use crate::bindings::a2a::edge::types::StoreError;
-use crate::bindings::a2a::edge::request_context::{self, Limits};
+use crate::bindings::a2a::edge::{admission, attachments};
 use crate::rows;
 use crate::sse::{FIRST_FRAME_GRACE_NS, Sse};
 use crate::tasks::load as load_task;
@@ -334,8 +334,7 @@ fn progress(e: TurnEvent) -> Progress {
 fn admit_attachments(message: &mut Message) -> Result<(), RpcError> {
     for part in message.parts.iter_mut() {
         let Some(raw) = part.raw.take() else { continue };
-        let reference = attachments::admit(part.media_type.as_deref(), part.filename.as_deref(), &raw)
-            .map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
+        let reference = attachments::admit(part.media_type.as_deref(), part.filename.as_deref(), &raw).map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
         part.url = Some(reference);
     }
     Ok(())

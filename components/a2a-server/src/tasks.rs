@@ -51,10 +51,7 @@ pub fn cancel(params: &Value) -> Result<Value, RpcError> {
     loop {
         let (row, task) = load(&p.id)?;
         if task.status.state.is_terminal() {
-            return Err(RpcError::new(
-                ErrorKind::TaskNotCancelable,
-                format!("task {} is already {} and cannot be canceled", p.id, task.status.state.as_str()),
-            ));
+            return Err(RpcError::new(ErrorKind::TaskNotCancelable, format!("task {} is already {} and cannot be canceled", p.id, task.status.state.as_str())));
         }
         sessions::cancel_task(&p.id);
         let mut ex = Execution::new(task);

@@ -35,7 +35,8 @@ pub fn endpoint(card: &Value) -> Result<Endpoint, String> {
 /// What `outbound.discover` shows of a remote card.
 pub fn preview(card: &Value) -> Result<Value, String> {
     let e = endpoint(card)?;
-    let skills: Vec<Value> = card["skills"].as_array().map(|s| s.iter().map(|k| json!({ "id": k["id"], "name": k["name"], "description": k["description"] })).collect()).unwrap_or_default();
+    let skills: Vec<Value> =
+        card["skills"].as_array().map(|s| s.iter().map(|k| json!({ "id": k["id"], "name": k["name"], "description": k["description"] })).collect()).unwrap_or_default();
     Ok(json!({
         "name": card["name"], "version": card["version"], "description": card["description"],
         "endpoint": e.url, "skills": skills, "capabilities": card["capabilities"],
@@ -104,9 +105,7 @@ impl Remote {
         let Some(t) = &self.task else { return Err("the remote agent answered neither a task nor a message".into()) };
         let said = t.status.message.as_ref().map(|m| text(&m.parts)).unwrap_or_default();
         match t.status.state {
-            TaskState::Failed | TaskState::Rejected => {
-                Err(if said.is_empty() { format!("remote agent task {} ended {}", t.id, t.status.state.as_str()) } else { said })
-            }
+            TaskState::Failed | TaskState::Rejected => Err(if said.is_empty() { format!("remote agent task {} ended {}", t.id, t.status.state.as_str()) } else { said }),
             TaskState::Canceled => Err(format!("remote agent task {} was canceled", t.id)),
             s if s.is_interrupted() => Ok(format!("[remote agent {} task={}] {said}", s.as_str(), t.id).trim_end().to_owned()),
             _ => Ok(nonempty(t.artifacts.iter().map(|a| text(&a.parts)).filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n"))),
@@ -187,7 +186,9 @@ mod tests {
         r.apply(frame(json!({"task": {"id": "t1", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}})));
         assert!(!r.settled());
         r.apply(frame(json!({"artifactUpdate": {"taskId": "t1", "contextId": "c", "artifact": {"artifactId": "a", "parts": [{"text": "Hel"}]}}})));
-        r.apply(frame(json!({"artifactUpdate": {"taskId": "t1", "contextId": "c", "append": true, "lastChunk": true, "artifact": {"artifactId": "a", "parts": [{"text": "lo"}]}}})));
+        r.apply(frame(
+            json!({"artifactUpdate": {"taskId": "t1", "contextId": "c", "append": true, "lastChunk": true, "artifact": {"artifactId": "a", "parts": [{"text": "lo"}]}}}),
+        ));
         r.apply(frame(json!({"statusUpdate": {"taskId": "t1", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}})));
         assert!(r.settled());
         assert_eq!(r.task_id(), Some("t1"));

@@ -173,14 +173,7 @@ mod tests {
     use super::*;
 
     fn task(state: TaskState) -> Task {
-        Task {
-            id: "t1".into(),
-            context_id: "c1".into(),
-            status: TaskStatus { state, message: None, timestamp: None },
-            artifacts: vec![],
-            history: vec![],
-            metadata: None,
-        }
+        Task { id: "t1".into(), context_id: "c1".into(), status: TaskStatus { state, message: None, timestamp: None }, artifacts: vec![], history: vec![], metadata: None }
     }
 
     fn kinds(frames: &[StreamResponse]) -> Vec<String> {

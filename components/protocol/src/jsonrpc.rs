@@ -18,8 +18,7 @@ pub struct Request {
 /// Parses a request body. On failure, returns the id to answer with (null when unknown) and the
 /// error: PARSE_ERROR for bad JSON, INVALID_REQUEST for a non-request.
 pub fn parse_request(body: &[u8]) -> Result<Request, (Value, RpcError)> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| (Value::Null, RpcError::new(ErrorKind::ParseError, format!("request body is not valid JSON: {e}"))))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| (Value::Null, RpcError::new(ErrorKind::ParseError, format!("request body is not valid JSON: {e}"))))?;
     let Value::Object(mut obj) = value else {
         return Err((Value::Null, RpcError::new(ErrorKind::InvalidRequest, "a JSON-RPC request must be a JSON object")));
     };

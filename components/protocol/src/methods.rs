@@ -22,8 +22,7 @@ pub enum Method {
 }
 
 /// The push-notification config methods, answered PUSH_NOTIFICATION_NOT_SUPPORTED while push is off.
-pub const PUSH_METHODS: [&str; 4] =
-    ["CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"];
+pub const PUSH_METHODS: [&str; 4] = ["CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"];
 
 /// How to answer a request.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,10 +58,7 @@ pub fn dispatch(method: &str, accepts_sse: bool) -> Dispatch {
         other => return Dispatch::Json(RpcError::new(ErrorKind::MethodNotFound, format!("method {other:?} does not exist"))),
     };
     match (m.is_streaming(), accepts_sse) {
-        (true, false) => Dispatch::Json(RpcError::new(
-            ErrorKind::MethodNotFound,
-            format!("{method} streams its answer: send it with Accept: text/event-stream"),
-        )),
+        (true, false) => Dispatch::Json(RpcError::new(ErrorKind::MethodNotFound, format!("{method} streams its answer: send it with Accept: text/event-stream"))),
         (false, true) if m == Method::SendMessage => Dispatch::Frame(RpcError::new(
             ErrorKind::MethodNotFound,
             "SendMessage is not served on the streaming path: use SendStreamingMessage, or send without Accept: text/event-stream",

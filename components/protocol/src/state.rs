@@ -55,8 +55,7 @@ mod tests {
     use super::*;
     use TaskState::*;
 
-    const STATES: [TaskState; 9] =
-        [Unspecified, Submitted, Working, Completed, Failed, Canceled, InputRequired, Rejected, AuthRequired];
+    const STATES: [TaskState; 9] = [Unspecified, Submitted, Working, Completed, Failed, Canceled, InputRequired, Rejected, AuthRequired];
 
     /// The whole table, written out: (from, [allowed targets]).
     fn allowed(from: TaskState) -> &'static [TaskState] {

@@ -83,11 +83,7 @@ impl Part {
 
     /// True when exactly one content member is set (ProtoJSON oneof).
     pub fn is_valid(&self) -> bool {
-        [self.text.is_some(), self.raw.is_some(), self.url.is_some(), self.data.is_some()]
-            .iter()
-            .filter(|set| **set)
-            .count()
-            == 1
+        [self.text.is_some(), self.raw.is_some(), self.url.is_some(), self.data.is_some()].iter().filter(|set| **set).count() == 1
     }
 }
 

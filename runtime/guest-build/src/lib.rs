@@ -27,11 +27,7 @@ pub fn build(crate_dir: &Path, lib_name: &str, wit_dir: &Path) -> PathBuf {
     }
     let output = cmd.output().unwrap_or_else(|e| panic!("could not run cargo for guest {}: {e}", crate_dir.display()));
     if !output.status.success() {
-        panic!(
-            "building guest {} failed (is the target installed? `rustup target add wasm32-wasip2`):\n{}",
-            crate_dir.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        panic!("building guest {} failed (is the target installed? `rustup target add wasm32-wasip2`):\n{}", crate_dir.display(), String::from_utf8_lossy(&output.stderr));
     }
     let release = target_dir.join("wasm32-wasip2").join("release");
     for manifest in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {

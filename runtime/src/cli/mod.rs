@@ -226,7 +226,15 @@ impl Control {
                 let v = self.get("").await?;
                 self.print(&v["inbounds"], |list| {
                     table::print(&["ID", "NAME", "ENABLED", "PRESET", "ENDPOINT", "AUTH", "COMPONENT"], list, |i| {
-                        vec![s(&i["id"]), s(&i["name"]), s(&i["enabled"]), s(&i["preset"]), s(&i["cardUrl"]), i["authTokenEnv"].as_str().map_or("-".into(), |_| "bearer".into()), s(&i["component"])]
+                        vec![
+                            s(&i["id"]),
+                            s(&i["name"]),
+                            s(&i["enabled"]),
+                            s(&i["preset"]),
+                            s(&i["cardUrl"]),
+                            i["authTokenEnv"].as_str().map_or("-".into(), |_| "bearer".into()),
+                            s(&i["component"]),
+                        ]
                     })
                 });
                 Ok(())
@@ -336,7 +344,16 @@ impl Control {
                 let v = self.get("").await?;
                 self.print(&v["sessions"], |list| {
                     table::print(&["CONTEXT", "SERVER", "STATUS", "TASKS", "ACTIVE", "LIVE", "STREAMING", "LAST SEEN"], list, |x| {
-                        vec![s(&x["contextId"]), s(&x["serverId"]), s(&x["status"]), s(&x["taskCount"]), s(&x["activeCount"]), s(&x["live"]), s(&x["streaming"]), time(&x["lastSeen"])]
+                        vec![
+                            s(&x["contextId"]),
+                            s(&x["serverId"]),
+                            s(&x["status"]),
+                            s(&x["taskCount"]),
+                            s(&x["activeCount"]),
+                            s(&x["live"]),
+                            s(&x["streaming"]),
+                            time(&x["lastSeen"]),
+                        ]
                     })
                 });
                 Ok(())

@@ -63,4 +63,3 @@ impl Host for EdgeView<'_> {
         })
     }
 }
-

@@ -216,15 +216,7 @@ impl Host {
         let registry = Arc::new(Registry::new(engine, linker, cache_dir, data_dir.join("components"))?);
         let cpu_burst_ticks = u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64).unwrap_or(u32::MAX).max(1);
         let client = Arc::new(client::ClientHost::new(&registry, cpu_burst_ticks, memory_bytes)?);
-        Ok(Host {
-            registry,
-            client,
-            cpu_burst_ticks,
-            memory_bytes,
-            instantiations: AtomicU64::new(0),
-            instantiate_time: Default::default(),
-            traps: AtomicU64::new(0),
-        })
+        Ok(Host { registry, client, cpu_burst_ticks, memory_bytes, instantiations: AtomicU64::new(0), instantiate_time: Default::default(), traps: AtomicU64::new(0) })
     }
 
     /// Serves one request on the instance's component in a fresh store. The invocation may run

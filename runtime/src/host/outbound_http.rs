@@ -49,7 +49,12 @@ pub fn origin(uri: &http::Uri) -> Option<String> {
 type Sent = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>), Error>;
 
 impl WasiHttpHooks for Policy {
-    fn send_request(&mut self, mut request: http::Request<WasiBody>, options: Option<RequestOptions>, _fut: Box<dyn Future<Output = Result<(), Error>> + Send>) -> Box<dyn Future<Output = Sent> + Send> {
+    fn send_request(
+        &mut self,
+        mut request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> Box<dyn Future<Output = Sent> + Send> {
         let rules = match self {
             Policy::Deny => {
                 tracing::warn!(uri = %request.uri(), "refused an outbound request from a component: outbound HTTP is not allowed here");
@@ -62,12 +67,11 @@ impl WasiHttpHooks for Policy {
         }
         // Guests never choose credentials: only the host's, and only to the connection's origins.
         request.headers_mut().remove(http::header::AUTHORIZATION);
-        if let (Some(token), Some(o)) = (&rules.bearer, origin(request.uri())) {
-            if rules.origins.contains(&o) {
-                if let Ok(v) = http::HeaderValue::from_str(&format!("Bearer {token}")) {
-                    request.headers_mut().insert(http::header::AUTHORIZATION, v);
-                }
-            }
+        if let (Some(token), Some(o)) = (&rules.bearer, origin(request.uri()))
+            && rules.origins.contains(&o)
+            && let Ok(v) = http::HeaderValue::from_str(&format!("Bearer {token}"))
+        {
+            request.headers_mut().insert(http::header::AUTHORIZATION, v);
         }
         let t = rules.timeout;
         let bounded = |d: Option<Duration>| Some(d.map_or(t, |d| d.min(t)));
@@ -98,15 +102,15 @@ impl HttpBody for Capped {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
-        if let Some(Ok(f)) = &frame {
-            if let Some(data) = f.data_ref() {
-                let n = data.len() as u64;
-                if n > self.left {
-                    let cap = self.cap;
-                    return Poll::Ready(Some(Err(ErrorCode::HttpResponseBodySize(Some(cap)).into())));
-                }
-                self.left -= n;
+        if let Some(Ok(f)) = &frame
+            && let Some(data) = f.data_ref()
+        {
+            let n = data.len() as u64;
+            if n > self.left {
+                let cap = self.cap;
+                return Poll::Ready(Some(Err(ErrorCode::HttpResponseBodySize(Some(cap)).into())));
             }
+            self.left -= n;
         }
         Poll::Ready(frame)
     }

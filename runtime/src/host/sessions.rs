@@ -72,7 +72,7 @@ impl HostTurn for EdgeView<'_> {
     }
 
     fn next(&mut self, this: Resource<Turn>) -> wasmtime::Result<Option<TurnEvent>> {
-        Ok(self.table.get_mut(&this)?.next().map(event_to_wit))
+        Ok(self.table.get_mut(&this)?.try_next().map(event_to_wit))
     }
 
     fn cancel(&mut self, this: Resource<Turn>) -> wasmtime::Result<()> {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use a2a_protocol::TaskState;
 
 use super::EdgeView;
-use super::bindings::types::{self as wit, StoreError, TaskPage, TaskQuery, TaskRow};
 use super::bindings::storage::Host;
+use super::bindings::types::{self as wit, StoreError, TaskPage, TaskQuery, TaskRow};
 use crate::app::App;
 use crate::store::{self, PageStart, Store, TaskFilter, settled};
 
@@ -151,7 +151,6 @@ impl Host for EdgeView<'_> {
     fn find_message(&mut self, message_id: String) -> wasmtime::Result<Option<String>> {
         Ok(self.req.app.store.find_message(self.instance_id(), &message_id).ok().flatten())
     }
-
 }
 
 /// Settles FAILED every task an invocation wrote last and left SUBMITTED or WORKING with no

@@ -27,11 +27,7 @@ pub fn plain(status: u16, message: &str) -> Response<Body> {
 
 /// A JSON answer.
 pub fn json(status: u16, value: &serde_json::Value) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(full(value.to_string()))
-        .expect("static response parts are valid")
+    Response::builder().status(status).header(header::CONTENT_TYPE, "application/json").body(full(value.to_string())).expect("static response parts are valid")
 }
 
 /// The control surface answers only these peers (the TCP peer; proxy headers are ignored).
@@ -148,4 +144,3 @@ pub async fn read_body(req: Request<Incoming>, limit: u64) -> Result<(http::requ
 
 /// Used by the control API for its fixed limit.
 pub const CONTROL_BODY_LIMIT: u64 = 1 << 20;
-

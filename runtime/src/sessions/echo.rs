@@ -2,7 +2,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Backend, EventSink, TurnEvent, TurnInput, BoxFuture};
+use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput};
 
 /// Replies with the prompt.
 pub struct Echo;
@@ -45,9 +45,6 @@ mod tests {
         while let Ok(e) = rx.try_recv() {
             got.push(e);
         }
-        assert_eq!(
-            got,
-            [TurnEvent::TextDelta("hello ".into()), TurnEvent::TextDelta("big ".into()), TurnEvent::TextDelta("world".into()), TurnEvent::Completed]
-        );
+        assert_eq!(got, [TurnEvent::TextDelta("hello ".into()), TurnEvent::TextDelta("big ".into()), TurnEvent::TextDelta("world".into()), TurnEvent::Completed]);
     }
 }

@@ -137,7 +137,7 @@ pub struct Turn {
 impl Turn {
     /// The next event if one is ready. A backend that stopped without a final event reads as
     /// failed, once.
-    pub fn next(&mut self) -> Option<TurnEvent> {
+    pub fn try_next(&mut self) -> Option<TurnEvent> {
         if self.finished {
             return None;
         }

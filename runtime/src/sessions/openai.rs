@@ -148,7 +148,12 @@ impl OpenAi {
         let Some(key) = input.host.secret(&self.key_env) else {
             return TurnEvent::Failed(format!("the model API key is not set: store it as {} (credentials file or environment)", self.key_env));
         };
-        let tools: Vec<Value> = input.host.tools().into_iter().map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })).collect();
+        let tools: Vec<Value> = input
+            .host
+            .tools()
+            .into_iter()
+            .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } }))
+            .collect();
         let mut messages = opening(self.system.as_deref(), &input);
         for _ in 0..self.max_steps {
             let step = tokio::select! {

@@ -26,6 +26,9 @@ enum Write {
     Flush(Reply<()>),
 }
 
+/// Answers a queued write once its group commits (or fails with the group's error).
+type Answer = Box<dyn FnOnce(Option<&StoreError>)>;
+
 /// The tables of JSON records (`id`, `body`).
 #[derive(Clone, Copy, Debug)]
 enum Table {
@@ -150,7 +153,7 @@ fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Write>) {
 /// Runs a group in one transaction; each write in its own savepoint, so one failing write
 /// fails alone. Replies go out only after the commit.
 fn commit_group(conn: &mut Connection, group: Vec<Write>) {
-    let mut replies: Vec<Box<dyn FnOnce(Option<&StoreError>)>> = Vec::with_capacity(group.len());
+    let mut replies: Vec<Answer> = Vec::with_capacity(group.len());
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => {
@@ -186,11 +189,7 @@ fn commit_group(conn: &mut Connection, group: Vec<Write>) {
 }
 
 /// Runs one write in a savepoint; returns the reply to send once the group committed.
-fn run<T: Send + 'static>(
-    tx: &rusqlite::Transaction<'_>,
-    reply: Reply<T>,
-    f: impl FnOnce(&Connection) -> Result<T, StoreError>,
-) -> Box<dyn FnOnce(Option<&StoreError>)> {
+fn run<T: Send + 'static>(tx: &rusqlite::Transaction<'_>, reply: Reply<T>, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Answer {
     let result = (|| {
         tx.prepare_cached("SAVEPOINT w")?.execute([])?;
         let r = f(tx);
@@ -220,21 +219,19 @@ fn fail(w: Write, e: StoreError) {
 }
 
 fn create_task(c: &Connection, row: &TaskRow, message_id: Option<&str>) -> Result<(), StoreError> {
-    if let Some(mid) = message_id {
-        if claim_message(c, &row.instance_id, mid, &row.id)? == 0 {
-            let existing: String = c
-                .prepare_cached("SELECT task_id FROM message_ids WHERE instance_id = ?1 AND message_id = ?2")?
-                .query_row(params![row.instance_id, mid], |r| r.get(0))?;
-            return Err(StoreError::DuplicateMessage(existing));
-        }
+    if let Some(mid) = message_id
+        && claim_message(c, &row.instance_id, mid, &row.id)? == 0
+    {
+        let existing: String =
+            c.prepare_cached("SELECT task_id FROM message_ids WHERE instance_id = ?1 AND message_id = ?2")?.query_row(params![row.instance_id, mid], |r| r.get(0))?;
+        return Err(StoreError::DuplicateMessage(existing));
     }
     touch_context(c, row)?;
     c.prepare_cached(
         "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, body)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9)",
     )?
-    .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.body],
-    )
+    .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.body])
     .map_err(|e| match e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => StoreError::Invalid(format!("task {} already exists", row.id)),
         e => e.into(),
@@ -248,8 +245,7 @@ fn update_task(c: &Connection, row: &TaskRow, expected: u64, message_id: Option<
             "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7
              WHERE id = ?1 AND instance_id = ?2 AND version = ?8",
         )?
-        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64],
-    )?;
+        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64])?;
     if changed == 0 {
         return match get_task(c, &row.id, Some(&row.instance_id))? {
             Some(current) => Err(StoreError::Conflict(Box::new(current))),
@@ -265,8 +261,7 @@ fn update_task(c: &Connection, row: &TaskRow, expected: u64, message_id: Option<
 
 /// Records a message id for a task unless already recorded; returns rows inserted.
 fn claim_message(c: &Connection, instance_id: &str, message_id: &str, task_id: &str) -> rusqlite::Result<usize> {
-    c.prepare_cached("INSERT OR IGNORE INTO message_ids (instance_id, message_id, task_id) VALUES (?1, ?2, ?3)")?
-        .execute(params![instance_id, message_id, task_id])
+    c.prepare_cached("INSERT OR IGNORE INTO message_ids (instance_id, message_id, task_id) VALUES (?1, ?2, ?3)")?.execute(params![instance_id, message_id, task_id])
 }
 
 /// Binds a task's context to its instance (first seen, last seen).
@@ -280,15 +275,11 @@ fn touch_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
 
 fn fail_unsettled(c: &Connection, now: u64, text: &str) -> Result<u64, StoreError> {
     let mut stmt = c.prepare("SELECT id, body FROM tasks WHERE state IN (?1, ?2)")?;
-    let rows: Vec<(String, String)> = stmt
-        .query_map(params![TaskState::Submitted.number(), TaskState::Working.number()], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
+    let rows: Vec<(String, String)> =
+        stmt.query_map(params![TaskState::Submitted.number(), TaskState::Working.number()], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
     for (id, body) in &rows {
         let body = crate::tasks::fail_body(body, now, text);
-        c.execute(
-            "UPDATE tasks SET state = ?2, updated_at = ?3, version = version + 1, body = ?4 WHERE id = ?1",
-            params![id, TaskState::Failed.number(), now as i64, body],
-        )?;
+        c.execute("UPDATE tasks SET state = ?2, updated_at = ?3, version = version + 1, body = ?4 WHERE id = ?1", params![id, TaskState::Failed.number(), now as i64, body])?;
     }
     Ok(rows.len() as u64)
 }
@@ -402,7 +393,6 @@ impl Store for SqliteStore {
     fn update_task(&self, row: TaskRow, expected: u64, message_id: Option<String>) -> Pending<u64> {
         self.send(|r| Write::UpdateTask(row, expected, message_id, r))
     }
-
 
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
         self.put_record(Table::Instances, record.id.clone(), &record)

@@ -291,7 +291,14 @@ async fn close_peer(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
 fn active_tasks(app: &App, context: &str, server: Option<&str>) -> Result<Vec<(String, String)>, Refusal> {
     let mut out = Vec::new();
     for state in [TaskState::Submitted, TaskState::Working, TaskState::InputRequired, TaskState::AuthRequired] {
-        let filter = TaskFilter { instance_id: server.map(str::to_owned), context_id: Some(context.to_owned()), state: Some(state), limit: 100, start: PageStart::First, ..TaskFilter::default() };
+        let filter = TaskFilter {
+            instance_id: server.map(str::to_owned),
+            context_id: Some(context.to_owned()),
+            state: Some(state),
+            limit: 100,
+            start: PageStart::First,
+            ..TaskFilter::default()
+        };
         let page = app.store.list_tasks(&filter).map_err(|e| e.to_string())?;
         out.extend(page.tasks.into_iter().map(|t| (t.instance_id, t.id)));
     }

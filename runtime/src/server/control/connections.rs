@@ -59,7 +59,8 @@ fn apply(r: &mut ConnectionRecord, f: &Fields<'_>, app: &App) -> Result<(), Refu
         r.disabled_skills = list.iter().map(|v| v.as_str().map(str::to_owned).ok_or("field \"disabledSkills\" must be a list of strings")).collect::<Result<_, _>>()?;
     }
     if let Some(o) = f.opt_object("skillOverrides")? {
-        r.skill_overrides = serde_json::from_value::<BTreeMap<String, SkillOverride>>(Value::Object(o.clone())).map_err(|e| format!("field \"skillOverrides\": {e} (expected {{\"<skill id>\": {{\"name\"?, \"description\"?}}}})"))?;
+        r.skill_overrides = serde_json::from_value::<BTreeMap<String, SkillOverride>>(Value::Object(o.clone()))
+            .map_err(|e| format!("field \"skillOverrides\": {e} (expected {{\"<skill id>\": {{\"name\"?, \"description\"?}}}})"))?;
     }
     Ok(())
 }

@@ -85,7 +85,11 @@ async fn invoke(app: &Arc<App>, instance: &Arc<Instance>, route: Route, req: Req
 /// Calls a JSON-RPC method on an instance as the runtime; the `result`, or the error's message.
 pub async fn call(app: &Arc<App>, instance: &Arc<Instance>, method: &str, params: Value) -> Result<Value, String> {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
-    let req = Request::post(&instance.record.endpoint_path).header("host", "localhost").header("content-type", "application/json").body(Full::new(Bytes::from(body))).expect("a static request is valid");
+    let req = Request::post(&instance.record.endpoint_path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a static request is valid");
     let (status, bytes) = invoke(app, instance, Route::Internal, req).await?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|_| format!("the component answered {method} with HTTP {status} and a body that is not JSON"))?;
     match &v["error"] {

@@ -49,13 +49,8 @@ pub fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
     };
     let next = offset + page.tasks.len() as u32;
     let instances = app.instances();
-    let inbounds: Vec<Value> = app
-        .store
-        .instances()
-        .unwrap_or_default()
-        .iter()
-        .map(|r| records::inbound(app, r, instances.iter().find(|i| i.record.id == r.id).map(|i| &**i)))
-        .collect();
+    let inbounds: Vec<Value> =
+        app.store.instances().unwrap_or_default().iter().map(|r| records::inbound(app, r, instances.iter().find(|i| i.record.id == r.id).map(|i| &**i))).collect();
     answer(
         200,
         &json!({
@@ -81,7 +76,13 @@ fn sessions(app: &App, instance: Option<&str>, context: Option<&str>, limit: u32
 /// `GET /a2a/api/presets`.
 pub fn presets(app: &App) -> Value {
     let default = crate::instances::default_preset(&app.config);
-    json!(app.config.all_presets().iter().map(|p| json!({ "id": p.id, "name": p.name, "description": p.description, "backend": p.backend, "isDefault": p.id == default })).collect::<Vec<_>>())
+    json!(
+        app.config
+            .all_presets()
+            .iter()
+            .map(|p| json!({ "id": p.id, "name": p.name, "description": p.description, "backend": p.backend, "isDefault": p.id == default }))
+            .collect::<Vec<_>>()
+    )
 }
 
 /// `GET /a2a/api/card?id=`: the card the instance's component serves.

@@ -16,7 +16,13 @@ pub fn inbound(app: &App, r: &InstanceRecord, assembled: Option<&Instance>) -> V
     let skills: Vec<Value> = presets
         .iter()
         .find(|p| p.id == r.preset)
-        .map(|p| if p.skills.is_empty() { vec![json!({"id": "chat", "name": "chat"})] } else { p.skills.iter().map(|s| json!({"id": s.id, "name": s.name.clone().unwrap_or_else(|| s.id.clone()), "description": s.description})).collect() })
+        .map(|p| {
+            if p.skills.is_empty() {
+                vec![json!({"id": "chat", "name": "chat"})]
+            } else {
+                p.skills.iter().map(|s| json!({"id": s.id, "name": s.name.clone().unwrap_or_else(|| s.id.clone()), "description": s.description})).collect()
+            }
+        })
         .unwrap_or_default();
     json!({
         "id": r.id, "name": r.name, "description": r.description, "version": r.version,
