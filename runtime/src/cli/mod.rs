@@ -207,6 +207,13 @@ impl Control {
         }
     }
 
+    /// Prints one list of the snapshot as a table (or as JSON).
+    async fn snapshot_list(&self, key: &str, header: &[&str], cells: impl Fn(&Value) -> Vec<String>) -> anyhow::Result<()> {
+        let v = self.get("").await?;
+        self.print(&v[key], |list| table::print(header, list, cells));
+        Ok(())
+    }
+
     /// Runs an action and prints its message.
     async fn action(&self, body: Value) -> anyhow::Result<()> {
         let v = self.act(body).await?;
@@ -223,21 +230,11 @@ impl Control {
     pub async fn inbound(&self, cmd: Inbound) -> anyhow::Result<()> {
         match cmd {
             Inbound::List => {
-                let v = self.get("").await?;
-                self.print(&v["inbounds"], |list| {
-                    table::print(&["ID", "NAME", "ENABLED", "PRESET", "ENDPOINT", "AUTH", "COMPONENT"], list, |i| {
-                        vec![
-                            s(&i["id"]),
-                            s(&i["name"]),
-                            s(&i["enabled"]),
-                            s(&i["preset"]),
-                            s(&i["cardUrl"]),
-                            i["authTokenEnv"].as_str().map_or("-".into(), |_| "bearer".into()),
-                            s(&i["component"]),
-                        ]
-                    })
-                });
-                Ok(())
+                self.snapshot_list("inbounds", &["ID", "NAME", "ENABLED", "PRESET", "ENDPOINT", "AUTH", "COMPONENT"], |i| {
+                    let auth = i["authTokenEnv"].as_str().map_or("-".into(), |_| "bearer".into());
+                    vec![s(&i["id"]), s(&i["name"]), s(&i["enabled"]), s(&i["preset"]), s(&i["cardUrl"]), auth, s(&i["component"])]
+                })
+                .await
             }
             Inbound::Create { name, description, version, endpoint_path, preset, component, disabled } => {
                 let mut body = json!({ "action": "inbound.create", "name": name, "description": description, "version": version, "enabled": !disabled });
@@ -341,22 +338,10 @@ impl Control {
         };
         match cmd {
             SessionCmd::List => {
-                let v = self.get("").await?;
-                self.print(&v["sessions"], |list| {
-                    table::print(&["CONTEXT", "SERVER", "STATUS", "TASKS", "ACTIVE", "LIVE", "STREAMING", "LAST SEEN"], list, |x| {
-                        vec![
-                            s(&x["contextId"]),
-                            s(&x["serverId"]),
-                            s(&x["status"]),
-                            s(&x["taskCount"]),
-                            s(&x["activeCount"]),
-                            s(&x["live"]),
-                            s(&x["streaming"]),
-                            time(&x["lastSeen"]),
-                        ]
-                    })
-                });
-                Ok(())
+                self.snapshot_list("sessions", &["CONTEXT", "SERVER", "STATUS", "TASKS", "ACTIVE", "LIVE", "STREAMING", "LAST SEEN"], |x| {
+                    ["contextId", "serverId", "status", "taskCount", "activeCount", "live", "streaming"].iter().map(|k| s(&x[*k])).chain([time(&x["lastSeen"])]).collect()
+                })
+                .await
             }
             SessionCmd::Cancel { id, server } => self.action(narrow(json!({ "action": "session.cancel", "id": id }), server)).await,
             SessionCmd::Close { id, server } => self.action(narrow(json!({ "action": "session.close", "id": id }), server)).await,
