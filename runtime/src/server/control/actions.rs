@@ -227,10 +227,7 @@ async fn set_enabled(app: &Arc<App>, f: &Fields<'_>, enabled: bool) -> Result<Va
 async fn set_auth(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
     let id = f.str("id")?;
     let mut r = record(app, id)?;
-    let token = f.opt_str("token")?.filter(|t| !t.is_empty());
-    if token.is_some_and(|t| t.len() > 4096 || t.chars().any(|c| c.is_whitespace() || c.is_control())) {
-        return Err("field \"token\" must be at most 4096 characters without spaces or control characters".into());
-    }
+    let token = f.opt_token()?;
     let name = inbound_name(id);
     app.credentials.set(&name, token).map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.auth_token_env = token.map(|_| name.clone());

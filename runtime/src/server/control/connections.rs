@@ -146,10 +146,7 @@ pub async fn refresh(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
 pub async fn set_auth(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
     let id = f.str("id")?;
     let mut r = record(app, id)?;
-    let token = f.opt_str("token")?.filter(|t| !t.is_empty());
-    if token.is_some_and(|t| t.len() > 4096 || t.chars().any(|c| c.is_whitespace() || c.is_control())) {
-        return Err("field \"token\" must be at most 4096 characters without spaces or control characters".into());
-    }
+    let token = f.opt_token()?;
     let name = crate::credentials::outbound_name(id);
     app.credentials.set(&name, token).map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.bearer_token_env = token.map(|_| name.clone());

@@ -70,6 +70,16 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// The optional `token` of a setAuth: absent or `""` is none (clear); at most 4096
+    /// characters, no spaces or control characters.
+    pub fn opt_token(&self) -> Result<Option<&'a str>, Refusal> {
+        let token = self.opt_str("token")?.filter(|t| !t.is_empty());
+        if token.is_some_and(|t| t.len() > 4096 || t.chars().any(|c| c.is_whitespace() || c.is_control())) {
+            return Err("field \"token\" must be at most 4096 characters without spaces or control characters".into());
+        }
+        Ok(token)
+    }
+
     /// An optional object.
     pub fn opt_object(&self, name: &str) -> Result<Option<&'a Map<String, Value>>, Refusal> {
         match self.0.get(name) {
