@@ -228,7 +228,7 @@ impl Host {
         };
         let started = std::time::Instant::now();
         let contexts = crate::activity::Contexts::default();
-        let (server_id, peer_id) = (instance.record.id.clone(), crate::activity::peer_id(peer.ip(), &instance.record.id));
+        let served = instance.clone();
         let state = State {
             table: ResourceTable::new(),
             wasi: WasiCtx::builder().build(),
@@ -282,7 +282,8 @@ impl Host {
         match rx.await {
             Ok(Ok(response)) if is_event_stream(&response) => {
                 let (parts, body) = response.into_parts();
-                http::Response::from_parts(parts, app.activity.watch_stream(&peer_id, &server_id, contexts, body))
+                let (server_id, peer_id) = (&served.record.id, crate::activity::peer_id(peer.ip(), &served.record.id));
+                http::Response::from_parts(parts, app.activity.watch_stream(&peer_id, server_id, contexts, body))
             }
             Ok(Ok(response)) => response,
             Ok(Err(code)) => crate::server::plain(500, &format!("the component failed the request: {code:?}")),
