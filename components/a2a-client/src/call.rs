@@ -96,16 +96,9 @@ fn stream(ctx: &Ctx, url: &str, params: Value, remote: &mut Remote) -> Result<()
         remote.apply(parse(result("SendStreamingMessage", answer)?)?);
         return Ok(());
     }
-    let mut buf = String::new();
+    let mut events = a2a_protocol::sse::Decoder::default();
     while let Some(chunk) = r.chunk(ctx)? {
-        // Events end at a blank line; CRLF line ends (sse-starlette) count as LF.
-        buf.push_str(&String::from_utf8_lossy(&chunk).replace('\r', ""));
-        while let Some(end) = buf.find("\n\n") {
-            let event: String = buf.drain(..end + 2).collect();
-            let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect::<Vec<_>>().join("\n");
-            if data.is_empty() {
-                continue;
-            }
+        for data in events.push(&chunk) {
             let answer: Value = serde_json::from_str(&data).map_err(|e| CallError::InvalidResponse(format!("a stream event is not JSON: {e}")))?;
             remote.apply(parse(result("SendStreamingMessage", answer)?)?);
             if remote.settled() {

@@ -25,6 +25,31 @@ pub fn result_event(id: Option<u64>, request_id: &Value, member: &str, member_js
     }
 }
 
+/// Reads an event stream chunk by chunk: complete events out, the rest held (as bytes, so a
+/// character split across chunks is never garbled). CRLF line ends count as LF.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+}
+
+impl Decoder {
+    /// Feeds a chunk; the data of every event it completed (its `data:` lines joined by `\n`).
+    /// Events without data (comments such as keep-alives) give nothing.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+        self.buf.extend(chunk.iter().filter(|b| **b != b'\r'));
+        let mut out = Vec::new();
+        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = self.buf.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&event);
+            let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+            if !data.is_empty() {
+                out.push(data.join("\n"));
+            }
+        }
+        out
+    }
+}
+
 /// Parses a `Last-Event-ID` header value.
 pub fn last_event_id(header: Option<&str>) -> Option<u64> {
     header?.trim().parse().ok()
@@ -34,6 +59,14 @@ pub fn last_event_id(header: Option<&str>) -> Option<u64> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn decoder_joins_chunks_skips_comments_and_keeps_split_characters() {
+        let mut d = Decoder::default();
+        assert!(d.push(b"id: 1\r\ndata: {\"a\":").is_empty());
+        assert_eq!(d.push(b"1}\r\n\r\n: keep-alive\n\ndata: x\ndata: y\n\ndata: \xc3"), ["{\"a\":1}", "x\ny"]);
+        assert_eq!(d.push(b"\xa9\n\n"), ["\u{e9}"], "a two-byte character split across chunks");
+    }
 
     #[test]
     fn frames_with_and_without_id() {

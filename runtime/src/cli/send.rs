@@ -67,16 +67,12 @@ pub async fn run(a: SendArgs, json: bool) -> anyhow::Result<()> {
     let mut out = Printer { json, printed: false };
     let last = if is_sse {
         let mut last = Value::Null;
-        let mut buf = String::new();
+        let mut events = a2a_protocol::sse::Decoder::default();
         let mut stream = r.bytes_stream();
         while let Some(chunk) = stream.next().await {
-            buf.push_str(&String::from_utf8_lossy(&chunk.context("the stream broke off")?).replace('\r', ""));
-            while let Some(end) = buf.find("\n\n") {
-                let event: String = buf.drain(..end + 2).collect();
-                for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
-                    let v: Value = serde_json::from_str(data.trim()).context("the agent sent an event that is not JSON")?;
-                    last = out.frame(&v)?;
-                }
+            for data in events.push(&chunk.context("the stream broke off")?) {
+                let v: Value = serde_json::from_str(&data).context("the agent sent an event that is not JSON")?;
+                last = out.frame(&v)?;
             }
         }
         last

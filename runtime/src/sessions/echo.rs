@@ -29,17 +29,7 @@ mod tests {
     #[tokio::test]
     async fn echoes_word_by_word_then_completes() {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let input = TurnInput {
-            instance_id: "i".into(),
-            context_id: "c".into(),
-            task_id: "t".into(),
-            message_id: "m".into(),
-            skill: "chat".into(),
-            prompt: "hello big world".into(),
-            message: "{}".into(),
-            history: Vec::new(),
-            host: std::sync::Arc::new(crate::sessions::NoHost),
-        };
+        let input = TurnInput::sample("hello big world", Vec::new());
         Echo.run(input, tx, CancellationToken::new()).await;
         let mut got = Vec::new();
         while let Ok(e) = rx.try_recv() {

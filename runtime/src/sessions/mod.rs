@@ -113,6 +113,24 @@ pub struct TurnInput {
     pub host: Arc<dyn TurnHost>,
 }
 
+impl TurnInput {
+    /// A turn of `prompt` after `history`, with placeholder ids and no runtime services (unit tests).
+    #[cfg(test)]
+    pub fn sample(prompt: &str, history: Vec<history::Entry>) -> TurnInput {
+        TurnInput {
+            instance_id: "i".into(),
+            context_id: "c".into(),
+            task_id: "t".into(),
+            message_id: "m".into(),
+            skill: "chat".into(),
+            prompt: prompt.into(),
+            message: "{}".into(),
+            history,
+            host: Arc::new(NoHost),
+        }
+    }
+}
+
 /// Sends a turn's events; the receiving side is the guest's `turn` resource.
 pub type EventSink = mpsc::UnboundedSender<TurnEvent>;
 

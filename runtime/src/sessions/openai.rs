@@ -118,7 +118,7 @@ impl OpenAi {
             return Err(format!("the model API answered HTTP {status}: {text}"));
         }
         let mut step = Step::default();
-        let (mut buf, mut read) = (String::new(), 0usize);
+        let (mut sse, mut read) = (a2a_protocol::sse::Decoder::default(), 0usize);
         let mut stream = r.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| format!("the model's answer broke off: {e}"))?;
@@ -126,19 +126,15 @@ impl OpenAi {
             if read > MAX_STREAM_BYTES {
                 return Err(format!("the model's answer is larger than {MAX_STREAM_BYTES} bytes"));
             }
-            buf.push_str(&String::from_utf8_lossy(&chunk).replace('\r', ""));
-            while let Some(end) = buf.find("\n\n") {
-                let event: String = buf.drain(..end + 2).collect();
-                for data in event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim) {
-                    if data == "[DONE]" {
-                        return Ok(step);
-                    }
-                    let v: Value = serde_json::from_str(data).map_err(|e| format!("the model API sent an event that is not JSON: {e}"))?;
-                    if let Some(e) = v.get("error") {
-                        return Err(format!("the model API failed: {}", e["message"].as_str().unwrap_or("no message")));
-                    }
-                    apply(&v, &mut step, events);
+            for data in sse.push(&chunk) {
+                if data.trim() == "[DONE]" {
+                    return Ok(step);
                 }
+                let v: Value = serde_json::from_str(&data).map_err(|e| format!("the model API sent an event that is not JSON: {e}"))?;
+                if let Some(e) = v.get("error") {
+                    return Err(format!("the model API failed: {}", e["message"].as_str().unwrap_or("no message")));
+                }
+                apply(&v, &mut step, events);
             }
         }
         Ok(step)
@@ -223,17 +219,8 @@ mod tests {
 
     #[test]
     fn the_opening_carries_system_history_and_prompt() {
-        let input = TurnInput {
-            instance_id: "i".into(),
-            context_id: "c".into(),
-            task_id: "t".into(),
-            message_id: "m".into(),
-            skill: "chat".into(),
-            prompt: "now".into(),
-            message: "{}".into(),
-            history: vec![super::super::history::Entry { role: "user", text: "before".into() }, super::super::history::Entry { role: "agent", text: "reply".into() }],
-            host: std::sync::Arc::new(super::super::NoHost),
-        };
+        let history = vec![super::super::history::Entry { role: "user", text: "before".into() }, super::super::history::Entry { role: "agent", text: "reply".into() }];
+        let input = TurnInput::sample("now", history);
         let m = opening(Some("be brief"), &input);
         let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
