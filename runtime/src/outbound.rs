@@ -154,9 +154,9 @@ pub fn tools(r: &ConnectionRecord, live: &Live) -> Vec<Tool> {
         .collect()
 }
 
-/// Every tool of every connection.
-pub fn all_tools(app: &App) -> Vec<Tool> {
-    app.store.connections().unwrap_or_default().iter().flat_map(|r| tools(r, &app.outbound.live(&r.id))).collect()
+/// A stored connection by id; the error says where the ids are listed.
+pub fn record(app: &App, id: &str) -> Result<ConnectionRecord, String> {
+    app.store.connections().map_err(|e| e.to_string())?.into_iter().find(|r| r.id == id).ok_or_else(|| format!("unknown outbound id {id:?}; GET /a2a/api lists the connections"))
 }
 
 /// A connection as the snapshot shows it.
@@ -193,7 +193,7 @@ pub async fn discover(app: &Arc<App>, url: &str, token: Option<String>) -> Resul
 /// Runs a remote skill as a tool would; the tool text. `context_id` is the caller's stable
 /// conversation with that agent.
 pub async fn call(app: &Arc<App>, id: &str, skill: &str, prompt: &str, task_id: Option<String>, context_id: String, abort: CancellationToken) -> Result<String, String> {
-    let r = app.store.connections().map_err(|e| e.to_string())?.into_iter().find(|r| r.id == id).ok_or_else(|| format!("unknown outbound id {id:?}"))?;
+    let r = record(app, id)?;
     if !r.enabled {
         return Err(format!("outbound {id:?} is disabled; enable it first"));
     }

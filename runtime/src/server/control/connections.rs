@@ -8,16 +8,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::fields::{Fields, Refusal, secret_name};
 use crate::app::App;
-use crate::outbound::{self, connect};
+use crate::outbound::{self, connect, record};
 use crate::store::{ConnectionRecord, SkillOverride, Store, settled};
 use crate::tasks::now_ms;
 
 /// Longest timeout a connection may set, ms.
 const MAX_TIMEOUT_MS: u64 = 3_600_000;
-
-fn record(app: &App, id: &str) -> Result<ConnectionRecord, Refusal> {
-    app.store.connections().map_err(|e| e.to_string())?.into_iter().find(|r| r.id == id).ok_or_else(|| format!("unknown outbound id {id:?}; GET /a2a/api lists the connections"))
-}
 
 async fn save(app: &App, r: ConnectionRecord) -> Result<(), Refusal> {
     let id = r.id.clone();
