@@ -87,56 +87,61 @@ impl App {
         Ok(app)
     }
 
-    /// Creates declared instances that are missing; on a first start without any, `demo`.
+    /// Where a declaration sits, for errors: `config <file>: [[kind]] entry <n> ("<name>")`.
+    fn declared_at(&self, kind: &str, index: usize, name: &str) -> String {
+        let file = self.config.source.as_ref().map_or_else(|| "the configuration".to_owned(), |p| format!("config {}", p.display()));
+        format!("{file}: [[{kind}]] entry {} ({name:?})", index + 1)
+    }
+
+    /// Reconciles the declared instances with the store (created when missing; each declared
+    /// field wins); on a first start without any, `demo`. An invalid declaration refuses the
+    /// start, naming the file, the entry and the field.
     fn seed_instances(&self) -> anyhow::Result<()> {
-        let existing = self.store.instances()?;
+        let mut all = self.store.instances()?;
         let now = now_ms();
-        let mut new = Vec::new();
-        for decl in &self.config.instances {
-            if decl.id.as_ref().is_some_and(|id| existing.iter().any(|r| &r.id == id)) {
-                continue;
+        let mut changed = Vec::new();
+        for (index, decl) in self.config.instances.iter().enumerate() {
+            let at = self.declared_at("instances", index, &decl.name);
+            let stored = match &decl.id {
+                Some(id) => all.iter().position(|r| &r.id == id),
+                None => all.iter().position(|r| r.name == decl.name),
+            };
+            let record = instances::reconcile(decl, stored.map(|i| &all[i]), &self.config, |c| self.host.registry.get(c).is_some(), now)
+                .map_err(|(field, why)| anyhow::anyhow!("{at}: field {field:?}: {why}"))?;
+            let others = all.iter().filter(|o| o.id != record.id).map(|o| (o.id.as_str(), o.endpoint_path.as_str()));
+            instances::check_endpoint_free(&record.endpoint_path, others).map_err(|why| anyhow::anyhow!("{at}: field \"endpointPath\": {why}"))?;
+            match stored {
+                Some(i) if all[i] == record => continue,
+                Some(i) => all[i] = record.clone(),
+                None => all.push(record.clone()),
             }
-            if decl.id.is_none() && existing.iter().any(|r| r.name == decl.name) {
-                continue;
-            }
-            new.push(instances::record_from_decl(decl, &self.config, now).map_err(|e| anyhow::anyhow!("instance {:?} in the config: {e}", decl.name))?);
+            changed.push((stored.is_some(), record));
         }
-        if existing.is_empty() && self.config.instances.is_empty() {
-            new.push(instances::demo(&self.config, now));
+        if all.is_empty() && self.config.instances.is_empty() {
+            changed.push((false, instances::demo(&self.config, now)));
         }
-        for record in new {
-            tracing::info!(id = %record.id, "created inbound instance");
+        for (existed, record) in changed {
+            tracing::info!(id = %record.id, "{} inbound instance from the configuration", if existed { "updated" } else { "created" });
             wait_write(self.store.put_instance(record))?;
         }
         Ok(())
     }
 
-    /// Creates declared outbound connections that are missing (by id, else by name).
+    /// Reconciles the declared outbound connections with the store, like instances.
     fn seed_connections(&self) -> anyhow::Result<()> {
         let existing = self.store.connections()?;
         let now = now_ms();
-        for d in &self.config.connections {
-            let known = match &d.id {
-                Some(id) => existing.iter().any(|r| &r.id == id),
-                None => existing.iter().any(|r| r.name == d.name),
+        for (index, d) in self.config.connections.iter().enumerate() {
+            let stored = match &d.id {
+                Some(id) => existing.iter().find(|r| &r.id == id),
+                None => existing.iter().find(|r| r.name == d.name),
             };
-            if known {
+            let record = crate::outbound::reconcile(d, stored, &self.config, now)
+                .map_err(|(field, why)| anyhow::anyhow!("{}: field {field:?}: {why}", self.declared_at("connections", index, &d.name)))?;
+            if stored == Some(&record) {
                 continue;
             }
-            let record = crate::store::ConnectionRecord {
-                id: d.id.clone().unwrap_or_else(|| instances::new_id(&d.name)),
-                name: d.name.clone(),
-                agent_card_url: d.agent_card_url.clone(),
-                bearer_token_env: d.bearer_token_env.clone(),
-                preset: d.preset.clone(),
-                enabled: d.enabled,
-                timeout_ms: d.timeout_ms.unwrap_or(crate::outbound::DEFAULT_TIMEOUT_MS),
-                disabled_skills: d.disabled_skills.clone(),
-                skill_overrides: d.skill_overrides.clone(),
-                created_at: now,
-                updated_at: now,
-            };
-            tracing::info!(id = %record.id, "created outbound connection");
+            tracing::info!(id = %record.id, "{} outbound connection from the configuration", if stored.is_some() { "updated" } else { "created" });
             wait_write(self.store.put_connection(record))?;
         }
         Ok(())

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use base64::Engine;
 use sha2::{Digest, Sha256};
 
 use crate::config::AttachmentSettings;
@@ -47,10 +46,7 @@ impl Attachments {
         if trimmed.len() as u64 / 4 * 3 > self.settings.max_bytes {
             return Err(too_large(filename, self.settings.max_bytes));
         }
-        let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
-            .decode(trimmed)
-            .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(trimmed))
-            .map_err(|e| format!("attachment {} is not valid base64: {e}", name(filename)))?;
+        let bytes = a2a_protocol::decode_base64(trimmed).map_err(|e| format!("attachment {} is {e}", name(filename)))?;
         if bytes.len() as u64 > self.settings.max_bytes {
             return Err(too_large(filename, self.settings.max_bytes));
         }

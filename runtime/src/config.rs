@@ -34,6 +34,9 @@ pub struct Config {
     pub well_known_instance: Option<String>,
     /// Where the update check looks.
     pub update: UpdateSettings,
+    /// The file this was read from (named in errors about its declarations).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 /// Sources of the update check (`GET /a2a/api/update`).
@@ -90,6 +93,25 @@ pub struct Limits {
     pub rate_burst: u32,
     /// Idle time after which an open stream gets a keep-alive comment.
     pub keep_alive_ms: u64,
+}
+
+impl Limits {
+    /// Checks the ranges; the error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1024..=64 << 20).contains(&self.max_body_bytes) {
+            return Err("maxBodyBytes must be from 1024 to 67108864".into());
+        }
+        if self.execution_timeout_ms == 0 || self.max_concurrent_tasks == 0 {
+            return Err("executionTimeoutMs and maxConcurrentTasks must be at least 1".into());
+        }
+        if !self.rate_per_second.is_finite() || self.rate_per_second < 0.0 {
+            return Err("ratePerSecond must be 0 (off) or positive".into());
+        }
+        if self.keep_alive_ms < 100 {
+            return Err("keepAliveMs must be at least 100".into());
+        }
+        Ok(())
+    }
 }
 
 impl Default for Limits {
@@ -229,21 +251,23 @@ pub struct SkillDecl {
     pub tags: Vec<String>,
 }
 
-/// An inbound instance declared in the config.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+/// An inbound instance declared in the config. On every start it is created when missing and
+/// otherwise reconciled: each field it declares wins over what the control API set; a field it
+/// leaves out keeps the stored value.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InstanceDecl {
-    /// Explicit id (default: `<slug(name)>-<8 hex>`).
+    /// Explicit id (default: `<slug(name)>-<8 hex>`, and the entry is matched by name).
     #[serde(default)]
     pub id: Option<String>,
     /// Agent name.
     pub name: String,
-    /// Agent description.
+    /// Agent description (default empty).
     #[serde(default)]
-    pub description: String,
-    /// Agent version.
-    #[serde(default = "default_version")]
-    pub version: String,
+    pub description: Option<String>,
+    /// Agent version (default `0.1.0`).
+    #[serde(default)]
+    pub version: Option<String>,
     /// Endpoint path (default `/a2a/<id>`).
     #[serde(default)]
     pub endpoint_path: Option<String>,
@@ -254,8 +278,8 @@ pub struct InstanceDecl {
     #[serde(default)]
     pub auth_token_env: Option<String>,
     /// Serve it (default true).
-    #[serde(default = "yes")]
-    pub enabled: bool,
+    #[serde(default)]
+    pub enabled: Option<bool>,
     /// Component name (default `a2a-server`).
     #[serde(default)]
     pub component: Option<String>,
@@ -264,8 +288,9 @@ pub struct InstanceDecl {
     pub limits: Option<Limits>,
 }
 
-/// An outbound connection declared in the config.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+/// An outbound connection declared in the config; reconciled on every start like
+/// [`InstanceDecl`] (declared fields win; the file may also move `agentCardUrl`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConnectionDecl {
     /// Explicit id (default: `<slug(name)>-<8 hex>`).
@@ -281,34 +306,30 @@ pub struct ConnectionDecl {
     /// Only sessions of this preset see its tools.
     #[serde(default)]
     pub preset: Option<String>,
-    /// Connected on start.
-    #[serde(default = "yes")]
-    pub enabled: bool,
+    /// Connected on start (default true).
+    #[serde(default)]
+    pub enabled: Option<bool>,
     /// Longest a remote call may take, ms (default 60000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     /// Skills that register no tool.
     #[serde(default)]
-    pub disabled_skills: Vec<String>,
+    pub disabled_skills: Option<Vec<String>>,
     /// Tool name/description overrides by skill id.
     #[serde(default)]
-    pub skill_overrides: std::collections::BTreeMap<String, crate::store::SkillOverride>,
-}
-
-fn default_version() -> String {
-    "0.1.0".into()
-}
-
-fn yes() -> bool {
-    true
+    pub skill_overrides: Option<std::collections::BTreeMap<String, crate::store::SkillOverride>>,
+    /// Let endpoints the remote card announces (and redirects) reach internal addresses.
+    #[serde(default)]
+    pub allow_private: Option<bool>,
 }
 
 impl Config {
     /// Reads a config file; errors name the file and the problem.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
-        let config: Config = toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {} is invalid: {e}", path.display()))?;
-        config.validate()?;
+        let mut config: Config = toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {} is invalid: {e}", path.display()))?;
+        config.source = Some(path.to_owned());
+        config.validate().map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
         Ok(config)
     }
 
@@ -325,6 +346,7 @@ impl Config {
         if self.presets.iter().filter(|p| p.default).count() > 1 {
             anyhow::bail!("more than one preset has default = true");
         }
+        self.limits.check().map_err(|e| anyhow::anyhow!("[limits]: {e}"))?;
         Ok(())
     }
 
@@ -387,7 +409,7 @@ mod tests {
     fn instances_as_code() {
         let c: Config = toml::from_str("[[instances]]\nid = \"bot\"\nname = \"Bot\"\n[instances.limits]\nmaxBodyBytes = 10").unwrap();
         let i = &c.instances[0];
-        assert_eq!((i.id.as_deref(), i.enabled, i.version.as_str()), (Some("bot"), true, "0.1.0"));
+        assert_eq!((i.id.as_deref(), i.enabled, i.version.as_deref()), (Some("bot"), None, None));
         assert_eq!(i.limits.unwrap().max_body_bytes, 10);
     }
 }

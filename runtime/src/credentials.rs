@@ -81,6 +81,13 @@ fn restrict(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Checks a secret name: an environment-variable-like identifier of at most 128 characters.
+pub fn check_secret_name(name: &str) -> Result<String, String> {
+    let ok = name.len() <= 128 && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let shown: String = name.chars().take(64).collect();
+    if ok { Ok(name.to_owned()) } else { Err(format!("must name a secret like MY_TOKEN (letters, digits, _), not {shown:?}")) }
+}
+
 /// The generated secret name of an inbound instance: `A2A_INBOUND_<ID>`.
 pub fn inbound_name(id: &str) -> String {
     generated_name("A2A_INBOUND_", id)
@@ -97,11 +104,12 @@ fn generated_name(prefix: &str, id: &str) -> String {
     format!("{prefix}{tail}")
 }
 
-/// Constant-time comparison of a presented bearer token with the expected one.
+/// Constant-time comparison of a presented bearer token with the expected one. The scheme is
+/// case-insensitive (RFC 9110 §11.1): `Bearer`, `bearer` and `BEARER` all work.
 pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
     use subtle::ConstantTimeEq;
-    let presented = authorization.and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer "))).unwrap_or("");
-    bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
+    let presented = authorization.and_then(|h| h.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map_or("", |(_, t)| t.trim_start_matches(' '));
+    !expected.is_empty() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 
 #[cfg(test)]
@@ -111,6 +119,10 @@ mod tests {
     #[test]
     fn bearer() {
         assert!(bearer_matches(Some("Bearer s3cret"), "s3cret"));
+        assert!(bearer_matches(Some("BEARER s3cret"), "s3cret"));
+        assert!(bearer_matches(Some("BeArEr  s3cret"), "s3cret"));
+        assert!(!bearer_matches(Some("Basic s3cret"), "s3cret"));
+        assert!(!bearer_matches(Some("Bearer "), ""));
         assert!(!bearer_matches(Some("Bearer s3cre"), "s3cret"));
         assert!(!bearer_matches(Some("s3cret"), "s3cret"));
         assert!(!bearer_matches(None, "s3cret"));

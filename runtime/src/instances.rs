@@ -92,46 +92,119 @@ pub fn new_id(name: &str) -> String {
     format!("{}-{}", slug(name), &uuid::Uuid::new_v4().simple().to_string()[..8])
 }
 
-/// Normalises an endpoint path: must start with `/`, no trailing `/`, not under the control
-/// surface.
+/// Normalises an endpoint path: only `/segment/…` of `[A-Za-z0-9._~-]` segments (none `.` or
+/// `..`, none empty, so nothing a client or proxy could decode or collapse into another path),
+/// at most 256 characters, one trailing `/` dropped, never `/`, `/.well-known` or under the
+/// control surface.
 pub fn normalize_endpoint(path: &str) -> Result<String, String> {
-    if !path.starts_with('/') {
-        return Err(format!("endpointPath {path:?} must start with /"));
+    let shown: String = path.chars().take(80).collect();
+    let p = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+    let Some(rest) = p.strip_prefix('/') else {
+        return Err(format!("endpointPath {shown:?} must start with /"));
+    };
+    if p.len() > 256 {
+        return Err("endpointPath must be at most 256 characters".into());
     }
-    if path.chars().any(|c| c.is_whitespace() || c == '?' || c == '#') {
-        return Err(format!("endpointPath {path:?} must not contain spaces, ? or #"));
+    for segment in rest.split('/') {
+        if segment.is_empty() || segment == "." || segment == ".." || !segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"._~-".contains(&b)) {
+            return Err(format!("endpointPath {shown:?} must be /segment/… where each segment is letters, digits, '.', '_', '~' or '-' (not empty, '.' or '..')"));
+        }
     }
-    let p = path.trim_end_matches('/');
-    let p = if p.is_empty() { "/" } else { p };
     for reserved in ["/a2a/api", "/a2a/ui"] {
         if p == reserved || p.starts_with(&format!("{reserved}/")) {
             return Err(format!("endpointPath {p:?} collides with the control surface {reserved}"));
         }
     }
-    if p == "/" || p == "/.well-known" || p.starts_with("/.well-known/") {
+    if p == "/.well-known" || p.starts_with("/.well-known/") {
         return Err(format!("endpointPath {p:?} is reserved"));
     }
     Ok(p.to_owned())
 }
 
-/// The record of a declared instance.
-pub fn record_from_decl(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceRecord, String> {
-    let id = d.id.clone().unwrap_or_else(|| new_id(&d.name));
-    let endpoint_path = normalize_endpoint(&d.endpoint_path.clone().unwrap_or_else(|| format!("/a2a/{id}")))?;
-    Ok(InstanceRecord {
-        id,
-        name: d.name.clone(),
-        description: d.description.clone(),
-        version: d.version.clone(),
-        endpoint_path,
-        preset: d.preset.clone().unwrap_or_else(|| default_preset(config)),
-        auth_token_env: d.auth_token_env.clone(),
-        enabled: d.enabled,
-        component: d.component.clone().unwrap_or_else(|| DEFAULT_COMPONENT.into()),
-        limits: d.limits.unwrap_or(config.limits),
-        created_at: now,
-        updated_at: now,
-    })
+/// Refuses an endpoint path equal to, or nested in (or around), another instance's endpoint or
+/// card path: `others` are (id, endpoint path) of the other instances.
+pub fn check_endpoint_free<'a>(path: &str, others: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), String> {
+    let nested = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|rest| rest.starts_with('/'));
+    for (id, other) in others {
+        if path == other || nested(path, other) || nested(other, path) {
+            return Err(format!("endpointPath {path:?} overlaps {other:?}, served by inbound {id:?}: choose a path that is not inside another instance's path"));
+        }
+    }
+    Ok(())
+}
+
+/// A declaration's field that is wrong, and why.
+pub type DeclError = (&'static str, String);
+
+/// The record a declared instance should have: `stored` (the record it matches, if any) with
+/// every field the declaration declares applied, or a new record. `component_exists` tells
+/// whether a component name is loaded.
+pub fn reconcile(d: &InstanceDecl, stored: Option<&InstanceRecord>, config: &Config, component_exists: impl Fn(&str) -> bool, now: u64) -> Result<InstanceRecord, DeclError> {
+    let mut r = match stored {
+        Some(r) => r.clone(),
+        None => {
+            let id = d.id.clone().unwrap_or_else(|| new_id(&d.name));
+            if d.id.is_some() && (id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))) {
+                return Err(("id", format!("{id:?} must be 1-64 letters, digits, - or _")));
+            }
+            InstanceRecord {
+                endpoint_path: format!("/a2a/{id}"),
+                id,
+                name: d.name.clone(),
+                description: String::new(),
+                version: "0.1.0".into(),
+                preset: default_preset(config),
+                auth_token_env: None,
+                enabled: true,
+                component: DEFAULT_COMPONENT.into(),
+                limits: config.limits,
+                created_at: now,
+                updated_at: now,
+            }
+        }
+    };
+    let before = r.clone();
+    if d.name.trim().is_empty() {
+        return Err(("name", "must not be empty".into()));
+    }
+    r.name = d.name.trim().to_owned();
+    if let Some(v) = &d.description {
+        r.description = v.clone();
+    }
+    if let Some(v) = &d.version {
+        r.version = v.clone();
+    }
+    if let Some(p) = &d.endpoint_path {
+        r.endpoint_path = normalize_endpoint(p).map_err(|e| ("endpointPath", e))?;
+    }
+    if let Some(p) = &d.preset {
+        let presets = config.all_presets();
+        if !presets.iter().any(|x| &x.id == p) {
+            let ids: Vec<&str> = presets.iter().map(|x| x.id.as_str()).collect();
+            return Err(("preset", format!("unknown preset {p:?} (presets: {})", ids.join(", "))));
+        }
+        r.preset = p.clone();
+    }
+    if let Some(name) = &d.auth_token_env {
+        r.auth_token_env = Some(crate::credentials::check_secret_name(name).map_err(|e| ("authTokenEnv", e))?);
+    }
+    if let Some(e) = d.enabled {
+        r.enabled = e;
+    }
+    if let Some(c) = &d.component {
+        if !component_exists(c) {
+            return Err(("component", format!("no component {c:?} is loaded (built in: {DEFAULT_COMPONENT}; others come from the data directory's components/ folder)")));
+        }
+        r.component = c.clone();
+    }
+    if let Some(l) = d.limits {
+        l.check().map_err(|e| ("limits", e))?;
+        r.limits = l;
+    }
+    if stored.is_some() && r != before {
+        r.updated_at = now;
+    }
+    Ok(r)
 }
 
 /// The id of the default preset.
@@ -141,19 +214,8 @@ pub fn default_preset(config: &Config) -> String {
 
 /// The instance a newcomer gets on a first start without config: `demo` on the echo preset.
 pub fn demo(config: &Config, now: u64) -> InstanceRecord {
-    let decl = InstanceDecl {
-        id: Some("demo".into()),
-        name: "demo".into(),
-        description: "Echo agent: replies with what you send.".into(),
-        version: "0.1.0".into(),
-        endpoint_path: None,
-        preset: Some(default_preset(config)),
-        auth_token_env: None,
-        enabled: true,
-        component: None,
-        limits: None,
-    };
-    record_from_decl(&decl, config, now).expect("the demo declaration is valid")
+    let decl = InstanceDecl { id: Some("demo".into()), name: "demo".into(), description: Some("Echo agent: replies with what you send.".into()), ..InstanceDecl::default() };
+    reconcile(&decl, None, config, |_| true, now).expect("the demo declaration is valid")
 }
 
 #[cfg(test)]
@@ -172,11 +234,67 @@ mod tests {
     #[test]
     fn endpoint_paths() {
         assert_eq!(normalize_endpoint("/a2a/x/").unwrap(), "/a2a/x");
-        assert!(normalize_endpoint("a2a/x").is_err());
-        assert!(normalize_endpoint("/a2a/api").is_err());
-        assert!(normalize_endpoint("/a2a/api/x").is_err());
-        assert!(normalize_endpoint("/a2a/ui").is_err());
+        assert_eq!(normalize_endpoint("/agents/v1.2/a_b~c-d").unwrap(), "/agents/v1.2/a_b~c-d");
+        for bad in [
+            "a2a/x",
+            "/a2a/api",
+            "/a2a/api/x",
+            "/a2a/ui",
+            "/",
+            "//",
+            "/a2a/../api",
+            "/a2a//api",
+            "/a2a/%61pi",
+            "/a2a/x;y",
+            "/a2a/x\0",
+            "/a2a/\u{202e}x",
+            "/a2a/./x",
+            "/a2a/x//",
+            "/.well-known/x",
+            "/a b",
+        ] {
+            assert!(normalize_endpoint(bad).is_err(), "{bad:?} was accepted");
+        }
         assert!(normalize_endpoint("/a2a/apix").is_ok());
-        assert!(normalize_endpoint("/").is_err());
+        assert!(normalize_endpoint(&format!("/{}", "a".repeat(300))).is_err());
+    }
+
+    #[test]
+    fn declarations_win_for_the_fields_they_declare() {
+        let config = Config::default();
+        let decl = InstanceDecl { id: Some("bot".into()), name: "Bot".into(), ..InstanceDecl::default() };
+        let created = reconcile(&decl, None, &config, |_| true, 1).unwrap();
+        assert_eq!((created.endpoint_path.as_str(), created.preset.as_str(), created.enabled), ("/a2a/bot", "echo", true));
+        // The control API changed it; a declaration that says nothing about those fields keeps them.
+        let mut stored = created.clone();
+        stored.description = "from the API".into();
+        stored.enabled = false;
+        assert_eq!(reconcile(&decl, Some(&stored), &config, |_| true, 2).unwrap(), stored, "nothing declared changed: no write");
+        let edited = InstanceDecl { preset: Some("scripted".into()), enabled: Some(true), ..decl.clone() };
+        let r = reconcile(&edited, Some(&stored), &config, |_| true, 3).unwrap();
+        assert_eq!((r.preset.as_str(), r.enabled, r.description.as_str(), r.updated_at), ("scripted", true, "from the API", 3));
+    }
+
+    #[test]
+    fn invalid_declarations_name_the_field() {
+        let config = Config::default();
+        let field = |d: InstanceDecl| reconcile(&d, None, &config, |c| c == DEFAULT_COMPONENT, 1).unwrap_err().0;
+        let base = InstanceDecl { name: "x".into(), ..InstanceDecl::default() };
+        assert_eq!(field(InstanceDecl { preset: Some("nope".into()), ..base.clone() }), "preset");
+        assert_eq!(field(InstanceDecl { component: Some("nope".into()), ..base.clone() }), "component");
+        assert_eq!(field(InstanceDecl { endpoint_path: Some("/a2a/../api".into()), ..base.clone() }), "endpointPath");
+        assert_eq!(field(InstanceDecl { auth_token_env: Some("1 bad".into()), ..base.clone() }), "authTokenEnv");
+        assert_eq!(field(InstanceDecl { id: Some("a/b".into()), ..base.clone() }), "id");
+        assert_eq!(field(InstanceDecl { limits: Some(crate::config::Limits { keep_alive_ms: 1, ..Default::default() }), ..base.clone() }), "limits");
+    }
+
+    #[test]
+    fn endpoint_paths_do_not_overlap() {
+        let others = [("one", "/a2a/one")];
+        assert!(check_endpoint_free("/a2a/two", others).is_ok());
+        assert!(check_endpoint_free("/a2a/onex", others).is_ok());
+        for bad in ["/a2a/one", "/a2a/one/agent-card.json", "/a2a/one/x", "/a2a"] {
+            assert!(check_endpoint_free(bad, others).unwrap_err().contains("\"one\""), "{bad}");
+        }
     }
 }

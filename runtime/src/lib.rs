@@ -27,26 +27,73 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+/// Where the runtime listens (SPEC §1).
+#[derive(Clone, Copy, Debug)]
+pub struct Listen {
+    /// The A2A endpoints (and the control surface, without `control`).
+    pub public: SocketAddr,
+    /// A loopback address of its own for `/a2a/api` and `/a2a/ui`.
+    pub control: Option<SocketAddr>,
+}
+
 /// A running server (for the CLI and in-process tests).
 pub struct Running {
     /// The bound address.
     pub addr: SocketAddr,
+    /// The bound control address, when the control surface has a listener of its own.
+    pub control_addr: Option<SocketAddr>,
     /// The runtime state.
     pub app: Arc<app::App>,
     shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
     /// Binds `listen`, starts the runtime and serves in the background.
     pub async fn start(config: config::Config, data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<Running> {
-        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+        Running::start_on(config, data_dir, Listen { public: listen, control: None }).await
+    }
+
+    /// Binds the listeners of `listen`, starts the runtime and serves in the background.
+    /// A listener beyond loopback needs `publicBaseUrl`; the control listener must be loopback.
+    pub async fn start_on(config: config::Config, data_dir: PathBuf, listen: Listen) -> anyhow::Result<Running> {
+        let exposed = !server::guard::listens_on_loopback(listen.public.ip());
+        if exposed && config.public_base_url.is_none() {
+            anyhow::bail!(
+                "listening on {} reaches beyond loopback, so cards need a URL clients can reach: set publicBaseUrl in the config (e.g. publicBaseUrl = \"https://agents.example.com\"), or listen on 127.0.0.1",
+                listen.public
+            );
+        }
+        if let Some(c) = listen.control.filter(|c| !server::guard::listens_on_loopback(c.ip())) {
+            anyhow::bail!("--control-listen {c} must be a loopback address (127.0.0.1:PORT or [::1]:PORT): the control API is for this machine only");
+        }
+        let bind = |addr: SocketAddr| async move { tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}")) };
+        let listener = bind(listen.public).await?;
+        let control = match listen.control {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
         let addr = listener.local_addr()?;
+        let control_addr = control.as_ref().map(|l| l.local_addr()).transpose()?;
         let app = tokio::task::block_in_place(|| app::App::start(config, data_dir, addr))?;
+        if exposed {
+            for i in app.instances().iter().filter(|i| i.record.enabled && i.record.auth_token_env.is_none()) {
+                tracing::warn!(instance = %i.record.id, listen = %addr, "this instance has no token and is reachable beyond loopback: set one with `a2a-edge inbound auth {} --token-stdin`", i.record.id);
+            }
+        }
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(server::serve(app.clone(), listener, shutdown.clone()));
+        let public_surfaces = if control.is_some() { server::Surfaces::Public } else { server::Surfaces::Both };
+        let mut tasks = vec![tokio::spawn(server::serve(app.clone(), listener, public_surfaces, shutdown.clone()))];
+        if let Some(control) = control {
+            tasks.push(tokio::spawn(server::serve(app.clone(), control, server::Surfaces::Control, shutdown.clone())));
+        }
         tokio::spawn(outbound::connect_all(app.clone()));
-        Ok(Running { addr, app, shutdown, task })
+        Ok(Running { addr, control_addr, app, shutdown, tasks })
+    }
+
+    /// The base URL of the control API (`http://<addr>/a2a/api`).
+    pub fn control_url(&self) -> String {
+        format!("http://{}/a2a/api", self.control_addr.unwrap_or(self.addr))
     }
 
     /// Stops accepting, drains in-flight requests and flushes the store.
@@ -57,7 +104,11 @@ impl Running {
 
     /// Serves until the shutdown token fires, then drains and flushes as [`Running::stop`].
     pub async fn wait(self) {
-        let _ = self.task.await;
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        let _ = store::settled(store::Store::flush(&*self.app.store)).await;
+        tracing::info!("stopped");
         self.app.store.close();
     }
 

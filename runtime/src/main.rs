@@ -28,9 +28,13 @@ enum Command {
         /// TOML configuration file.
         #[arg(long, env = "A2A_EDGE_CONFIG")]
         config: Option<PathBuf>,
-        /// Log as JSON lines instead of human text.
-        #[arg(long)]
-        json_logs: bool,
+        /// A loopback address of its own for the control API and panel (/a2a/api, /a2a/ui); the
+        /// public listener then answers 404 there. Use it whenever a proxy forwards to --listen.
+        #[arg(long, env = "A2A_EDGE_CONTROL_LISTEN")]
+        control_listen: Option<SocketAddr>,
+        /// Log format: `text` (human; colours only on a terminal) or `json` (one object per line).
+        #[arg(long, value_enum, default_value = "text", env = "A2A_EDGE_LOG_FORMAT")]
+        log_format: LogFormat,
     },
     /// Inbound instances (control API).
     #[command(subcommand)]
@@ -57,6 +61,19 @@ enum Command {
     Send(cli::SendArgs),
 }
 
+/// How `serve` writes its log.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The log filter when `RUST_LOG` is not set: the runtime's own lines at info, its dependencies'
+/// (wasmtime's compiler, cranelift, hyper) only when they warn.
+const DEFAULT_LOG_FILTER: &str = "warn,a2a_edge=info";
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -64,8 +81,14 @@ async fn main() -> std::process::ExitCode {
         // A client piped into `head` should end quietly, as command-line tools do.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
+    let json = cli.client.json;
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if json => {
+            // Scripts read one JSON document from standard output, failures included.
+            println!("{}", serde_json::json!({ "ok": false, "message": format!("{e:#}") }));
+            std::process::ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("a2a-edge: {e:#}");
             std::process::ExitCode::FAILURE
@@ -75,21 +98,21 @@ async fn main() -> std::process::ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { listen, data_dir, config, json_logs } => {
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn".into());
+        Command::Serve { listen, data_dir, config, control_listen, log_format } => {
+            use std::io::IsTerminal;
+            let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
             let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-            if json_logs {
-                logs.json().init()
-            } else {
-                logs.init()
+            match log_format {
+                LogFormat::Json => logs.json().init(),
+                LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
             }
             let config = match config {
                 Some(path) => a2a_edge::config::Config::load(&path)?,
                 None => a2a_edge::config::Config::default(),
             };
-            let running = a2a_edge::Running::start(config, data_dir, listen).await?;
+            let running = a2a_edge::Running::start_on(config, data_dir, a2a_edge::Listen { public: listen, control: control_listen }).await?;
             println!("a2a-edge {} listening on http://{}", env!("CARGO_PKG_VERSION"), running.addr);
-            println!("control API: http://{}/a2a/api", running.addr);
+            println!("control API: {}", running.control_url());
             for i in running.app.instances().iter().filter(|i| i.record.enabled) {
                 println!("agent {:<24} card: {}{}/agent-card.json", i.record.id, running.app.base_url, i.record.endpoint_path);
             }

@@ -94,7 +94,77 @@ impl Outbound {
     }
 }
 
-/// The secret name of a connection's token.
+/// The longest `timeoutMs` a connection may set.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// Checks a card URL: http(s) with a host.
+pub fn check_card_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    a2a_protocol::client::split_url(url).map(|_| url.to_owned()).map_err(|_| format!("must be an http(s) URL with a host, not {:?}", url.chars().take(200).collect::<String>()))
+}
+
+/// The record a declared connection should have: `stored` with every declared field applied,
+/// or a new record.
+pub fn reconcile(
+    d: &crate::config::ConnectionDecl,
+    stored: Option<&ConnectionRecord>,
+    config: &crate::config::Config,
+    now: u64,
+) -> Result<ConnectionRecord, crate::instances::DeclError> {
+    let mut r = stored.cloned().unwrap_or_else(|| ConnectionRecord {
+        id: d.id.clone().unwrap_or_else(|| crate::instances::new_id(&d.name)),
+        name: d.name.clone(),
+        agent_card_url: String::new(),
+        bearer_token_env: None,
+        preset: None,
+        enabled: true,
+        timeout_ms: DEFAULT_TIMEOUT_MS,
+        disabled_skills: Vec::new(),
+        skill_overrides: Default::default(),
+        allow_private: false,
+        created_at: now,
+        updated_at: now,
+    });
+    let before = r.clone();
+    if d.name.trim().is_empty() {
+        return Err(("name", "must not be empty".into()));
+    }
+    r.name = d.name.trim().to_owned();
+    r.agent_card_url = check_card_url(&d.agent_card_url).map_err(|e| ("agentCardUrl", e))?;
+    if let Some(name) = &d.bearer_token_env {
+        r.bearer_token_env = Some(crate::credentials::check_secret_name(name).map_err(|e| ("bearerTokenEnv", e))?);
+    }
+    if let Some(p) = &d.preset {
+        if !config.all_presets().iter().any(|x| &x.id == p) {
+            return Err(("preset", format!("unknown preset {p:?}")));
+        }
+        r.preset = Some(p.clone());
+    }
+    if let Some(e) = d.enabled {
+        r.enabled = e;
+    }
+    if let Some(t) = d.timeout_ms {
+        if !(100..=MAX_TIMEOUT_MS).contains(&t) {
+            return Err(("timeoutMs", format!("must be from 100 to {MAX_TIMEOUT_MS}")));
+        }
+        r.timeout_ms = t;
+    }
+    if let Some(list) = &d.disabled_skills {
+        r.disabled_skills = list.clone();
+    }
+    if let Some(o) = &d.skill_overrides {
+        r.skill_overrides = o.clone();
+    }
+    if let Some(a) = d.allow_private {
+        r.allow_private = a;
+    }
+    if stored.is_some() && r != before {
+        r.updated_at = now;
+    }
+    Ok(r)
+}
+
+/// The secret holding a connection's bearer token.
 pub fn secret_name(r: &ConnectionRecord) -> String {
     r.bearer_token_env.clone().unwrap_or_else(|| outbound_name(&r.id))
 }
@@ -110,7 +180,14 @@ fn target(app: &App, r: &ConnectionRecord, card: Option<&Value>) -> Target {
         info: ConnectionInfo { id: r.id.clone(), name: r.name.clone(), agent_card_url: r.agent_card_url.clone(), timeout_ms: r.timeout_ms, has_credential: bearer.is_some() },
         bearer,
         origins,
+        reach: reach(&r.agent_card_url, r.allow_private),
     }
+}
+
+/// The SSRF guard of a connection: its card URL's host is trusted as the operator gave it.
+fn reach(card_url: &str, allow_private: bool) -> crate::host::egress::Reach {
+    let trusted_host = card_url.parse::<http::Uri>().ok().and_then(|u| u.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()));
+    crate::host::egress::Reach { trusted_host, allow_private }
 }
 
 /// Reads the remote card and records the outcome; the error says why it failed.
@@ -176,7 +253,7 @@ pub fn view(app: &App, r: &ConnectionRecord) -> Value {
 }
 
 /// Fetches a remote card without creating anything: its preview.
-pub async fn discover(app: &Arc<App>, url: &str, token: Option<String>) -> Result<Value, String> {
+pub async fn discover(app: &Arc<App>, url: &str, token: Option<String>, allow_private: bool) -> Result<Value, String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("agentCardUrl {url:?} is not a URL: {e}"))?;
     let Some(o) = origin(&uri).filter(|o| o.starts_with("http://") || o.starts_with("https://")) else {
         return Err(format!("agentCardUrl {url:?} must be an http(s) URL"));
@@ -185,6 +262,7 @@ pub async fn discover(app: &Arc<App>, url: &str, token: Option<String>) -> Resul
         info: ConnectionInfo { id: "discover".into(), name: "discover".into(), agent_card_url: url.to_owned(), timeout_ms: 10_000, has_credential: token.is_some() },
         bearer: token,
         origins: vec![o],
+        reach: reach(url, allow_private),
     };
     let card = app.host.client.discover(target).await?;
     a2a_protocol::client::preview(&card)

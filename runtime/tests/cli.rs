@@ -75,12 +75,12 @@ async fn inbound_commands_manage_instances() {
     c.ok(&["inbound", "enable", &id]).await;
     assert_eq!(reqwest::get(&card).await.unwrap().json::<Value>().await.unwrap()["name"], "Docs Bot 2");
 
-    let out = c.run_with(&["inbound", "auth", &id, "--token-stdin"], "s3cret-cli\n").await;
+    let out = c.run_with(&["inbound", "auth", &id, "--token-stdin"], "s3cret-cli-0123456789\n").await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let endpoint = format!("{}/a2a/{id}/agent-card.json", c.base());
     let refused = c.fails(&["send", &endpoint, "hi"]).await;
     assert!(refused.contains("wants a bearer token"), "{refused}");
-    let answer = c.ok(&["send", &endpoint, "hi with token", "--token", "s3cret-cli"]).await;
+    let answer = c.ok(&["send", &endpoint, "hi with token", "--token", "s3cret-cli-0123456789"]).await;
     assert_eq!(answer.trim(), "hi with token");
     c.ok(&["inbound", "auth", &id, "--clear"]).await;
     assert!(c.fails(&["inbound", "auth", &id]).await.contains("--token-stdin"));
@@ -128,4 +128,80 @@ async fn send_streams_text_and_task_session_metrics_commands_read_it_back() {
     assert!(err.contains("the update check failed"), "{err}");
     let err = c.fails(&["send", "http://127.0.0.1:9/agent-card.json", "x"]).await;
     assert!(err.contains("cannot reach"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_token_on_stdin_never_clears_auth_and_json_failures_are_json() {
+    let c = Cli::start().await;
+    let strong = "0123456789abcdef-cli-strong\n";
+    assert!(c.run_with(&["inbound", "auth", "demo", "--token-stdin"], strong).await.status.success());
+    // `echo "$UNSET" | a2a-edge inbound auth demo --token-stdin`
+    let out = c.run_with(&["inbound", "auth", "demo", "--token-stdin"], "\n").await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is empty"), "{}", String::from_utf8_lossy(&out.stderr));
+    let card = format!("{}/a2a/demo/agent-card.json", c.base());
+    assert!(c.fails(&["send", &card, "hi"]).await.contains("wants a bearer token"), "still protected");
+    let weak = c.run_with(&["inbound", "auth", "demo", "--token-stdin"], "short\n").await;
+    assert!(String::from_utf8_lossy(&weak.stderr).contains("at least 16"));
+    assert!(c.run_with(&["inbound", "auth", "demo", "--token-stdin", "--allow-weak"], "short\n").await.status.success());
+    c.ok(&["inbound", "auth", "demo", "--clear"]).await;
+
+    let out = c.run_with(&["inbound", "remove", "ghost", "--json"], "").await;
+    assert!(!out.status.success());
+    let failure: Value = serde_json::from_slice(&out.stdout).expect("a JSON failure on stdout");
+    assert_eq!(failure["ok"], false);
+    assert!(failure["message"].as_str().unwrap().contains("unknown inbound id"), "{failure}");
+
+    assert!(c.ok(&["inbound", "test", "demo", "hello skill", "--skill", "chat"]).await.contains("hello skill"));
+    assert!(c.fails(&["inbound", "test", "demo", "x", "--skill", "astrology"]).await.contains("unknown skill"));
+}
+
+/// Runs `a2a-edge serve` with `args` on a fresh data directory, makes a few requests, stops it
+/// with SIGTERM and returns what it logged.
+async fn serve_logs(args: &[&str]) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = loop {
+        let line = stdout.next_line().await.unwrap().expect("serve prints where it listens");
+        if let Some(url) = line.split("listening on ").nth(1) {
+            break url.trim().to_owned();
+        }
+    };
+    let http = reqwest::Client::new();
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m-log", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
+    assert_eq!(http.post(format!("{base}/a2a/demo")).json(&body).send().await.unwrap().status().as_u16(), 200);
+    assert_eq!(http.get(format!("{base}/a2a/api")).header("host", "evil.example").send().await.unwrap().status().as_u16(), 403);
+    let action = serde_json::json!({"action": "inbound.disable", "id": "ghost"});
+    assert_eq!(http.post(format!("{base}/a2a/api")).json(&action).send().await.unwrap().status().as_u16(), 409);
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().await.unwrap();
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_logs_every_request_and_refusal_in_text_or_json() {
+    let json = serve_logs(&["--log-format", "json"]).await;
+    let lines: Vec<Value> = json.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not a JSON line: {l}"))).collect();
+    let field = |l: &Value, k: &str| l["fields"][k].clone();
+    let send = lines.iter().find(|l| field(l, "a2a_method") == "SendMessage").unwrap_or_else(|| panic!("no SendMessage line in {json}"));
+    assert_eq!((field(send, "status"), field(send, "instance"), field(send, "outcome")), (200.into(), "demo".into(), "ok".into()), "{send}");
+    assert!(field(send, "peer").as_str().unwrap().starts_with("127.0.0.1:") && field(send, "task").as_str().unwrap().len() == 36, "{send}");
+    assert!(lines.iter().any(|l| field(l, "status") == 403 && l["level"] == "WARN"), "the 403 is logged: {json}");
+    assert!(lines.iter().any(|l| field(l, "action") == "inbound.disable" && field(l, "status") == 409), "the action and its outcome: {json}");
+    assert!(!json.contains("cranelift") && !json.contains("wasmtime_"), "no compiler lines: {json}");
+
+    let text = serve_logs(&[]).await;
+    assert!(!text.contains('\u{1b}'), "no ANSI colours when stderr is not a terminal: {text}");
+    assert!(text.contains("a2a request") && text.contains("a2a_method=\"SendMessage\"") || text.contains("a2a_method=SendMessage"), "{text}");
 }

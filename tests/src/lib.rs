@@ -24,6 +24,8 @@ pub struct Server {
     pub config: Config,
     /// HTTP client.
     pub http: reqwest::Client,
+    /// The control surface has a listener of its own (`--control-listen`).
+    pub split: bool,
 }
 
 impl Server {
@@ -39,7 +41,16 @@ impl Server {
         }
         let dir = tempfile::tempdir().unwrap();
         prepare(dir.path());
-        let mut s = Server { running: None, dir, config, http: reqwest::Client::new() };
+        let mut s = Server { running: None, dir, config, http: reqwest::Client::new(), split: false };
+        s.boot().await;
+        s
+    }
+
+    /// Starts a server whose control surface listens on a loopback port of its own.
+    pub async fn start_split(mut config: Config) -> Server {
+        config.runtime.cache_dir.get_or_insert_with(shared_cache);
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Server { running: None, dir, config, http: reqwest::Client::new(), split: true };
         s.boot().await;
         s
     }
@@ -50,8 +61,13 @@ impl Server {
     }
 
     async fn boot(&mut self) {
-        let running = a2a_edge::Running::start(self.config.clone(), self.dir.path().to_owned(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
-        self.running = Some(running);
+        self.running = Some(self.try_boot().await.unwrap());
+    }
+
+    /// Starts the runtime on this server's config and data directory; the start-up error as is.
+    pub async fn try_boot(&self) -> anyhow::Result<a2a_edge::Running> {
+        let control = self.split.then(|| "127.0.0.1:0".parse().unwrap());
+        a2a_edge::Running::start_on(self.config.clone(), self.dir.path().to_owned(), a2a_edge::Listen { public: "127.0.0.1:0".parse().unwrap(), control }).await
     }
 
     /// Stops gracefully and starts again on the same data directory.
@@ -120,15 +136,22 @@ impl Server {
         }
     }
 
+    /// The control surface's base URL (its own listener when split).
+    pub fn control_base(&self) -> String {
+        let r = self.running.as_ref().unwrap();
+        format!("http://{}", r.control_addr.unwrap_or(r.addr))
+    }
+
     /// POSTs a control action; returns (status, body).
     pub async fn action(&self, body: Value) -> (u16, Value) {
-        let r = self.http.post(format!("{}/a2a/api", self.base())).json(&body).send().await.unwrap();
+        let r = self.http.post(format!("{}/a2a/api", self.control_base())).json(&body).send().await.unwrap();
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
-    /// GETs a path; returns (status, body as JSON or null).
+    /// GETs a path (control paths on the control surface); returns (status, body as JSON or null).
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        let r = self.http.get(format!("{}{path}", self.base())).send().await.unwrap();
+        let base = if path.starts_with("/a2a/api") || path.starts_with("/a2a/ui") { self.control_base() } else { self.base() };
+        let r = self.http.get(format!("{base}{path}")).send().await.unwrap();
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
@@ -164,14 +187,10 @@ pub fn instance(id: &str, preset: &str) -> a2a_edge::config::InstanceDecl {
     a2a_edge::config::InstanceDecl {
         id: Some(id.into()),
         name: id.into(),
-        description: format!("{id} test agent"),
-        version: "0.1.0".into(),
-        endpoint_path: None,
+        description: Some(format!("{id} test agent")),
         preset: Some(preset.into()),
-        auth_token_env: None,
-        enabled: true,
-        component: None,
         limits: Some(a2a_edge::config::Limits::default()),
+        ..Default::default()
     }
 }
 

@@ -81,7 +81,8 @@ async fn snapshot_pages_and_filters_tasks_newest_first() {
 
     let inbound = snap["inbounds"].as_array().unwrap().iter().find(|i| i["id"] == "echo2").unwrap().clone();
     assert_eq!(inbound["cardPath"], "/a2a/echo2/agent-card.json");
-    assert_eq!(inbound["cardUrl"], format!("{}/a2a/echo2", s.base()));
+    assert_eq!(inbound["cardUrl"], format!("{}/a2a/echo2/agent-card.json", s.base()), "the card's own URL");
+    assert_eq!(inbound["endpointUrl"], format!("{}/a2a/echo2", s.base()), "the endpoint the card announces");
     assert_eq!(inbound["skills"][0]["id"], "chat");
     assert_eq!(snap["version"], env!("CARGO_PKG_VERSION"));
 
@@ -237,7 +238,7 @@ async fn inbound_create_validates_every_field_and_serves_at_once() {
         (with("enabled", json!("yes")), "field \"enabled\" must be a boolean"),
         (with("endpointPath", json!("no-slash")), "must start with /"),
         (with("endpointPath", json!("/a2a/api/x")), "collides with the control surface"),
-        (with("endpointPath", json!("/agents/x")), "already served by inbound"),
+        (with("endpointPath", json!("/agents/x")), "served by inbound"),
         (with("preset", json!("ghost")), "unknown preset \"ghost\""),
         (with("component", json!("ghost")), "component \"ghost\" was refused"),
         (with("maxBodyBytes", json!(10)), "maxBodyBytes\" must be a whole number from 1024"),
@@ -368,7 +369,7 @@ async fn peers_are_tracked_and_closing_one_cancels_its_tasks_and_ends_its_stream
 async fn answers_and_statuses_of_the_surface() {
     let s = Server::default().await;
     let url = format!("{}/a2a/api", s.base());
-    let r = s.http.post(&url).body("{not json").send().await.unwrap();
+    let r = s.http.post(&url).header("content-type", "application/json").body("{not json").send().await.unwrap();
     assert_eq!(r.status().as_u16(), 400);
     let r = s.http.post(&url).json(&json!([1, 2])).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 400);
@@ -379,7 +380,7 @@ async fn answers_and_statuses_of_the_surface() {
     // races the early answer while still sending).
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut tcp = tokio::net::TcpStream::connect(s.running.as_ref().unwrap().addr).await.unwrap();
-    tcp.write_all(format!("POST /a2a/api HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n", (1 << 20) + 1).as_bytes()).await.unwrap();
+    tcp.write_all(format!("POST /a2a/api HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", (1 << 20) + 1).as_bytes()).await.unwrap();
     let mut head = vec![0u8; 64];
     let n = tcp.read(&mut head).await.unwrap();
     assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 413"), "{}", String::from_utf8_lossy(&head[..n]));

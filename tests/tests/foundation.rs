@@ -37,9 +37,11 @@ async fn first_start_serves_demo_card_and_echo_send_message_that_survives_restar
     let (_, got) = s.rpc("/a2a/demo", "GetTask", json!({"id": id})).await;
     assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
     assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "hello edge world");
-    let again = s.send("/a2a/demo", "m-restart", "a second turn must not run").await;
-    assert_eq!(again["result"]["task"]["id"], id.as_str(), "same messageId after restart returns the original task");
+    let again = s.send("/a2a/demo", "m-restart", "hello edge world").await;
+    assert_eq!(again["result"]["task"]["id"], id.as_str(), "a retry (same messageId and parts) after restart returns the original task");
     assert_eq!(again["result"]["task"]["artifacts"][0]["parts"][0]["text"], "hello edge world");
+    let other = s.send("/a2a/demo", "m-restart", "other parts are another message").await;
+    assert_ne!(other["result"]["task"]["id"], id.as_str(), "never answered with a task it did not create");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,8 +76,8 @@ async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_over_the_limit_are_refused_with_413_declared_or_chunked() {
-    let s = Server::start(config_with(&[("small", "a2a-server", Some(256))])).await;
-    let big = "x".repeat(1000);
+    let s = Server::start(config_with(&[("small", "a2a-server", Some(1024))])).await;
+    let big = "x".repeat(4000);
     let r = s.http.post(format!("{}/a2a/small", s.base())).header("content-type", "application/json").body(big.clone()).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 413);
 
@@ -84,7 +86,7 @@ async fn bodies_over_the_limit_are_refused_with_413_declared_or_chunked() {
     let answer = raw(addr, chunked.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
 
-    let control = format!("POST /a2a/api HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{{", (1 << 20) + 1);
+    let control = format!("POST /a2a/api HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{", (1 << 20) + 1);
     let answer = raw(addr, control.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "the control API caps bodies at 1 MiB: {answer}");
 
@@ -187,6 +189,6 @@ async fn wrong_methods_and_unknown_rpc_methods_answer_clearly() {
     let (status, body) = s.rpc("/a2a/demo/", "NoSuchMethod", json!({})).await;
     assert_eq!(status, 200, "trailing slash is the same endpoint");
     assert_eq!(body["error"]["code"], -32601);
-    let r = s.http.post(format!("{}/a2a/api", s.base())).body("{not json").send().await.unwrap();
+    let r = s.http.post(format!("{}/a2a/api", s.base())).header("content-type", "application/json").body("{not json").send().await.unwrap();
     assert_eq!(r.status().as_u16(), 400);
 }

@@ -141,7 +141,7 @@ async fn a_remote_that_goes_down_leaves_the_connection_failed_with_its_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_a2a_edge_is_a_remote_agent_too_declared_in_the_config() {
     let b = Server::default().await;
-    let (status, _) = b.action(json!({"action": "inbound.setAuth", "id": "demo", "token": "edge-b-token"})).await;
+    let (status, _) = b.action(json!({"action": "inbound.setAuth", "id": "demo", "token": "edge-b-token-0123456789"})).await;
     assert_eq!(status, 200);
     let mut config = a2a_edge::config::Config::default();
     let decl = json!({"id": "edge-b", "name": "edge b", "agentCardUrl": format!("{}/a2a/demo/agent-card.json", b.base())});
@@ -157,7 +157,7 @@ async fn another_a2a_edge_is_a_remote_agent_too_declared_in_the_config() {
     }
     assert_eq!(c["state"], "connected", "declared connections connect on start: {c}");
     assert_eq!(c["tools"][0]["name"], "a2a__edge_b__chat");
-    ok(&a, json!({"action": "outbound.setAuth", "id": "edge-b", "token": "edge-b-token"})).await;
+    ok(&a, json!({"action": "outbound.setAuth", "id": "edge-b", "token": "edge-b-token-0123456789"})).await;
     let v = ok(&a, json!({"action": "outbound.call", "id": "edge-b", "skill": "chat", "prompt": "hello from edge a"})).await;
     assert_eq!(v["result"], "hello from edge a");
     let (_, snap) = b.get("/a2a/api").await;

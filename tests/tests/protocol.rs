@@ -236,8 +236,7 @@ async fn errors_of_the_json_rpc_endpoint() {
     assert_eq!(s.code(TCK, "CreateTaskPushNotificationConfig", json!({})).await, -32003);
     assert_eq!(s.code(TCK, "NoSuchMethod", json!({})).await, -32601);
     assert_eq!(s.code(TCK, "GetTask", json!({"nope": 1})).await, -32602);
-    let card = s.ok(TCK, "GetExtendedAgentCard", json!({})).await;
-    assert_eq!(card["name"], "tck");
+    assert_eq!(s.code(TCK, "GetExtendedAgentCard", json!({})).await, -32007, "no token, no extended card");
     let (_, output_modes) = s.rpc(TCK, "SendMessage", json!({"message": message("m-modes", "x"), "configuration": {"acceptedOutputModes": ["image/png"]}})).await;
     assert_eq!(output_modes["error"]["code"], -32005);
 }
@@ -270,7 +269,7 @@ async fn the_gate_rejects_unknown_skills_and_fast_callers_before_a_task_exists()
     assert_eq!(blocking["error"]["code"], -32602);
     assert!(blocking["error"]["message"].as_str().unwrap().contains("astrology"));
     let streaming = s.stream(TCK, "SendStreamingMessage", json!({"message": m}), None).await.json().await;
-    assert_eq!(streaming["error"]["code"], -32000, "gate rejection on the streaming path, before any stream");
+    assert_eq!(streaming["error"]["code"], -32602, "gate rejection on the streaming path too, before any stream");
     // Skill rejections come first in the gate and took no token: the bucket still holds 3.
     for i in 0..3 {
         s.ok(TCK, "SendMessage", json!({"message": message(&format!("tck-complete-task-r{i}"), "x")})).await;

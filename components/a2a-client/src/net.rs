@@ -122,17 +122,9 @@ impl Response {
 
 /// One request, no retry: the response head, or why there is none.
 fn exchange(ctx: &Ctx, method: &Method, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Response, CallError> {
-    let (scheme, rest) = if let Some(r) = url.strip_prefix("https://") {
-        (Scheme::Https, r)
-    } else if let Some(r) = url.strip_prefix("http://") {
-        (Scheme::Http, r)
-    } else {
-        return Err(CallError::Transport(format!("{url} is not an http(s) URL")));
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
+    let target = a2a_protocol::client::split_url(url).map_err(CallError::Transport)?;
+    let scheme = if target.https { Scheme::Https } else { Scheme::Http };
+    let (authority, path) = (target.authority, target.path_and_query.as_str());
     let list: Vec<(String, Vec<u8>)> = headers.iter().map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec())).collect();
     let fields = Fields::from_list(&list).map_err(|e| CallError::Transport(format!("bad request header: {e:?}")))?;
     let req = OutgoingRequest::new(fields);

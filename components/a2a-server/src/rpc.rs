@@ -16,9 +16,13 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
     let legacy = instance.legacy_error_codes;
     let fail = |out, id: &Value, e: RpcError, extra: &[(&str, &str)], method: &str| {
         request_context::record_call(method, e.kind.reason());
+        let retry_after = e.retry_after();
         let mut headers = vec![("content-type", "application/json")];
         headers.extend_from_slice(extra);
-        http::respond(out, 200, &headers, jsonrpc::failure(id, &e, legacy).to_string().as_bytes());
+        if let Some(secs) = &retry_after {
+            headers.push(("retry-after", secs));
+        }
+        http::respond(out, e.kind.http_status(), &headers, jsonrpc::failure(id, &e, legacy).to_string().as_bytes());
     };
     let json_type = req.header("content-type").map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
     if !matches!(json_type.as_deref(), None | Some("application/json" | "application/a2a+json")) {
@@ -36,6 +40,12 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
         Err((id, e)) => return fail(out, &id, e, &[], ""),
     };
     let name = request.method.as_str();
+    if request.notification {
+        // JSON-RPC 2.0 forbids answering a notification; every A2A method's answer is what its
+        // caller needs (a task id at least), so a notification is not run either.
+        request_context::record_call(name, "notification");
+        return http::respond(out, 204, &[], b"");
+    }
     let ok = |out, v: Value| {
         request_context::record_call(name, "ok");
         http::respond(out, 200, &[("content-type", "application/json")], jsonrpc::success(&request.id, v).to_string().as_bytes())
@@ -51,7 +61,7 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
         }
     };
     let result = match method {
-        Method::SendMessage => match send::begin(&request.params, &instance, false) {
+        Method::SendMessage => match send::begin(&request.params, &instance) {
             Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
                 ok(out, run.answer());
                 return run.drive();
@@ -63,7 +73,7 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
             Ok(send::Begin::Answer(v)) => Ok(v),
             Err(e) => Err(e),
         },
-        Method::SendStreamingMessage => match send::begin(&request.params, &instance, true) {
+        Method::SendStreamingMessage => match send::begin(&request.params, &instance) {
             Ok(begun) => {
                 request_context::record_call(name, "ok");
                 return stream::send(begun, out, request.id.clone());
@@ -80,7 +90,7 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
         Method::GetTask => tasks::get(&request.params),
         Method::ListTasks => tasks::list(&request.params),
         Method::CancelTask => tasks::cancel(&request.params),
-        Method::GetExtendedAgentCard => Ok(a2a_protocol::card::build(&card::input(&instance))),
+        Method::GetExtendedAgentCard => a2a_protocol::card::extended(&card::input(&instance)),
     };
     match result {
         Ok(v) => ok(out, v),

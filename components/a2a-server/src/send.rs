@@ -2,6 +2,7 @@
 //! turn to a settled state through the host.
 
 use a2a_protocol::execution::{Execution, Progress};
+use a2a_protocol::idempotency;
 use a2a_protocol::{ErrorKind, Message, Role, RpcError, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task, TaskState, TaskStatus, jsonrpc};
 use serde_json::{Value, json};
 use wasip2::clocks::monotonic_clock;
@@ -11,7 +12,7 @@ use crate::bindings::a2a::edge::events::{self, FrameKind};
 use crate::bindings::a2a::edge::request_context::{self, Limits};
 use crate::bindings::a2a::edge::sessions::{self, TurnEvent, TurnRequest};
 use crate::bindings::a2a::edge::storage;
-use crate::bindings::a2a::edge::types::StoreError;
+use crate::bindings::a2a::edge::types::{MessageClaim, StoreError};
 use crate::bindings::a2a::edge::{admission, attachments};
 use crate::rows;
 use crate::sse::{FIRST_FRAME_GRACE_NS, Sse};
@@ -41,9 +42,9 @@ pub struct Run {
     config: SendMessageConfiguration,
 }
 
-/// Checks the request, passes the gate, and creates (or continues) the task.
-/// On the streaming path a gate rejection is a -32000 server error rather than INVALID_PARAMS.
-pub fn begin(params: &Value, instance: &request_context::InstanceInfo, streaming: bool) -> Result<Begin, RpcError> {
+/// Checks the request, passes the gate, and creates (or continues) the task, unless the message
+/// is a retry of an earlier one (SPEC §4), which is answered with that task as it stands.
+pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result<Begin, RpcError> {
     let req: SendMessageRequest = jsonrpc::params(params)?;
     let invalid = |m: &str| Err(RpcError::new(ErrorKind::InvalidParams, m));
     let mut message = req.message;
@@ -56,55 +57,123 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo, streaming
     if message.parts.is_empty() || !message.parts.iter().all(|p| p.is_valid()) {
         return invalid("message.parts must hold at least one part, each with exactly one of text, raw, url or data");
     }
+    if let Some((i, e)) = message.parts.iter().enumerate().find_map(|(i, p)| Some((i, a2a_protocol::decode_base64(p.raw.as_deref()?).err()?))) {
+        return Err(RpcError::new(ErrorKind::InvalidParams, format!("message.parts[{i}].raw is {e}")));
+    }
     let config = req.configuration.unwrap_or_default();
     let modes = &config.accepted_output_modes;
     if !modes.is_empty() && !modes.iter().any(|m| m == "*/*" || m.starts_with("text/")) {
         return Err(RpcError::new(ErrorKind::ContentTypeNotSupported, "acceptedOutputModes must admit text (text/plain, text/* or */*)"));
     }
-    let skill = message.skill().unwrap_or("chat").to_owned();
-    let known = if instance.skills.is_empty() { skill == "chat" } else { instance.skills.iter().any(|s| s.id == skill) };
-    if !known {
-        request_context::record_rejection("skill");
-        let kind = if streaming { ErrorKind::ServerError } else { ErrorKind::InvalidParams };
-        return Err(RpcError::new(kind, format!("unknown skill {skill:?}: this agent announces {}", skill_list(instance))));
-    }
-    if let Err(ms) = admission::check_rate() {
-        return Err(RpcError::new(ErrorKind::ServerError, format!("rate limit exceeded: retry in {:.1} s", ms as f64 / 1000.0)));
-    }
-    if let Some(id) = storage::find_message(&message.message_id) {
-        return Ok(Begin::Answer(answer(load_task(&id)?.1, &config)));
-    }
-    if instance.attachments {
-        admit_attachments(&mut message)?;
-    }
-    let now = rows::now_ms();
-    match &message.task_id {
-        Some(task_id) => continue_task(task_id, message.clone(), skill, config, instance.limits),
-        None => {
-            let context_id = message.context_id.clone().unwrap_or_else(rows::uuid);
-            let task_id = rows::uuid();
-            let mut first = message.clone();
-            first.context_id = Some(context_id.clone());
-            first.task_id = Some(task_id.clone());
-            let task = Task {
-                id: task_id,
-                context_id,
-                status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: Some(a2a_protocol::time::rfc3339_ms(now)) },
-                artifacts: Vec::new(),
-                history: vec![first],
-                metadata: Some(json!({ "skill": skill }).as_object().cloned().unwrap_or_default()),
-            };
-            // The task is stored already WORKING (or FAILED over quota): nobody can have heard of it
-            // while it was SUBMITTED, so that state costs no write.
-            let mut ex = Execution::new(task);
-            let (slot, _) = admit(&mut ex, now);
-            match storage::create_task(&rows::row(ex.task(), &skill, now, now, 1), Some(&message.message_id)) {
-                Ok(()) => {}
-                Err(StoreError::DuplicateMessage(id)) => return Ok(Begin::Answer(answer(load_task(&id)?.1, &config))),
-                Err(e) => return Err(store_error(e)),
-            }
-            Ok(Run { ex, _slot: slot, limits: instance.limits, sink: None, skill, created_at: now, version: 1, message, config }.begin())
+    let announced: Vec<String> = instance.skills.iter().map(|s| s.id.clone()).collect();
+    let skill = match a2a_protocol::card::select_skill(message.skill(), &announced) {
+        Ok(s) => s.to_owned(),
+        Err(why) => {
+            request_context::record_rejection("skill");
+            return Err(RpcError::new(ErrorKind::InvalidParams, why));
         }
+    };
+    if let Err(ms) = admission::check_rate() {
+        return Err(RpcError::rate_limited(ms));
+    }
+    let fingerprint = idempotency::fingerprint(&message);
+    let mut seen = storage::find_message(&message.message_id);
+    let mut admitted = false;
+    // A claim fails only when another request recorded the same id in the meantime: decide again
+    // on what it recorded (a concurrent identical resend then answers the first one's task).
+    for _ in 0..4 {
+        if let Some(record) = &seen
+            && let Ok((_, task)) = load_task(&record.task_id)
+            && idempotency::is_retry(&message, &fingerprint, &record.fingerprint, &task)
+        {
+            return Ok(Begin::Answer(answer(task, &config)));
+        }
+        if instance.attachments && !admitted {
+            admit_attachments(&mut message)?;
+            admitted = true;
+        }
+        let claim = MessageClaim { message_id: message.message_id.clone(), fingerprint: fingerprint.clone(), replaces: seen.take() };
+        let start = Start { message: message.clone(), skill: skill.clone(), config: config.clone(), limits: instance.limits, claim };
+        match start.run() {
+            Err(StoreError::DuplicateMessage(current)) => seen = Some(current),
+            Err(e) => return Err(store_error(e)),
+            Ok(begun) => return begun,
+        }
+    }
+    Err(RpcError::new(ErrorKind::Internal, format!("message {} is being sent by several requests at once; retry it", message.message_id)))
+}
+
+/// A message that creates or continues a task, with its claim on the message id.
+struct Start {
+    message: Message,
+    skill: String,
+    config: SendMessageConfiguration,
+    limits: Limits,
+    claim: MessageClaim,
+}
+
+impl Start {
+    /// Creates the task, or continues the one the message names; a store error when the claim
+    /// lost (or the store failed).
+    fn run(self) -> Result<Result<Begin, RpcError>, StoreError> {
+        match self.message.task_id.clone() {
+            Some(task_id) => self.continue_task(&task_id),
+            None => self.create(),
+        }
+    }
+
+    fn create(self) -> Result<Result<Begin, RpcError>, StoreError> {
+        let Start { message, skill, config, limits, claim } = self;
+        let now = rows::now_ms();
+        let context_id = message.context_id.clone().unwrap_or_else(rows::uuid);
+        let task_id = rows::uuid();
+        let mut first = message.clone();
+        first.context_id = Some(context_id.clone());
+        first.task_id = Some(task_id.clone());
+        let task = Task {
+            id: task_id,
+            context_id,
+            status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: Some(a2a_protocol::time::rfc3339_ms(now)) },
+            artifacts: Vec::new(),
+            history: vec![first],
+            metadata: Some(json!({ "skill": skill }).as_object().cloned().unwrap_or_default()),
+        };
+        // The task is stored already WORKING (or FAILED over quota): nobody can have heard of it
+        // while it was SUBMITTED, so that state costs no write.
+        let mut ex = Execution::new(task);
+        let (slot, _) = admit(&mut ex, now);
+        storage::create_task(&rows::row(ex.task(), &skill, now, now, 1), Some(&claim))?;
+        Ok(Ok(Run { ex, _slot: slot, limits, sink: None, skill, created_at: now, version: 1, message, config }.begin()))
+    }
+
+    fn continue_task(self, task_id: &str) -> Result<Result<Begin, RpcError>, StoreError> {
+        let Start { mut message, skill, config, limits, claim } = self;
+        let (row, mut task) = match load_task(task_id) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        if message.context_id.as_deref().is_some_and(|c| c != task.context_id) {
+            return Ok(Err(RpcError::new(ErrorKind::InvalidParams, format!("contextId contradicts task {task_id}, whose context is {}", task.context_id))));
+        }
+        let state = task.status.state;
+        if state.is_terminal() {
+            return Ok(Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} is {} and takes no more messages", state.as_str()))));
+        }
+        if !state.is_interrupted() {
+            return Ok(Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} is still running; wait for it or cancel it"))));
+        }
+        message.context_id = Some(task.context_id.clone());
+        task.history.push(message.clone());
+        let mut ex = Execution::new(task);
+        let (slot, frame) = admit(&mut ex, rows::now_ms());
+        let mut run = Run { ex, _slot: slot, limits, sink: None, skill, created_at: row.created_at, version: row.version, message, config };
+        match run.persist(Some(&claim)) {
+            Ok(true) => {}
+            Ok(false) => return Ok(Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} was continued or changed by another request")))),
+            Err(e) => return Err(e),
+        }
+        run.publish(frame.as_slice());
+        Ok(Ok(run.begin()))
     }
 }
 
@@ -116,30 +185,6 @@ fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<Strea
         Err(n) => (None, TaskState::Failed, Some(format!("concurrency quota reached: this agent runs at most {n} tasks at once"))),
     };
     (slot, ex.set_status(state, text, now, rows::uuid()).ok())
-}
-
-fn continue_task(task_id: &str, mut message: Message, skill: String, config: SendMessageConfiguration, limits: Limits) -> Result<Begin, RpcError> {
-    let (row, mut task) = load_task(task_id)?;
-    if message.context_id.as_deref().is_some_and(|c| c != task.context_id) {
-        return Err(RpcError::new(ErrorKind::InvalidParams, format!("contextId contradicts task {task_id}, whose context is {}", task.context_id)));
-    }
-    let state = task.status.state;
-    if state.is_terminal() {
-        return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} is {} and takes no more messages", state.as_str())));
-    }
-    if !state.is_interrupted() {
-        return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} is still running; wait for it or cancel it")));
-    }
-    message.context_id = Some(task.context_id.clone());
-    task.history.push(message.clone());
-    let mut ex = Execution::new(task);
-    let (slot, frame) = admit(&mut ex, rows::now_ms());
-    let mut run = Run { ex, _slot: slot, limits, sink: None, skill, created_at: row.created_at, version: row.version, message, config };
-    if !run.persist(Some(run.message.message_id.clone())) {
-        return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} was continued or changed by another request")));
-    }
-    run.publish(frame.as_slice());
-    Ok(run.begin())
 }
 
 impl Run {
@@ -245,7 +290,7 @@ impl Run {
         let before = self.ex.clone();
         match self.ex.apply(p, rows::now_ms(), rows::uuid) {
             Ok(frames) => {
-                if changes_status && !self.persist(None) {
+                if changes_status && !matches!(self.persist(None), Ok(true)) {
                     self.ex = before;
                     return false;
                 }
@@ -256,23 +301,25 @@ impl Run {
         }
     }
 
-    /// Compare-and-swap of the task; on conflict, takes the stored copy and answers false.
-    fn persist(&mut self, message_id: Option<String>) -> bool {
+    /// Compare-and-swap of the task (with the message's claim when given); on a version
+    /// conflict, takes the stored copy and answers false. A lost claim is the store error.
+    fn persist(&mut self, claim: Option<&MessageClaim>) -> Result<bool, StoreError> {
         let now = rows::now_ms();
         let row = rows::row(self.ex.task(), &self.skill, self.created_at, now, self.version + 1);
-        match storage::update_task(&row, self.version, message_id.as_deref()) {
+        match storage::update_task(&row, self.version, claim) {
             Ok(v) => {
                 self.version = v;
-                true
+                Ok(true)
             }
             Err(StoreError::Conflict(current)) => {
                 self.version = current.version;
                 if let Ok(t) = rows::task(&current) {
                     self.ex.reload(t);
                 }
-                false
+                Ok(false)
             }
-            Err(_) => false,
+            Err(e @ StoreError::DuplicateMessage(_)) => Err(e),
+            Err(_) => Ok(false),
         }
     }
 
@@ -344,15 +391,11 @@ fn answer(task: Task, config: &SendMessageConfiguration) -> Value {
     json!({ "task": task.with_history_length(config.history_length) })
 }
 
-fn skill_list(i: &request_context::InstanceInfo) -> String {
-    if i.skills.is_empty() { "chat".to_owned() } else { i.skills.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ") }
-}
-
 fn store_error(e: StoreError) -> RpcError {
     let msg = match e {
         StoreError::Unavailable(m) | StoreError::Invalid(m) => m,
         StoreError::NotFound => "not found".into(),
-        StoreError::DuplicateMessage(id) => format!("message already recorded for task {id}"),
+        StoreError::DuplicateMessage(r) => format!("message already recorded for task {}", r.task_id),
         StoreError::Conflict(row) => format!("task {} changed concurrently", row.id),
     };
     RpcError::new(ErrorKind::Internal, format!("task store: {msg}"))

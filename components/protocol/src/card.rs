@@ -72,7 +72,7 @@ pub fn build(input: &CardInput) -> Value {
         "name": input.name,
         "description": input.description,
         "version": input.version,
-        "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": true },
+        "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": input.auth_required },
         "defaultInputModes": input_modes,
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
@@ -89,6 +89,30 @@ pub fn build(input: &CardInput) -> Value {
         card["securityRequirements"] = json!([{ "schemes": { "bearer": { "list": [] } } }]);
     }
     card
+}
+
+/// `GetExtendedAgentCard`: A2A 1.0.1 §13.3 says it MUST require authentication, so only an
+/// instance with a token (the host has checked it) has one; the others answer
+/// EXTENDED_AGENT_CARD_NOT_CONFIGURED.
+pub fn extended(input: &CardInput) -> Result<Value, crate::RpcError> {
+    if !input.auth_required {
+        let why = "this agent has no extended card: it takes no token, and GetExtendedAgentCard requires authentication";
+        return Err(crate::RpcError::new(crate::ErrorKind::ExtendedAgentCardNotConfigured, why));
+    }
+    Ok(build(input))
+}
+
+/// The skill a message runs: its `metadata.skill` when the instance announces it, else the
+/// first announced skill (`chat` when none is configured); standard clients never send
+/// `metadata.skill`. The error lists what the instance announces.
+pub fn select_skill<'a>(requested: Option<&'a str>, announced: &'a [String]) -> Result<&'a str, String> {
+    let default = default_skill().id;
+    let list = if announced.is_empty() { default.clone() } else { announced.join(", ") };
+    match requested {
+        None => Ok(announced.first().map_or("chat", String::as_str)),
+        Some(s) if announced.iter().any(|a| a == s) || (announced.is_empty() && s == default) => Ok(s),
+        Some(s) => Err(format!("unknown skill {s:?}: this agent announces {list}")),
+    }
 }
 
 /// A strong ETag for a serialised card (FNV-1a 64 of the bytes).
@@ -127,7 +151,7 @@ mod tests {
             c,
             json!({
                 "name": "reports", "description": "Reporting agent", "version": "0.1.0",
-                "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": true },
+                "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": false },
                 "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
                 "skills": [{ "id": "chat", "name": "chat", "description": "Talk with the agent.", "tags": ["chat"] }],
                 "supportedInterfaces": [{ "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }]
@@ -140,6 +164,24 @@ mod tests {
         let c = build(&CardInput { auth_required: true, ..input() });
         assert_eq!(c["securitySchemes"], json!({"bearer":{"httpAuthSecurityScheme":{"scheme":"Bearer"}}}));
         assert_eq!(c["securityRequirements"], json!([{"schemes":{"bearer":{"list":[]}}}]));
+        assert_eq!(c["capabilities"]["extendedAgentCard"], true);
+    }
+
+    #[test]
+    fn extended_card_needs_a_token() {
+        assert_eq!(extended(&input()).unwrap_err().kind, crate::ErrorKind::ExtendedAgentCardNotConfigured);
+        assert_eq!(extended(&CardInput { auth_required: true, ..input() }).unwrap()["name"], "reports");
+    }
+
+    #[test]
+    fn skills_default_to_the_first_announced() {
+        let announced = vec!["shout".to_owned(), "whisper".to_owned()];
+        assert_eq!(select_skill(None, &announced), Ok("shout"));
+        assert_eq!(select_skill(Some("whisper"), &announced), Ok("whisper"));
+        assert_eq!(select_skill(Some("chat"), &announced).unwrap_err(), "unknown skill \"chat\": this agent announces shout, whisper");
+        assert_eq!(select_skill(None, &[]), Ok("chat"));
+        assert_eq!(select_skill(Some("chat"), &[]), Ok("chat"));
+        assert!(select_skill(Some("x"), &[]).unwrap_err().contains("announces chat"));
     }
 
     #[test]

@@ -147,8 +147,49 @@ pub fn retryable(status: u16) -> bool {
     status >= 500
 }
 
+/// An http(s) URL split for an outgoing request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target<'a> {
+    /// `https`.
+    pub https: bool,
+    /// `host[:port]`.
+    pub authority: &'a str,
+    /// The path and query (`/` when the URL has none); the fragment is dropped.
+    pub path_and_query: String,
+}
+
+/// Splits an http(s) URL: the authority ends at the first `/`, `?` or `#`. A URL with
+/// credentials in it (`user@host`) or without a host is refused.
+pub fn split_url(url: &str) -> Result<Target<'_>, String> {
+    let (https, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+        (Some(r), _) => (true, r),
+        (None, Some(r)) => (false, r),
+        _ => return Err(format!("{url} is not an http(s) URL")),
+    };
+    let rest = rest.split('#').next().unwrap_or("");
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    if authority.is_empty() || authority.contains('@') {
+        return Err(format!("{url} must name a host (and no user:password@)"));
+    }
+    let path_and_query = if tail.starts_with('/') { tail.to_owned() } else { format!("/{tail}") };
+    Ok(Target { https, authority, path_and_query })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn urls_split_at_the_first_delimiter() {
+        let t = |u| split_url(u).map(|t| (t.https, t.authority.to_owned(), t.path_and_query));
+        assert_eq!(t("http://h?x=1"), Ok((false, "h".into(), "/?x=1".into())));
+        assert_eq!(t("https://h:8443/a/b?c=d#frag"), Ok((true, "h:8443".into(), "/a/b?c=d".into())));
+        assert_eq!(t("http://h"), Ok((false, "h".into(), "/".into())));
+        assert_eq!(t("http://h#x/y"), Ok((false, "h".into(), "/".into())));
+        assert!(t("ftp://h/").is_err());
+        assert!(t("http:///x").is_err());
+        assert!(t("http://user:pw@h/").is_err());
+    }
+
     use super::*;
 
     fn card(interfaces: Value) -> Value {

@@ -36,8 +36,8 @@ pub enum ErrorKind {
     VersionNotSupported,
     /// Missing or wrong bearer token (HTTP 401).
     Unauthorized,
-    /// Rate limit (both paths) or gate rejection on the streaming path.
-    ServerError,
+    /// The caller's rate limit is spent (HTTP 429 with `Retry-After`).
+    RateLimited,
 }
 
 impl ErrorKind {
@@ -61,7 +61,7 @@ impl ErrorKind {
             Self::VersionNotSupported if legacy => -32007,
             Self::VersionNotSupported => -32009,
             Self::Unauthorized => -32040,
-            Self::ServerError => -32000,
+            Self::RateLimited => -32000,
         }
     }
 
@@ -83,7 +83,17 @@ impl ErrorKind {
             Self::ExtensionSupportRequired => "EXTENSION_SUPPORT_REQUIRED",
             Self::VersionNotSupported => "VERSION_NOT_SUPPORTED",
             Self::Unauthorized => "UNAUTHORIZED",
-            Self::ServerError => "SERVER_ERROR",
+            Self::RateLimited => "RATE_LIMITED",
+        }
+    }
+
+    /// The HTTP status the error travels with: 401 and 429 where HTTP has a word for it, else
+    /// 200 (JSON-RPC carries the error in the body).
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::Unauthorized => 401,
+            Self::RateLimited => 429,
+            _ => 200,
         }
     }
 }
@@ -95,12 +105,24 @@ pub struct RpcError {
     pub kind: ErrorKind,
     /// Human text.
     pub message: String,
+    /// When the caller may try again, ms (sent as `Retry-After`, rounded up to seconds).
+    pub retry_after_ms: Option<u64>,
 }
 
 impl RpcError {
     /// An error of `kind` with `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        RpcError { kind, message: message.into() }
+        RpcError { kind, message: message.into(), retry_after_ms: None }
+    }
+
+    /// A spent rate limit: retry in `ms`.
+    pub fn rate_limited(ms: u64) -> Self {
+        RpcError { retry_after_ms: Some(ms), ..RpcError::new(ErrorKind::RateLimited, format!("rate limit exceeded: retry in {:.1} s", ms as f64 / 1000.0)) }
+    }
+
+    /// The `Retry-After` header value (whole seconds, at least 1), when there is one.
+    pub fn retry_after(&self) -> Option<String> {
+        self.retry_after_ms.map(|ms| ms.div_ceil(1000).max(1).to_string())
     }
 
     /// The JSON-RPC `error` member.
@@ -143,7 +165,7 @@ mod tests {
         ErrorKind::ExtensionSupportRequired,
         ErrorKind::VersionNotSupported,
         ErrorKind::Unauthorized,
-        ErrorKind::ServerError,
+        ErrorKind::RateLimited,
     ];
 
     #[test]
@@ -169,6 +191,17 @@ mod tests {
                 assert_eq!(k.code(true), k.code(false), "{k:?}");
             }
         }
+    }
+
+    #[test]
+    fn rate_limits_travel_as_429_with_retry_after() {
+        let e = RpcError::rate_limited(1200);
+        assert_eq!((e.kind.code(false), e.kind.reason(), e.kind.http_status()), (-32000, "RATE_LIMITED", 429));
+        assert_eq!(e.retry_after().as_deref(), Some("2"));
+        assert_eq!(RpcError::rate_limited(1).retry_after().as_deref(), Some("1"));
+        assert_eq!(RpcError::new(ErrorKind::TaskNotFound, "x").retry_after(), None);
+        assert_eq!(ErrorKind::Unauthorized.http_status(), 401);
+        assert_eq!(ErrorKind::InvalidParams.http_status(), 200);
     }
 
     #[test]

@@ -13,6 +13,8 @@ pub struct Request {
     pub method: String,
     /// The params object (`{}` when absent).
     pub params: Value,
+    /// A notification: the request has no `id` member, so JSON-RPC 2.0 forbids a reply.
+    pub notification: bool,
 }
 
 /// Parses a request body. On failure, returns the id to answer with (null when unknown) and the
@@ -22,6 +24,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request, (Value, RpcError)> {
     let Value::Object(mut obj) = value else {
         return Err((Value::Null, RpcError::new(ErrorKind::InvalidRequest, "a JSON-RPC request must be a JSON object")));
     };
+    let notification = !obj.contains_key("id");
     let id = match obj.remove("id") {
         None => Value::Null,
         Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
@@ -44,7 +47,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request, (Value, RpcError)> {
             return Err((id, RpcError::new(ErrorKind::InvalidParams, "\"params\" must be an object")));
         }
     };
-    Ok(Request { id, method, params })
+    Ok(Request { id, method, params, notification })
 }
 
 /// Decodes `params` into a method's request type; errors are INVALID_PARAMS naming the problem.

@@ -10,6 +10,7 @@ pub mod card;
 pub mod client;
 pub mod errors;
 pub mod execution;
+pub mod idempotency;
 pub mod ids;
 pub mod jsonrpc;
 pub mod list;

@@ -26,9 +26,11 @@ pub fn parse_rfc3339_ms(s: &str) -> Option<u64> {
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let num = |r: std::ops::Range<usize>| s.get(r).filter(|t| t.bytes().all(|c| c.is_ascii_digit()))?.parse::<i64>().ok();
     let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+    // Leap seconds (second 60) are refused: nothing here produces them, and millisecond
+    // arithmetic has no place for them.
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59 {
         return None;
     }
     let mut i = 19;
@@ -49,12 +51,25 @@ pub fn parse_rfc3339_ms(s: &str) -> Option<u64> {
         "Z" | "z" => 0,
         tz if tz.len() == 6 && matches!(tz.as_bytes()[0], b'+' | b'-') && tz.as_bytes()[3] == b':' => {
             let sign = if tz.starts_with('-') { -1 } else { 1 };
-            sign * (tz[1..3].parse::<i64>().ok()? * 3600 + tz[4..6].parse::<i64>().ok()? * 60)
+            let (oh, om) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            sign * (oh * 3600 + om * 60)
         }
         _ => return None,
     };
     let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset_secs;
     u64::try_from(secs * 1000 + frac_ms).ok()
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 // Howard Hinnant's civil-date algorithms.
@@ -111,11 +126,30 @@ mod tests {
         assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01.123456789Z"), Some(1123));
         assert_eq!(parse_rfc3339_ms("1970-01-01T01:00:00+01:00"), Some(0));
         assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00-00:30"), Some(1_800_000));
+        assert!(parse_rfc3339_ms("2024-02-29T00:00:00Z").is_some(), "a leap day");
+        assert!(parse_rfc3339_ms("2000-02-29T00:00:00Z").is_some());
+        assert_eq!(parse_rfc3339_ms("1900-02-29T00:00:00Z"), None);
     }
 
     #[test]
     fn rejects_malformed() {
-        for s in ["", "yesterday", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00", "2026-01-01T00:00:00.Z", "1969-12-31T23:59:59Z"] {
+        for s in [
+            "",
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "2026-01-01T00:00:00",
+            "2026-01-01T00:00:00.Z",
+            "1969-12-31T23:59:59Z",
+            "2026-02-31T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "2026-01-01T00:00:60Z",
+            "2026-01-01T24:00:00Z",
+            "+026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00+24:00",
+            "2026-01-01T00:00:00+01:60",
+            "2026-01-01T00:00:00+-1:00",
+        ] {
             assert_eq!(parse_rfc3339_ms(s), None, "{s}");
         }
     }

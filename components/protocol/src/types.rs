@@ -87,6 +87,14 @@ impl Part {
     }
 }
 
+/// Decodes the base64 of a `raw` part: standard or URL-safe alphabet, padded or not.
+pub fn decode_base64(b64: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let trimmed = b64.trim_end_matches('=');
+    STANDARD_NO_PAD.decode(trimmed).or_else(|_| URL_SAFE_NO_PAD.decode(trimmed)).map_err(|e| format!("not valid base64: {e}"))
+}
+
 /// A message between client and agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -391,5 +399,14 @@ mod tests {
         assert!(t.clone().with_history_length(Some(0)).history.is_empty());
         let two = t.with_history_length(Some(2));
         assert_eq!(two.history.iter().map(|m| m.message_id.as_str()).collect::<Vec<_>>(), ["2", "3"]);
+    }
+
+    #[test]
+    fn raw_parts_decode_in_either_alphabet() {
+        assert_eq!(decode_base64("aGk=").unwrap(), b"hi");
+        assert_eq!(decode_base64("aGk").unwrap(), b"hi");
+        assert_eq!(decode_base64("-_8").unwrap(), [0xfb, 0xff]);
+        assert!(decode_base64("not base64!").is_err());
+        assert!(decode_base64("a").is_err());
     }
 }

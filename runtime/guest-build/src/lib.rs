@@ -13,11 +13,14 @@ use std::process::Command;
 /// path of the built component. `wit_dir` is tracked for changes. Panics with the build's
 /// output on failure: a build script has no better way to report.
 pub fn build(crate_dir: &Path, lib_name: &str, wit_dir: &Path) -> PathBuf {
+    if let Err(message) = ensure_target(crate_dir) {
+        panic!("{message}");
+    }
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set for build scripts"));
     let target_dir = out_dir.join("guests");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--release", "--locked", "--target", "wasm32-wasip2", "--manifest-path"])
+    cmd.args(["build", "--release", "--locked", "--target", TARGET, "--manifest-path"])
         .arg(crate_dir.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target_dir)
         // From the guest's folder, so its own `.cargo/config.toml` applies.
@@ -27,15 +30,43 @@ pub fn build(crate_dir: &Path, lib_name: &str, wit_dir: &Path) -> PathBuf {
     }
     let output = cmd.output().unwrap_or_else(|e| panic!("could not run cargo for guest {}: {e}", crate_dir.display()));
     if !output.status.success() {
-        panic!("building guest {} failed (is the target installed? `rustup target add wasm32-wasip2`):\n{}", crate_dir.display(), String::from_utf8_lossy(&output.stderr));
+        panic!("building guest {} failed:\n{}", crate_dir.display(), String::from_utf8_lossy(&output.stderr));
     }
-    let release = target_dir.join("wasm32-wasip2").join("release");
+    let release = target_dir.join(TARGET).join("release");
     for manifest in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
         println!("cargo:rerun-if-changed={}", crate_dir.join(manifest).display());
     }
     println!("cargo:rerun-if-changed={}", wit_dir.display());
     track_dep_info(&release.join(format!("{lib_name}.d")));
     release.join(format!("{lib_name}.wasm"))
+}
+
+/// The guests' compilation target.
+const TARGET: &str = "wasm32-wasip2";
+
+/// Makes sure the standard library for [`TARGET`] is installed for the toolchain that runs this
+/// build. rustup adds the targets of `rust-toolchain.toml` only when it installs the toolchain
+/// itself, so a machine that already had Rust 1.95 lacks it: then `rustup target add` runs here.
+/// Without rustup the error's first line is the command that fixes it.
+fn ensure_target(crate_dir: &Path) -> Result<(), String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let fix = format!("rustup target add {TARGET}");
+    let sysroot = Command::new(&rustc).args(["--print", "sysroot"]).output().map_err(|e| format!("{fix}\n(could not run rustc to find its sysroot: {e})"))?;
+    let installed = || Path::new(String::from_utf8_lossy(&sysroot.stdout).trim()).join("lib/rustlib").join(TARGET).join("lib").is_dir();
+    if installed() {
+        return Ok(());
+    }
+    let mut rustup = Command::new("rustup");
+    rustup.args(["target", "add", TARGET]).current_dir(crate_dir);
+    if let Some(toolchain) = std::env::var_os("RUSTUP_TOOLCHAIN") {
+        rustup.arg("--toolchain").arg(toolchain);
+    }
+    match rustup.output() {
+        // Another build script may have installed it at the same moment.
+        _ if installed() => Ok(()),
+        Ok(out) => Err(format!("{fix}\n(the {TARGET} target is missing and `rustup target add` failed: {})", String::from_utf8_lossy(&out.stderr).trim())),
+        Err(e) => Err(format!("{fix}\n(the {TARGET} target is missing for this toolchain and rustup could not be run: {e})")),
+    }
 }
 
 /// Emits `rerun-if-changed` for every source file a dep-info file lists.
@@ -59,5 +90,31 @@ fn track_dep_info(path: &Path) {
             println!("cargo:rerun-if-changed={current}");
         }
         current.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without the target and without rustup, the first line of the error is the fix.
+    #[test]
+    fn missing_target_without_rustup_names_the_fix() {
+        let dir = std::env::temp_dir().join(format!("guest-build-test-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let fake_rustc = dir.join("bin/rustc");
+        std::fs::write(&fake_rustc, format!("#!/bin/sh\necho {}\n", dir.join("sysroot").display())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake_rustc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // SAFETY: this is the only test in this crate that touches the environment.
+        unsafe {
+            std::env::set_var("RUSTC", &fake_rustc);
+            std::env::set_var("PATH", dir.join("bin"));
+        }
+        let err = ensure_target(&dir).unwrap_err();
+        assert_eq!(err.lines().next(), Some("rustup target add wasm32-wasip2"), "{err}");
+        std::fs::create_dir_all(dir.join("sysroot/lib/rustlib/wasm32-wasip2/lib")).unwrap();
+        assert_eq!(ensure_target(&dir), Ok(()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

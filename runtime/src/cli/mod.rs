@@ -102,9 +102,12 @@ pub enum Inbound {
         /// Read the token from standard input.
         #[arg(long, conflicts_with = "clear")]
         token_stdin: bool,
-        /// Remove the token.
+        /// Remove the token (the endpoint then accepts calls without one).
         #[arg(long)]
         clear: bool,
+        /// Accept a token shorter than 16 characters.
+        #[arg(long)]
+        allow_weak: bool,
     },
     /// Send a test message through an instance (same gate and lifecycle, no HTTP auth).
     Test {
@@ -115,6 +118,9 @@ pub enum Inbound {
         /// Continue this context.
         #[arg(long)]
         context: Option<String>,
+        /// Skill to ask for (default: the instance's first announced skill).
+        #[arg(long)]
+        skill: Option<String>,
     },
 }
 
@@ -232,7 +238,7 @@ impl Control {
             Inbound::List => {
                 self.snapshot_list("inbounds", &["ID", "NAME", "ENABLED", "PRESET", "ENDPOINT", "AUTH", "COMPONENT"], |i| {
                     let auth = i["authTokenEnv"].as_str().map_or("-".into(), |_| "bearer".into());
-                    vec![s(&i["id"]), s(&i["name"]), s(&i["enabled"]), s(&i["preset"]), s(&i["cardUrl"]), auth, s(&i["component"])]
+                    vec![s(&i["id"]), s(&i["name"]), s(&i["enabled"]), s(&i["preset"]), s(&i["endpointUrl"]), auth, s(&i["component"])]
                 })
                 .await
             }
@@ -259,7 +265,7 @@ impl Control {
             Inbound::Remove { id } => self.action(json!({ "action": "inbound.remove", "id": id })).await,
             Inbound::Enable { id } => self.action(json!({ "action": "inbound.enable", "id": id })).await,
             Inbound::Disable { id } => self.action(json!({ "action": "inbound.disable", "id": id })).await,
-            Inbound::Auth { id, token, token_stdin, clear } => {
+            Inbound::Auth { id, token, token_stdin, clear, allow_weak } => {
                 let token = match (token, token_stdin, clear) {
                     (Some(t), _, _) => t,
                     (None, true, _) => {
@@ -267,14 +273,19 @@ impl Control {
                         std::io::stdin().read_line(&mut t).context("cannot read the token from standard input")?;
                         t.trim().to_owned()
                     }
-                    (None, false, true) => String::new(),
+                    (None, false, true) => return self.action(json!({ "action": "inbound.setAuth", "id": id, "clear": true })).await,
                     (None, false, false) => bail!("give --token-stdin (or --token) to set a token, or --clear to remove it"),
                 };
-                self.action(json!({ "action": "inbound.setAuth", "id": id, "token": token })).await
+                let mut body = json!({ "action": "inbound.setAuth", "id": id, "token": token });
+                if allow_weak {
+                    body["allowWeak"] = json!(true);
+                }
+                self.action(body).await
             }
-            Inbound::Test { id, text, context } => {
+            Inbound::Test { id, text, context, skill } => {
                 let mut body = json!({ "action": "inbound.sendTest", "id": id, "text": text });
                 put(&mut body, "contextId", context);
+                put(&mut body, "skill", skill);
                 let v = self.act(body).await?;
                 self.print(&v, |v| {
                     println!("task {} {}", s(&v["taskId"]), s(&v["state"]));

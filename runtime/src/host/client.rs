@@ -29,6 +29,8 @@ pub struct Target {
     pub bearer: Option<String>,
     /// Origins the token may go to (`scheme://authority`).
     pub origins: Vec<String>,
+    /// Which addresses the call may reach.
+    pub reach: super::egress::Reach,
 }
 
 /// The data of one client call's store.
@@ -109,7 +111,13 @@ impl ClientHost {
     }
 
     async fn instance(&self, target: Target, abort: CancellationToken) -> wasmtime::Result<(Store<ClientState>, OutboundClient)> {
-        let rules = Rules { bearer: target.bearer, origins: target.origins, timeout: Duration::from_millis(target.info.timeout_ms.max(1)), max_response_bytes: MAX_RESPONSE_BYTES };
+        let rules = Rules {
+            bearer: target.bearer,
+            origins: target.origins,
+            timeout: Duration::from_millis(target.info.timeout_ms.max(1)),
+            max_response_bytes: MAX_RESPONSE_BYTES,
+            reach: target.reach,
+        };
         let state = ClientState {
             table: ResourceTable::new(),
             wasi: WasiCtx::builder().build(),

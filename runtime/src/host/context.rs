@@ -44,6 +44,10 @@ impl Host for EdgeView<'_> {
     fn record_call(&mut self, method: String, outcome: String) -> wasmtime::Result<()> {
         let metrics = &self.req.app.metrics;
         metrics.request(&self.req.instance.record.id, &method, &outcome);
+        self.req.note.with(|c| {
+            c.outcome = Some(outcome.clone());
+            c.method = Some(method.clone());
+        });
         if method == "SendMessage" {
             metrics.send_latency(self.req.started.elapsed());
         }

@@ -7,6 +7,7 @@ mod attachments;
 pub mod bindings;
 pub mod client;
 mod context;
+pub mod egress;
 mod events;
 pub mod outbound_http;
 pub mod registry;
@@ -63,6 +64,32 @@ pub enum Route {
     Internal,
 }
 
+/// What a request turned out to be, as its component told the host: for the request log line.
+#[derive(Clone, Default)]
+pub struct CallNote(Arc<std::sync::Mutex<Call>>);
+
+/// The contents of a [`CallNote`].
+#[derive(Clone, Debug, Default)]
+pub struct Call {
+    /// The A2A method.
+    pub method: Option<String>,
+    /// `ok`, or the error's reason.
+    pub outcome: Option<String>,
+    /// The first task the request created or changed.
+    pub task_id: Option<String>,
+}
+
+impl CallNote {
+    /// What was noted so far.
+    pub fn take(&self) -> Call {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    fn with(&self, f: impl FnOnce(&mut Call)) {
+        f(&mut self.0.lock().unwrap());
+    }
+}
+
 /// Per-request state the `a2a:edge` interfaces see.
 pub struct RequestState {
     app: Arc<App>,
@@ -77,6 +104,8 @@ pub struct RequestState {
     contexts: crate::activity::Contexts,
     /// Tasks whose latest stored version this invocation wrote: id → version.
     written: Vec<(String, u64)>,
+    /// What the request was, for the log.
+    note: CallNote,
 }
 
 /// The data of one request's store.
@@ -222,9 +251,11 @@ impl Host {
     /// Serves one request on the instance's component in a fresh store. The invocation may run
     /// on after the response head is sent (streams, `returnImmediately`); whatever way it ends,
     /// tasks it left unsettled are settled FAILED.
-    pub async fn handle(&self, app: &Arc<App>, instance: Arc<Instance>, route: Route, peer: SocketAddr, req: http::Request<Full<Bytes>>) -> http::Response<Body> {
+    pub async fn handle(&self, app: &Arc<App>, instance: Arc<Instance>, route: Route, peer: SocketAddr, req: http::Request<Full<Bytes>>, note: &CallNote) -> http::Response<Body> {
+        let legacy = app.config.protocol.legacy_error_codes;
+        let failure = |message: &str| crate::server::rpc_failure(500, a2a_protocol::ErrorKind::Internal, message, legacy);
         let Some(component) = self.registry.get(&instance.record.component) else {
-            return crate::server::plain(500, &format!("component {:?} is not loaded", instance.record.component));
+            return failure(&format!("component {:?} is not loaded", instance.record.component));
         };
         let started = std::time::Instant::now();
         let contexts = crate::activity::Contexts::default();
@@ -244,6 +275,7 @@ impl Host {
                 started,
                 contexts: contexts.clone(),
                 written: Vec::new(),
+                note: note.clone(),
             },
             burst: Burst::default(),
         };
@@ -257,7 +289,7 @@ impl Host {
         })();
         let (request, out) = match prepared {
             Ok(p) => p,
-            Err(e) => return crate::server::plain(500, &format!("cannot prepare the request: {e}")),
+            Err(e) => return failure(&format!("cannot prepare the request: {e}")),
         };
         let store_setup = started.elapsed();
         self.instantiations.fetch_add(1, Ordering::Relaxed);
@@ -273,10 +305,10 @@ impl Host {
             .await;
             if let Err(e) = &result {
                 shared.host.traps.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(instance = %store.data().req.instance.record.id, error = %format!("{e:#}"), "component invocation failed");
+                tracing::warn!(instance = %store.data().req.instance.record.id, error = %trap_cause(e), "component invocation failed");
             }
             let req = &store.data().req;
-            storage::settle_abandoned(&shared, &req.instance.record.id, &req.written, result.as_ref().err().map(|e| format!("{e:#}"))).await;
+            storage::settle_abandoned(&shared, &req.instance.record.id, &req.written, result.as_ref().err().map(trap_cause)).await;
             result
         });
         match rx.await {
@@ -286,14 +318,14 @@ impl Host {
                 http::Response::from_parts(parts, app.activity.watch_stream(&peer_id, server_id, contexts, body))
             }
             Ok(Ok(response)) => response,
-            Ok(Err(code)) => crate::server::plain(500, &format!("the component failed the request: {code:?}")),
+            Ok(Err(code)) => failure(&format!("the component failed the request: {code:?}")),
             Err(_) => {
                 let why = match invocation.await {
-                    Ok(Err(e)) => format!("{e:#}"),
+                    Ok(Err(e)) => trap_cause(&e),
                     Ok(Ok(())) => "the component returned without answering".into(),
                     Err(e) => format!("the invocation panicked: {e}"),
                 };
-                crate::server::plain(500, &format!("component error: {}", first_line(&why)))
+                failure(&format!("the component failed: {why}"))
             }
         }
     }
@@ -308,8 +340,13 @@ fn is_event_stream(r: &http::Response<Body>) -> bool {
     r.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }
 
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s)
+/// The cause of a failed invocation in words (`wasm trap: wasm \`unreachable\` instruction
+/// executed`, `CPU limit: …`), without wasmtime's backtrace.
+fn trap_cause(e: &wasmtime::Error) -> String {
+    let root = e.root_cause().to_string();
+    let line = root.lines().next().unwrap_or("");
+    let prefix = if e.downcast_ref::<wasmtime::Trap>().is_some() { "wasm trap: " } else { "" };
+    format!("{prefix}{}", line.chars().take(300).collect::<String>())
 }
 
 /// Advances the engine's epoch every tick until the engine is gone.

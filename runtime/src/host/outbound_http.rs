@@ -14,6 +14,8 @@ use hyper::body::{Body as HttpBody, Frame};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+type Sent = Result<super::egress::Sent, Error>;
+
 /// What an outbound client may do.
 pub struct Rules {
     /// Bearer token for the connection's origins.
@@ -24,6 +26,8 @@ pub struct Rules {
     pub timeout: Duration,
     /// Largest response body.
     pub max_response_bytes: u64,
+    /// Which addresses requests may reach (the SSRF guard).
+    pub reach: super::egress::Reach,
 }
 
 /// The outbound policy of one store.
@@ -45,8 +49,6 @@ impl Policy {
 pub fn origin(uri: &http::Uri) -> Option<String> {
     Some(format!("{}://{}", uri.scheme_str()?, uri.authority()?).to_ascii_lowercase())
 }
-
-type Sent = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>), Error>;
 
 impl WasiHttpHooks for Policy {
     fn send_request(
@@ -73,27 +75,25 @@ impl WasiHttpHooks for Policy {
         {
             request.headers_mut().insert(http::header::AUTHORIZATION, v);
         }
-        let t = rules.timeout;
-        let bounded = |d: Option<Duration>| Some(d.map_or(t, |d| d.min(t)));
-        let options = RequestOptions {
-            connect_timeout: bounded(options.and_then(|o| o.connect_timeout)),
-            first_byte_timeout: bounded(options.and_then(|o| o.first_byte_timeout)),
-            between_bytes_timeout: bounded(options.and_then(|o| o.between_bytes_timeout)),
-        };
-        let cap = rules.max_response_bytes;
+        // The guest may ask for shorter timeouts, never longer ones.
+        let t = options.and_then(|o| o.connect_timeout.into_iter().chain(o.first_byte_timeout).min()).map_or(rules.timeout, |d| d.min(rules.timeout));
+        let (cap, reach) = (rules.max_response_bytes, rules.reach.clone());
         Box::new(async move {
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-            let response = response.map(|body| Capped { inner: body.boxed_unsync(), left: cap, cap }.boxed_unsync());
-            Ok((response, Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>))
+            let addrs = super::egress::resolve(request.uri(), &reach, t).await?;
+            let (response, io) = super::egress::send(request, addrs, t).await?;
+            let response = response.map(|body| Capped { inner: body, left: cap, cap, idle: t, timer: Box::pin(tokio::time::sleep(t)) }.boxed_unsync());
+            Ok((response, io))
         })
     }
 }
 
-/// A response body that fails once it exceeds its cap.
+/// A response body that fails once it exceeds its cap, or when no byte came for `idle`.
 struct Capped {
     inner: WasiBody,
     left: u64,
     cap: u64,
+    idle: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl HttpBody for Capped {
@@ -101,7 +101,15 @@ impl HttpBody for Capped {
     type Error = Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
-        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(frame) => frame,
+            Poll::Pending => {
+                std::task::ready!(self.timer.as_mut().poll(cx));
+                return Poll::Ready(Some(Err(Error::ConnectionReadTimeout)));
+            }
+        };
+        let deadline = tokio::time::Instant::now() + self.idle;
+        self.timer.as_mut().reset(deadline);
         if let Some(Ok(f)) = &frame
             && let Some(data) = f.data_ref()
         {

@@ -108,13 +108,21 @@ impl Registry {
     /// Re-reads `name` from its source (`<components-dir>/<name>.wasm`; an embedded one from the
     /// binary), compiles and validates it on a blocking thread, then swaps it in. On any error
     /// the current entry keeps serving. Requests already running keep the version they started on.
+    ///
+    /// The name is checked before any path is built, and no error names a host path or says why
+    /// a file could not be read (the log does, for the operator).
     pub async fn reload(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Loaded>> {
+        check_name(name)?;
         let path = self.components_dir.join(format!("{name}.wasm"));
         let embedded = EMBEDDED.iter().find(|(n, _)| *n == name).map(|(_, w)| *w);
-        let (wasm, source) = match std::fs::read(&path) {
-            Ok(wasm) => (wasm, Source::File(path)),
-            Err(_) if embedded.is_some() => (embedded.unwrap_or_default().to_vec(), Source::Embedded),
-            Err(e) => anyhow::bail!("component {name:?}: cannot read {}: {e}", path.display()),
+        let (wasm, source) = match (std::fs::read(&path), embedded) {
+            (Ok(wasm), _) => (wasm, Source::File(path)),
+            (Err(_), Some(wasm)) => (wasm.to_vec(), Source::Embedded),
+            (Err(e), None) => {
+                tracing::warn!(component = %name, path = %path.display(), error = %e, "component file not readable");
+                let built_in: Vec<&str> = EMBEDDED.iter().map(|(n, _)| *n).collect();
+                anyhow::bail!("there is no component {name:?}: put {name}.wasm in the data directory's components/ folder, or use a built-in one ({})", built_in.join(", "));
+            }
         };
         let this = self.clone();
         let owned = name.to_owned();
@@ -125,9 +133,7 @@ impl Registry {
 
     /// Compiles (or loads from cache) and validates a component.
     fn load(&self, name: &str, wasm: &[u8], source: Source) -> anyhow::Result<Loaded> {
-        if !valid_name(name) {
-            anyhow::bail!("component name {name:?} must be 1-64 characters of a-z, 0-9, - and _");
-        }
+        check_name(name)?;
         let sha256 = hex::encode(Sha256::digest(wasm));
         let (component, from_cache) = self.compile(name, wasm, &sha256)?;
         let instance_pre = wt(self.linker.instantiate_pre(&component)).with_context(|| format!("component {name:?} imports something this runtime does not provide"))?;
@@ -144,7 +150,8 @@ impl Registry {
         if let Some(Ok(c)) = cached.exists().then(|| unsafe { Component::deserialize_file(&self.engine, &cached) }) {
             return Ok((c, true));
         }
-        let compiled = wt(self.engine.precompile_component(wasm)).with_context(|| format!("component {name:?} is not a valid WebAssembly component"))?;
+        let compiled =
+            self.engine.precompile_component(wasm).map_err(|e| anyhow::anyhow!("component {name:?} is not a valid WebAssembly component: {}", invalid_because(wasm, &e)))?;
         self.compilations.fetch_add(1, Ordering::Relaxed);
         let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
         if std::fs::write(&tmp, &compiled).and_then(|_| std::fs::rename(&tmp, &cached)).is_err() {
@@ -175,6 +182,50 @@ fn component_name(path: &Path) -> Option<String> {
     (path.extension()? == "wasm").then(|| path.file_stem()?.to_str().map(str::to_owned)).flatten()
 }
 
-fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+/// Component names are `[a-z0-9][a-z0-9_-]{0,63}`: nothing that could leave the components folder.
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let lower_digit = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let ok = name.len() <= 64 && name.as_bytes().first().is_some_and(lower_digit) && name.bytes().all(|b| lower_digit(&b) || b == b'-' || b == b'_');
+    if ok {
+        return Ok(());
+    }
+    let shown: String = name.chars().take(64).collect();
+    anyhow::bail!("component name {shown:?} is not valid: use 1-64 characters of a-z, 0-9, - and _, starting with a letter or digit")
+}
+
+/// Why wasm bytes are not a component, in words (wasmparser's own message dumps the bytes).
+fn invalid_because(wasm: &[u8], e: &wasmtime::Error) -> String {
+    match wasm.get(..8) {
+        Some(h) if !h.starts_with(b"\0asm") => "the file is not WebAssembly (it does not start with the \\0asm header)".into(),
+        Some(h) if h[4..] == [1, 0, 0, 0] => "it is a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)".into(),
+        None => "the file is too short to be WebAssembly".into(),
+        Some(_) => {
+            let root = e.root_cause().to_string();
+            root.lines().next().unwrap_or("").split(" - expected").next().unwrap_or("").chars().take(200).collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_before_any_path() {
+        for ok in ["a2a-server", "x", "my_comp-2", &"a".repeat(64)] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "../../dir/x", "-x", "_x", "X", "a/b", "a.b", "a\0", &"a".repeat(65)] {
+            let e = check_name(bad).unwrap_err().to_string();
+            assert!(e.contains("is not valid"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn invalid_components_are_refused_in_words() {
+        let e = wasmtime::Error::msg("x");
+        assert!(invalid_because(b"hello world, not wasm", &e).contains("not WebAssembly"));
+        assert!(invalid_because(b"\0asm\x01\0\0\0", &e).contains("core WebAssembly module"));
+        assert!(invalid_because(b"\0as", &e).contains("too short"));
+    }
 }

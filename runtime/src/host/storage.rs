@@ -7,7 +7,7 @@ use a2a_protocol::TaskState;
 
 use super::EdgeView;
 use super::bindings::storage::Host;
-use super::bindings::types::{self as wit, StoreError, TaskPage, TaskQuery, TaskRow};
+use super::bindings::types::{self as wit, MessageClaim, MessageRecord, StoreError, TaskPage, TaskQuery, TaskRow};
 use crate::app::App;
 use crate::store::{self, PageStart, Store, TaskFilter, settled};
 
@@ -52,12 +52,21 @@ fn row_to_wit(r: store::TaskRow) -> TaskRow {
 
 fn error_to_wit(e: store::StoreError) -> StoreError {
     match e {
-        store::StoreError::DuplicateMessage(t) => StoreError::DuplicateMessage(t),
+        store::StoreError::DuplicateMessage(r) => StoreError::DuplicateMessage(record_to_wit(r)),
         store::StoreError::Conflict(r) => StoreError::Conflict(row_to_wit(*r)),
         store::StoreError::NotFound => StoreError::NotFound,
         store::StoreError::Invalid(m) => StoreError::Invalid(m),
         store::StoreError::Unavailable(m) => StoreError::Unavailable(m),
     }
+}
+
+fn record_to_wit(r: store::MessageRecord) -> MessageRecord {
+    MessageRecord { task_id: r.task_id, fingerprint: r.fingerprint }
+}
+
+fn claim_from_wit(c: MessageClaim) -> store::MessageClaim {
+    let replaces = c.replaces.map(|r| store::MessageRecord { task_id: r.task_id, fingerprint: r.fingerprint });
+    store::MessageClaim { message_id: c.message_id, fingerprint: c.fingerprint, replaces }
 }
 
 impl EdgeView<'_> {
@@ -89,6 +98,9 @@ impl EdgeView<'_> {
     }
 
     fn wrote(&mut self, id: &str, version: u64) {
+        self.req.note.with(|c| {
+            c.task_id.get_or_insert_with(|| id.to_owned());
+        });
         match self.req.written.iter_mut().find(|(t, _)| t == id) {
             Some(w) => w.1 = version,
             None => self.req.written.push((id.to_owned(), version)),
@@ -97,10 +109,10 @@ impl EdgeView<'_> {
 }
 
 impl Host for EdgeView<'_> {
-    async fn create_task(&mut self, row: TaskRow, message_id: Option<String>) -> wasmtime::Result<Result<(), StoreError>> {
+    async fn create_task(&mut self, row: TaskRow, claim: Option<MessageClaim>) -> wasmtime::Result<Result<(), StoreError>> {
         let row = self.row_from_wit(row);
         let (id, context) = (row.id.clone(), row.context_id.clone());
-        let result = settled(self.req.app.store.create_task(row, message_id)).await;
+        let result = settled(self.req.app.store.create_task(row, claim.map(claim_from_wit))).await;
         if result.is_ok() {
             self.wrote(&id, 1);
             self.touched(context);
@@ -109,11 +121,15 @@ impl Host for EdgeView<'_> {
         Ok(result.map_err(error_to_wit))
     }
 
-    async fn update_task(&mut self, row: TaskRow, expected_version: u64, message_id: Option<String>) -> wasmtime::Result<Result<u64, StoreError>> {
+    async fn update_task(&mut self, row: TaskRow, expected_version: u64, claim: Option<MessageClaim>) -> wasmtime::Result<Result<u64, StoreError>> {
         let row = self.row_from_wit(row);
         let (id, terminal) = (row.id.clone(), row.state.is_terminal());
-        let result = settled(self.req.app.store.update_task(row, expected_version, message_id)).await;
+        let failure = (row.state == TaskState::Failed).then(|| status_text(&row.body));
+        let result = settled(self.req.app.store.update_task(row, expected_version, claim.map(claim_from_wit))).await;
         if let Ok(v) = result {
+            if let Some(reason) = failure {
+                tracing::warn!(instance = %self.instance_id(), task = %id, %reason, "task FAILED");
+            }
             self.wrote(&id, v);
             if terminal {
                 self.req.app.activity.task_settled(&id);
@@ -148,9 +164,15 @@ impl Host for EdgeView<'_> {
             .map_err(error_to_wit))
     }
 
-    fn find_message(&mut self, message_id: String) -> wasmtime::Result<Option<String>> {
-        Ok(self.req.app.store.find_message(self.instance_id(), &message_id).ok().flatten())
+    fn find_message(&mut self, message_id: String) -> wasmtime::Result<Option<MessageRecord>> {
+        Ok(self.req.app.store.find_message(self.instance_id(), &message_id).ok().flatten().map(record_to_wit))
     }
+}
+
+/// The text of a stored task's status message (what a FAILED task says went wrong).
+fn status_text(body: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    v["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("(no status message)").chars().take(300).collect()
 }
 
 /// Settles FAILED every task an invocation wrote last and left SUBMITTED or WORKING with no
@@ -176,7 +198,7 @@ pub async fn settle_abandoned(app: &Arc<App>, instance_id: &str, written: &[(Str
                 app.events.publish(&key, crate::events::FrameKind::StatusUpdate, update);
             }
             app.events.close(&key);
-            tracing::warn!(task = %task_id, "settled an abandoned task as FAILED");
+            tracing::warn!(instance = %instance_id, task = %task_id, reason = %why, "task FAILED: settled an abandoned task");
         }
     }
 }

@@ -2,11 +2,12 @@
 //! bearer auth and body limits before any component runs, and graceful shutdown.
 
 mod control;
+pub mod guard;
 
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, header};
@@ -17,8 +18,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::host::{Body, Route, full};
+use crate::host::{Body, CallNote, Route, full};
 use crate::instances::RouteKind;
+
+pub use guard::is_loopback;
 
 /// A plain JSON answer `{"error": message}` with `status`.
 pub fn plain(status: u16, message: &str) -> Response<Body> {
@@ -30,14 +33,27 @@ pub fn json(status: u16, value: &serde_json::Value) -> Response<Body> {
     Response::builder().status(status).header(header::CONTENT_TYPE, "application/json").body(full(value.to_string())).expect("static response parts are valid")
 }
 
-/// The control surface answers only these peers (the TCP peer; proxy headers are ignored).
-pub fn is_loopback(ip: IpAddr) -> bool {
-    ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST) || ip == IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped())
+/// A transport failure on the A2A surface: HTTP `status` with a JSON-RPC error envelope, so A2A
+/// clients decode every answer the same way.
+pub fn rpc_failure(status: u16, kind: a2a_protocol::ErrorKind, message: &str, legacy: bool) -> Response<Body> {
+    let e = a2a_protocol::RpcError::new(kind, message);
+    json(status, &a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, &e, legacy))
 }
 
-/// Serves until `shutdown` fires, then stops accepting, lets in-flight requests finish up to the
-/// configured grace, and flushes the store.
-pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: CancellationToken) {
+/// Which surfaces a listener serves (SPEC §1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surfaces {
+    /// The A2A endpoints and the control surface (no `--control-listen`).
+    Both,
+    /// The A2A endpoints only; `/a2a/api` and `/a2a/ui` answer 404.
+    Public,
+    /// The control surface only.
+    Control,
+}
+
+/// Serves `listener` until `shutdown` fires, then stops accepting and lets in-flight requests
+/// finish up to the configured grace.
+pub async fn serve(app: Arc<App>, listener: TcpListener, surfaces: Surfaces, shutdown: CancellationToken) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let (stream, peer) = tokio::select! {
@@ -55,7 +71,7 @@ pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: CancellationT
         let app = app.clone();
         let service = hyper::service::service_fn(move |req| {
             let app = app.clone();
-            async move { Ok::<_, Infallible>(route(&app, peer, req).await) }
+            async move { Ok::<_, Infallible>(route(&app, peer, surfaces, req).await) }
         });
         let conn = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
@@ -68,53 +84,103 @@ pub async fn serve(app: Arc<App>, listener: TcpListener, shutdown: CancellationT
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!(grace_ms = grace.as_millis() as u64, "in-flight requests did not finish within the shutdown grace");
     }
-    let _ = crate::store::settled(crate::store::Store::flush(&*app.store)).await;
-    tracing::info!("stopped");
 }
 
-async fn route(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Response<Body> {
-    let path = req.uri().path();
-    let control = ["/a2a/api", "/a2a/ui"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")));
-    if control {
-        if !is_loopback(peer.ip()) {
-            return plain(403, "the control API answers loopback callers only");
+fn is_control_path(path: &str) -> bool {
+    ["/a2a/api", "/a2a/ui"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")))
+}
+
+async fn route(app: &Arc<App>, peer: SocketAddr, surfaces: Surfaces, req: Request<Incoming>) -> Response<Body> {
+    let started = Instant::now();
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    if is_control_path(&path) && surfaces != Surfaces::Public {
+        let (response, action) = control_request(app, peer, req).await;
+        let status = response.status().as_u16();
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let what = action.as_deref().unwrap_or("");
+        if status == 403 || status >= 500 {
+            tracing::warn!(%peer, %method, %path, action = what, status, ms, "control request refused");
+        } else {
+            tracing::info!(%peer, %method, %path, action = what, status, ms, "control request");
         }
-        return control::handle(app, req).await;
+        return response;
     }
-    let Some((instance, kind)) = app.routes().resolve(path) else {
-        return plain(404, &format!("no agent at {path}"));
+    let note = CallNote::default();
+    let (response, instance) = if surfaces == Surfaces::Control {
+        (plain(404, &format!("the control listener serves only /a2a/api and /a2a/ui, not {path}")), None)
+    } else {
+        a2a_request(app, peer, req, &note).await
     };
+    let status = response.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let call = note.take();
+    let (instance, a2a_method, task) = (instance.as_deref().unwrap_or(""), call.method.as_deref().unwrap_or(""), call.task_id.as_deref().unwrap_or(""));
+    let outcome = call.outcome.as_deref().unwrap_or("");
+    if matches!(status, 401 | 403 | 429) || status >= 500 {
+        tracing::warn!(%peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request refused");
+    } else {
+        tracing::info!(%peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request");
+    }
+    response
+}
+
+/// A request to the control surface, after its guards; the action it named, for the log.
+async fn control_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> (Response<Body>, Option<String>) {
+    if !is_loopback(peer.ip()) {
+        return (control::refusal(403, "the control API answers loopback callers only"), None);
+    }
+    if let Err(r) = guard::check(req.method(), req.headers()) {
+        return (control::refusal(r.status, r.message), None);
+    }
+    control::handle(app, req).await
+}
+
+/// A request to an instance's card or JSON-RPC endpoint: routing, auth and the body limit before
+/// its component runs; the instance id, for the log.
+async fn a2a_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>, note: &CallNote) -> (Response<Body>, Option<String>) {
+    let legacy = app.config.protocol.legacy_error_codes;
+    let path = req.uri().path();
+    let Some((instance, kind)) = app.routes().resolve(path) else {
+        let message = format!("no agent at {path}; the control API lists the instances and their card URLs");
+        return (rpc_failure(404, a2a_protocol::ErrorKind::InvalidRequest, &message, legacy), None);
+    };
+    let id = Some(instance.record.id.clone());
     let allowed = match kind {
         RouteKind::Card => [Method::GET, Method::HEAD].contains(req.method()),
         RouteKind::Rpc => req.method() == Method::POST,
     };
     if !allowed {
-        let mut r = plain(405, &format!("{} is not allowed here", req.method()));
         let allow = if kind == RouteKind::Card { "GET, HEAD" } else { "POST" };
+        let mut r = rpc_failure(405, a2a_protocol::ErrorKind::InvalidRequest, &format!("{} is not allowed here; use {allow}", req.method()), legacy);
         r.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static(allow));
-        return r;
-    }
-    if kind == RouteKind::Rpc && instance.record.auth_token_env.is_some() {
-        // A named secret that is not set refuses every call (fail closed).
-        let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if !instance.token.as_deref().is_some_and(|t| crate::credentials::bearer_matches(presented, t)) {
-            app.metrics.rejection("auth");
-            return unauthorized(app);
-        }
+        return (r, id);
     }
     if kind == RouteKind::Rpc {
+        let mut presented = req.headers().get_all(header::AUTHORIZATION).iter();
+        let first = presented.next();
+        if presented.next().is_some() {
+            return (rpc_failure(400, a2a_protocol::ErrorKind::InvalidRequest, "send one Authorization header, not several", legacy), id);
+        }
+        if instance.record.auth_token_env.is_some() {
+            // A named secret that is not set refuses every call (fail closed).
+            let presented = first.and_then(|v| v.to_str().ok());
+            if !instance.token.as_deref().is_some_and(|t| crate::credentials::bearer_matches(presented, t)) {
+                app.metrics.rejection("auth");
+                return (unauthorized(app), id);
+            }
+        }
         let agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
         app.activity.seen(&instance.record.id, peer.ip(), agent, crate::tasks::now_ms());
     }
     let limit = instance.record.limits.max_body_bytes;
     let (mut parts, body) = match read_body(req, limit).await {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err((status, message)) => return (rpc_failure(status, a2a_protocol::ErrorKind::InvalidRequest, &message, legacy), id),
     };
     // Components never see the caller's credentials.
     parts.headers.remove(header::AUTHORIZATION);
     let req = Request::from_parts(parts, Full::new(body));
-    app.host.handle(app, instance, Route::Http(kind), peer, req).await
+    (app.host.handle(app, instance, Route::Http(kind), peer, req, note).await, id)
 }
 
 /// HTTP 401 with `WWW-Authenticate: Bearer` and a JSON-RPC UNAUTHORIZED body.
@@ -127,9 +193,9 @@ fn unauthorized(app: &App) -> Response<Body> {
 }
 
 /// Reads the body up to `limit` bytes: 413 beyond (by `Content-Length`, or while reading,
-/// never buffering more), 400 if unreadable.
-pub async fn read_body(req: Request<Incoming>, limit: u64) -> Result<(http::request::Parts, Bytes), Response<Body>> {
-    let too_large = || plain(413, &format!("request body is larger than the limit of {limit} bytes"));
+/// never buffering more), 400 if unreadable; the status and what to fix.
+pub async fn read_body(req: Request<Incoming>, limit: u64) -> Result<(http::request::Parts, Bytes), (u16, String)> {
+    let too_large = || (413, format!("request body is larger than the limit of {limit} bytes"));
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
@@ -138,7 +204,7 @@ pub async fn read_body(req: Request<Incoming>, limit: u64) -> Result<(http::requ
     match Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX)).collect().await {
         Ok(c) => Ok((parts, c.to_bytes())),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
-        Err(e) => Err(plain(400, &format!("cannot read the request body: {e}"))),
+        Err(e) => Err((400, format!("cannot read the request body: {e}"))),
     }
 }
 

@@ -46,6 +46,9 @@ const MIGRATIONS: &[&str] = &[
         id TEXT PRIMARY KEY,
         body TEXT NOT NULL
     );",
+    // 4: what makes a resend a retry: the digest of its taskId and parts (SPEC §4). Rows from
+    // before have none, so a resend of such a message counts as a new message.
+    "ALTER TABLE message_ids ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';",
 ];
 
 /// Brings a database up to the newest schema; refuses a database from a newer runtime.

@@ -38,8 +38,8 @@ pub struct TaskRow {
 /// Why a store call failed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StoreError {
-    /// The message id already names this task.
-    DuplicateMessage(String),
+    /// The message id's record changed since the writer looked; what it holds now.
+    DuplicateMessage(MessageRecord),
     /// The expected version is stale; the current row.
     Conflict(Box<TaskRow>),
     /// No such row.
@@ -53,7 +53,7 @@ pub enum StoreError {
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::DuplicateMessage(t) => write!(f, "message already recorded for task {t}"),
+            Self::DuplicateMessage(r) => write!(f, "message already recorded for task {}", r.task_id),
             Self::Conflict(r) => write!(f, "task {} changed concurrently (now version {})", r.id, r.version),
             Self::NotFound => write!(f, "not found"),
             Self::Invalid(m) | Self::Unavailable(m) => f.write_str(m),
@@ -67,6 +67,26 @@ impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         StoreError::Unavailable(format!("database error: {e}"))
     }
+}
+
+/// What the idempotency index holds for a message id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageRecord {
+    /// The task the message created or continued.
+    pub task_id: String,
+    /// Digest of the message's taskId and parts.
+    pub fingerprint: String,
+}
+
+/// A write's claim on a message id: applied only while the index still holds `replaces`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageClaim {
+    /// The message id.
+    pub message_id: String,
+    /// Digest of the message's taskId and parts.
+    pub fingerprint: String,
+    /// What the index held when the writer decided (none: nothing).
+    pub replaces: Option<MessageRecord>,
 }
 
 /// Filters and paging of a task listing.
@@ -183,6 +203,10 @@ pub struct ConnectionRecord {
     /// What a skill's tool shows instead of the remote's name and description.
     #[serde(default)]
     pub skill_overrides: std::collections::BTreeMap<String, SkillOverride>,
+    /// Endpoints the remote card announces (and redirects) may reach internal addresses
+    /// (loopback, private ranges); link-local ones stay refused.
+    #[serde(default)]
+    pub allow_private: bool,
     /// Creation time, ms.
     pub created_at: u64,
     /// Last change, ms.
@@ -212,12 +236,12 @@ pub async fn settled<T>(p: Pending<T>) -> Result<T, StoreError> {
 /// What the runtime needs from a store. Reads answer at once; writes are queued and resolve
 /// once committed.
 pub trait Store: Send + Sync {
-    /// Insert a task at version 1, claiming `message_id` atomically when given, and bind its
-    /// context to its instance.
-    fn create_task(&self, row: TaskRow, message_id: Option<String>) -> Pending<()>;
-    /// Replace a task if its version is `expected` (recording `message_id` and refreshing the
+    /// Insert a task at version 1, applying the message claim atomically when given, and bind
+    /// its context to its instance.
+    fn create_task(&self, row: TaskRow, claim: Option<MessageClaim>) -> Pending<()>;
+    /// Replace a task if its version is `expected` (applying the claim and refreshing the
     /// context binding); returns the new version.
-    fn update_task(&self, row: TaskRow, expected: u64, message_id: Option<String>) -> Pending<u64>;
+    fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>) -> Pending<u64>;
     /// Insert or replace an instance record.
     fn put_instance(&self, record: InstanceRecord) -> Pending<()>;
     /// Delete an instance record (its tasks stay readable by id from the control API).
@@ -234,8 +258,8 @@ pub trait Store: Send + Sync {
     fn get_task(&self, id: &str, instance_id: Option<&str>) -> Result<Option<TaskRow>, StoreError>;
     /// A filtered page of tasks.
     fn list_tasks(&self, filter: &TaskFilter) -> Result<TaskPage, StoreError>;
-    /// The task a message id was recorded for on an instance.
-    fn find_message(&self, instance_id: &str, message_id: &str) -> Result<Option<String>, StoreError>;
+    /// What the idempotency index holds for a message id on an instance.
+    fn find_message(&self, instance_id: &str, message_id: &str) -> Result<Option<MessageRecord>, StoreError>;
     /// Conversations, newest `last_seen` first, optionally one instance's or one context's.
     fn contexts(&self, instance_id: Option<&str>, context_id: Option<&str>, limit: u32) -> Result<Vec<ContextSummary>, StoreError>;
     /// Task counts by instance and state.

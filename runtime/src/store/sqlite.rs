@@ -18,8 +18,8 @@ const MAX_GROUP: usize = 512;
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
 enum Write {
-    CreateTask(TaskRow, Option<String>, Reply<()>),
-    UpdateTask(TaskRow, u64, Option<String>, Reply<u64>),
+    CreateTask(TaskRow, Option<MessageClaim>, Reply<()>),
+    UpdateTask(TaskRow, u64, Option<MessageClaim>, Reply<u64>),
     PutRecord(Table, String, String, Reply<()>),
     DeleteRecord(Table, String, Reply<()>),
     FailUnsettled(u64, String, Reply<u64>),
@@ -166,8 +166,8 @@ fn commit_group(conn: &mut Connection, group: Vec<Write>) {
     };
     for w in group {
         match w {
-            Write::CreateTask(row, mid, reply) => replies.push(run(&tx, reply, |c| create_task(c, &row, mid.as_deref()))),
-            Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| update_task(c, &row, expected, mid.as_deref()))),
+            Write::CreateTask(row, mid, reply) => replies.push(run(&tx, reply, |c| create_task(c, &row, mid.as_ref()))),
+            Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| update_task(c, &row, expected, mid.as_ref()))),
             Write::PutRecord(table, id, body, reply) => replies.push(run(&tx, reply, |c| {
                 c.execute(&format!("INSERT OR REPLACE INTO {} (id, body) VALUES (?1, ?2)", table.name()), params![id, body])?;
                 Ok(())
@@ -218,13 +218,9 @@ fn fail(w: Write, e: StoreError) {
     }
 }
 
-fn create_task(c: &Connection, row: &TaskRow, message_id: Option<&str>) -> Result<(), StoreError> {
-    if let Some(mid) = message_id
-        && claim_message(c, &row.instance_id, mid, &row.id)? == 0
-    {
-        let existing: String =
-            c.prepare_cached("SELECT task_id FROM message_ids WHERE instance_id = ?1 AND message_id = ?2")?.query_row(params![row.instance_id, mid], |r| r.get(0))?;
-        return Err(StoreError::DuplicateMessage(existing));
+fn create_task(c: &Connection, row: &TaskRow, claim: Option<&MessageClaim>) -> Result<(), StoreError> {
+    if let Some(claim) = claim {
+        check_claim(c, &row.instance_id, claim)?;
     }
     touch_context(c, row)?;
     c.prepare_cached(
@@ -236,10 +232,16 @@ fn create_task(c: &Connection, row: &TaskRow, message_id: Option<&str>) -> Resul
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => StoreError::Invalid(format!("task {} already exists", row.id)),
         e => e.into(),
     })?;
+    if let Some(claim) = claim {
+        record_claim(c, &row.instance_id, claim, &row.id)?;
+    }
     Ok(())
 }
 
-fn update_task(c: &Connection, row: &TaskRow, expected: u64, message_id: Option<&str>) -> Result<u64, StoreError> {
+fn update_task(c: &Connection, row: &TaskRow, expected: u64, claim: Option<&MessageClaim>) -> Result<u64, StoreError> {
+    if let Some(claim) = claim {
+        check_claim(c, &row.instance_id, claim)?;
+    }
     let changed = c
         .prepare_cached(
             "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7
@@ -252,16 +254,35 @@ fn update_task(c: &Connection, row: &TaskRow, expected: u64, message_id: Option<
             None => Err(StoreError::NotFound),
         };
     }
-    if let Some(mid) = message_id {
-        claim_message(c, &row.instance_id, mid, &row.id)?;
+    if let Some(claim) = claim {
+        record_claim(c, &row.instance_id, claim, &row.id)?;
     }
     touch_context(c, row)?;
     Ok(expected + 1)
 }
 
-/// Records a message id for a task unless already recorded; returns rows inserted.
-fn claim_message(c: &Connection, instance_id: &str, message_id: &str, task_id: &str) -> rusqlite::Result<usize> {
-    c.prepare_cached("INSERT OR IGNORE INTO message_ids (instance_id, message_id, task_id) VALUES (?1, ?2, ?3)")?.execute(params![instance_id, message_id, task_id])
+/// What the idempotency index holds for a message id of an instance.
+fn find_message(c: &Connection, instance_id: &str, message_id: &str) -> rusqlite::Result<Option<MessageRecord>> {
+    c.prepare_cached("SELECT task_id, fingerprint FROM message_ids WHERE instance_id = ?1 AND message_id = ?2")?
+        .query_row(params![instance_id, message_id], |r| Ok(MessageRecord { task_id: r.get(0)?, fingerprint: r.get(1)? }))
+        .optional()
+}
+
+/// The compare-and-swap of a claim: the index must still hold what the claim replaces.
+fn check_claim(c: &Connection, instance_id: &str, claim: &MessageClaim) -> Result<(), StoreError> {
+    match find_message(c, instance_id, &claim.message_id)? {
+        Some(current) if Some(&current) != claim.replaces.as_ref() => Err(StoreError::DuplicateMessage(current)),
+        _ => Ok(()),
+    }
+}
+
+/// Records a claimed message id for a task (replacing what it held).
+fn record_claim(c: &Connection, instance_id: &str, claim: &MessageClaim, task_id: &str) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "INSERT INTO message_ids (instance_id, message_id, task_id, fingerprint) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (instance_id, message_id) DO UPDATE SET task_id = excluded.task_id, fingerprint = excluded.fingerprint",
+    )?
+    .execute(params![instance_id, claim.message_id, task_id, claim.fingerprint])
 }
 
 /// Binds a task's context to its instance (first seen, last seen).
@@ -386,12 +407,12 @@ fn contexts(c: &Connection, instance_id: Option<&str>, context_id: Option<&str>,
 }
 
 impl Store for SqliteStore {
-    fn create_task(&self, row: TaskRow, message_id: Option<String>) -> Pending<()> {
-        self.send(|r| Write::CreateTask(row, message_id, r))
+    fn create_task(&self, row: TaskRow, claim: Option<MessageClaim>) -> Pending<()> {
+        self.send(|r| Write::CreateTask(row, claim, r))
     }
 
-    fn update_task(&self, row: TaskRow, expected: u64, message_id: Option<String>) -> Pending<u64> {
-        self.send(|r| Write::UpdateTask(row, expected, message_id, r))
+    fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>) -> Pending<u64> {
+        self.send(|r| Write::UpdateTask(row, expected, claim, r))
     }
 
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
@@ -426,12 +447,8 @@ impl Store for SqliteStore {
         self.read(|c| list_tasks(c, filter))
     }
 
-    fn find_message(&self, instance_id: &str, message_id: &str) -> Result<Option<String>, StoreError> {
-        self.read(|c| {
-            Ok(c.prepare_cached("SELECT task_id FROM message_ids WHERE instance_id = ?1 AND message_id = ?2")?
-                .query_row(params![instance_id, message_id], |r| r.get(0))
-                .optional()?)
-        })
+    fn find_message(&self, instance_id: &str, message_id: &str) -> Result<Option<MessageRecord>, StoreError> {
+        self.read(|c| Ok(find_message(c, instance_id, message_id)?))
     }
 
     fn contexts(&self, instance_id: Option<&str>, context_id: Option<&str>, limit: u32) -> Result<Vec<ContextSummary>, StoreError> {
@@ -486,13 +503,27 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn message_ids_are_claimed_once() {
+    async fn message_claims_compare_and_swap() {
         let (_d, s) = store();
-        settled(s.create_task(row("t1", 1), Some("m".into()))).await.unwrap();
-        let dup = settled(s.create_task(row("t2", 2), Some("m".into()))).await.unwrap_err();
-        assert_eq!(dup, StoreError::DuplicateMessage("t1".into()));
+        let claim = |fp: &str, replaces: Option<MessageRecord>| Some(MessageClaim { message_id: "m".into(), fingerprint: fp.into(), replaces });
+        let t1 = MessageRecord { task_id: "t1".into(), fingerprint: "f1".into() };
+        settled(s.create_task(row("t1", 1), claim("f1", None))).await.unwrap();
+        assert_eq!(s.find_message("i", "m").unwrap(), Some(t1.clone()));
+        // A writer that saw nothing loses to the one that claimed first, and writes nothing.
+        let dup = settled(s.create_task(row("t2", 2), claim("f1", None))).await.unwrap_err();
+        assert_eq!(dup, StoreError::DuplicateMessage(t1.clone()));
         assert!(s.get_task("t2", None).unwrap().is_none(), "a refused create writes nothing");
-        assert_eq!(s.find_message("i", "m").unwrap().as_deref(), Some("t1"));
+        // One that saw the current record replaces it (a new message reusing the id).
+        settled(s.create_task(row("t2", 2), claim("f2", Some(t1.clone())))).await.unwrap();
+        let t2 = MessageRecord { task_id: "t2".into(), fingerprint: "f2".into() };
+        assert_eq!(s.find_message("i", "m").unwrap(), Some(t2.clone()));
+        // An update with a stale claim changes nothing.
+        let mut r = row("t2", 2);
+        r.body = "changed".into();
+        assert_eq!(settled(s.update_task(r.clone(), 1, claim("f3", Some(t1)))).await.unwrap_err(), StoreError::DuplicateMessage(t2.clone()));
+        assert_eq!(s.get_task("t2", None).unwrap().unwrap().version, 1);
+        assert_eq!(settled(s.update_task(r, 1, claim("f3", Some(t2)))).await.unwrap(), 2);
+        assert_eq!(s.find_message("i", "m").unwrap().unwrap().fingerprint, "f3");
         assert_eq!(s.find_message("other", "m").unwrap(), None);
     }
 

@@ -15,6 +15,9 @@ use crate::instances::{self, Instance};
 use crate::store::{InstanceRecord, PageStart, Store, TaskFilter};
 use crate::tasks::now_ms;
 
+/// The shortest inbound bearer token accepted without `allowWeak`.
+const MIN_TOKEN_CHARS: usize = 16;
+
 /// Fields each action accepts, besides `action`.
 const ACTIONS: &[(&str, &[&str])] = &[
     ("inbound.create", &["name", "description", "version", "endpointPath", "preset", "authTokenEnv", "enabled", "component", "maxBodyBytes", "limits"]),
@@ -22,21 +25,21 @@ const ACTIONS: &[(&str, &[&str])] = &[
     ("inbound.remove", &["id"]),
     ("inbound.enable", &["id"]),
     ("inbound.disable", &["id"]),
-    ("inbound.setAuth", &["id", "token"]),
+    ("inbound.setAuth", &["id", "token", "clear", "allowWeak"]),
     ("inbound.sendTest", &["id", "text", "contextId", "skill"]),
     ("inbound.close", &["id"]),
     ("task.cancel", &["id"]),
     ("session.cancel", &["id", "serverId"]),
     ("session.close", &["id", "serverId"]),
     ("component.reload", &["name"]),
-    ("outbound.create", &["name", "agentCardUrl", "bearerTokenEnv", "preset", "enabled", "timeoutMs", "disabledSkills", "skillOverrides"]),
-    ("outbound.update", &["id", "name", "preset", "timeoutMs", "disabledSkills", "skillOverrides", "agentCardUrl"]),
+    ("outbound.create", &["name", "agentCardUrl", "bearerTokenEnv", "preset", "enabled", "timeoutMs", "disabledSkills", "skillOverrides", "allowPrivate"]),
+    ("outbound.update", &["id", "name", "preset", "timeoutMs", "disabledSkills", "skillOverrides", "agentCardUrl", "allowPrivate"]),
     ("outbound.remove", &["id"]),
     ("outbound.enable", &["id"]),
     ("outbound.disable", &["id"]),
     ("outbound.refresh", &["id"]),
-    ("outbound.setAuth", &["id", "token"]),
-    ("outbound.discover", &["agentCardUrl", "token"]),
+    ("outbound.setAuth", &["id", "token", "clear"]),
+    ("outbound.discover", &["agentCardUrl", "token", "allowPrivate"]),
     ("outbound.call", &["id", "skill", "prompt", "taskId", "contextId"]),
 ];
 
@@ -102,9 +105,8 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &Fields<'_>) -> Result
     }
     if let Some(p) = f.opt_nonempty("endpointPath")? {
         let path = instances::normalize_endpoint(p)?;
-        if let Some(other) = app.store.instances().unwrap_or_default().iter().find(|o| o.id != r.id && o.endpoint_path == path) {
-            return Err(format!("endpointPath {path:?} is already served by inbound {:?}", other.id));
-        }
+        let all = app.store.instances().map_err(|e| e.to_string())?;
+        instances::check_endpoint_free(&path, all.iter().filter(|o| o.id != r.id).map(|o| (o.id.as_str(), o.endpoint_path.as_str())))?;
         r.endpoint_path = path;
     }
     if let Some(p) = f.opt_nonempty("preset")? {
@@ -130,27 +132,10 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &Fields<'_>) -> Result
             merged[k] = v.clone();
         }
         r.limits = serde_json::from_value::<Limits>(merged).map_err(|e| format!("field \"limits\": {e}"))?;
-        check_limits(&r.limits)?;
+        r.limits.check().map_err(|e| format!("field \"limits\": {e}"))?;
     }
     if let Some(n) = f.opt_u64("maxBodyBytes", 1024..=64 << 20)? {
         r.limits.max_body_bytes = n;
-    }
-    Ok(())
-}
-
-fn check_limits(l: &Limits) -> Result<(), Refusal> {
-    let bad = |what: &str| Err(format!("field \"limits\": {what}"));
-    if !(1024..=64 << 20).contains(&l.max_body_bytes) {
-        return bad("maxBodyBytes must be from 1024 to 67108864");
-    }
-    if l.execution_timeout_ms == 0 || l.max_concurrent_tasks == 0 {
-        return bad("executionTimeoutMs and maxConcurrentTasks must be at least 1");
-    }
-    if !l.rate_per_second.is_finite() || l.rate_per_second < 0.0 {
-        return bad("ratePerSecond must be 0 (off) or positive");
-    }
-    if l.keep_alive_ms < 100 {
-        return bad("keepAliveMs must be at least 100");
     }
     Ok(())
 }
@@ -178,6 +163,8 @@ async fn create(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
         updated_at: now,
     };
     apply(app, &mut r, f).await?;
+    let all = app.store.instances().map_err(|e| e.to_string())?;
+    instances::check_endpoint_free(&r.endpoint_path, all.iter().map(|o| (o.id.as_str(), o.endpoint_path.as_str())))?;
     save(app, r).await?;
     Ok(json!({ "ok": true, "message": format!("inbound server {name:?} created"), "id": id }))
 }
@@ -227,7 +214,7 @@ async fn set_enabled(app: &Arc<App>, f: &Fields<'_>, enabled: bool) -> Result<Va
 async fn set_auth(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
     let id = f.str("id")?;
     let mut r = record(app, id)?;
-    let token = f.opt_token()?;
+    let token = f.auth_change(MIN_TOKEN_CHARS)?;
     let name = inbound_name(id);
     app.credentials.set(&name, token).map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.auth_token_env = token.map(|_| name.clone());

@@ -13,7 +13,6 @@ use crate::store::{ConnectionRecord, SkillOverride, Store, settled};
 use crate::tasks::now_ms;
 
 /// Longest timeout a connection may set, ms.
-const MAX_TIMEOUT_MS: u64 = 3_600_000;
 
 async fn save(app: &App, r: ConnectionRecord) -> Result<(), Refusal> {
     let id = r.id.clone();
@@ -47,12 +46,15 @@ fn apply(r: &mut ConnectionRecord, f: &Fields<'_>, app: &App) -> Result<(), Refu
         }
         r.preset = Some(p.to_owned());
     }
-    if let Some(t) = f.opt_u64("timeoutMs", 100..=MAX_TIMEOUT_MS)? {
+    if let Some(t) = f.opt_u64("timeoutMs", 100..=outbound::MAX_TIMEOUT_MS)? {
         r.timeout_ms = t;
     }
     if f.has("disabledSkills") {
         let list = f.0["disabledSkills"].as_array().ok_or("field \"disabledSkills\" must be a list of skill ids")?;
         r.disabled_skills = list.iter().map(|v| v.as_str().map(str::to_owned).ok_or("field \"disabledSkills\" must be a list of strings")).collect::<Result<_, _>>()?;
+    }
+    if let Some(a) = f.opt_bool("allowPrivate")? {
+        r.allow_private = a;
     }
     if let Some(o) = f.opt_object("skillOverrides")? {
         r.skill_overrides = serde_json::from_value::<BTreeMap<String, SkillOverride>>(Value::Object(o.clone()))
@@ -62,9 +64,7 @@ fn apply(r: &mut ConnectionRecord, f: &Fields<'_>, app: &App) -> Result<(), Refu
 }
 
 fn card_url(f: &Fields<'_>) -> Result<String, Refusal> {
-    let url = f.str("agentCardUrl")?.trim();
-    let ok = url.parse::<http::Uri>().ok().is_some_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some());
-    if ok { Ok(url.to_owned()) } else { Err(format!("field \"agentCardUrl\" must be an http(s) URL, not {url:?}")) }
+    outbound::check_card_url(f.str("agentCardUrl")?).map_err(|e| format!("field \"agentCardUrl\" {e}"))
 }
 
 /// `outbound.create`
@@ -83,6 +83,7 @@ pub async fn create(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
         timeout_ms: outbound::DEFAULT_TIMEOUT_MS,
         disabled_skills: Vec::new(),
         skill_overrides: BTreeMap::new(),
+        allow_private: false,
         created_at: now,
         updated_at: now,
     };
@@ -142,7 +143,8 @@ pub async fn refresh(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
 pub async fn set_auth(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
     let id = f.str("id")?;
     let mut r = record(app, id)?;
-    let token = f.opt_token()?;
+    // The remote decides its tokens' strength: no minimum length here.
+    let token = f.auth_change(1)?;
     let name = crate::credentials::outbound_name(id);
     app.credentials.set(&name, token).map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.bearer_token_env = token.map(|_| name.clone());
@@ -158,7 +160,7 @@ pub async fn set_auth(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> 
 pub async fn discover(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
     let url = card_url(f)?;
     let token = f.opt_str("token")?.filter(|t| !t.is_empty()).map(str::to_owned);
-    let preview = outbound::discover(app, &url, token).await.map_err(|e| format!("cannot discover {url}: {e}"))?;
+    let preview = outbound::discover(app, &url, token, f.opt_bool("allowPrivate")?.unwrap_or(false)).await.map_err(|e| format!("cannot discover {url}: {e}"))?;
     Ok(json!({ "ok": true, "message": format!("discovered {}", preview["name"].as_str().unwrap_or("an agent")), "preview": preview }))
 }
 

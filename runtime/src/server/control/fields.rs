@@ -70,14 +70,25 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// The optional `token` of a setAuth: absent or `""` is none (clear); at most 4096
-    /// characters, no spaces or control characters.
-    pub fn opt_token(&self) -> Result<Option<&'a str>, Refusal> {
-        let token = self.opt_str("token")?.filter(|t| !t.is_empty());
-        if token.is_some_and(|t| t.len() > 4096 || t.chars().any(|c| c.is_whitespace() || c.is_control())) {
-            return Err("field \"token\" must be at most 4096 characters without spaces or control characters".into());
+    /// What a setAuth asks: a `token` to set, or `clear: true`. An empty or blank token is
+    /// refused (it would silently remove auth, e.g. from `echo "$UNSET" | …`); so is one shorter
+    /// than `min_len` unless `allowWeak: true`. At most 4096 characters, no spaces or control
+    /// characters.
+    pub fn auth_change(&self, min_len: usize) -> Result<Option<&'a str>, Refusal> {
+        let clear = self.opt_bool("clear")?.unwrap_or(false);
+        match (self.opt_str("token")?, clear) {
+            (Some(_), true) => Err("give either \"token\" or \"clear\": true, not both".into()),
+            (None, true) => Ok(None),
+            (None, false) => Err("missing field \"token\"; to remove the token send \"clear\": true".into()),
+            (Some(t), false) if t.trim().is_empty() => Err("field \"token\" is empty; to remove the token send \"clear\": true".into()),
+            (Some(t), false) if t.len() > 4096 || t.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+                Err("field \"token\" must be at most 4096 characters without spaces or control characters".into())
+            }
+            (Some(t), false) if t.chars().count() < min_len && self.opt_bool("allowWeak")? != Some(true) => {
+                Err(format!("field \"token\" has {} characters; use at least {min_len} (e.g. `openssl rand -hex 32`), or send \"allowWeak\": true", t.chars().count()))
+            }
+            (Some(t), false) => Ok(Some(t)),
         }
-        Ok(token)
     }
 
     /// An optional object.
@@ -92,8 +103,7 @@ impl<'a> Fields<'a> {
 
 /// A secret name: an environment-variable-like identifier.
 pub fn secret_name(field: &str, name: &str) -> Result<String, Refusal> {
-    let ok = name.len() <= 128 && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok { Ok(name.to_owned()) } else { Err(format!("field \"{field}\" must name a secret like MY_TOKEN (letters, digits, _), not {name:?}")) }
+    crate::credentials::check_secret_name(name).map_err(|e| format!("field \"{field}\" {e}"))
 }
 
 #[cfg(test)]
@@ -113,6 +123,15 @@ mod tests {
         assert!(f.opt_object("o").unwrap_err().contains("an array"));
         assert_eq!(f.opt_str("missing").unwrap(), None);
         assert!(secret_name("authTokenEnv", "MY_TOKEN_1").is_ok());
+        let auth = |v: serde_json::Value| Fields(v.as_object().unwrap()).auth_change(16).map(|t| t.map(str::to_owned));
+        assert_eq!(auth(json!({"token": "0123456789abcdef"})), Ok(Some("0123456789abcdef".into())));
+        assert_eq!(auth(json!({"clear": true})), Ok(None));
+        assert!(auth(json!({})).unwrap_err().contains("\"clear\": true"));
+        assert!(auth(json!({"token": ""})).unwrap_err().contains("is empty"));
+        assert!(auth(json!({"token": "   "})).unwrap_err().contains("is empty"));
+        assert!(auth(json!({"token": "short"})).unwrap_err().contains("at least 16"));
+        assert_eq!(auth(json!({"token": "short", "allowWeak": true})), Ok(Some("short".into())));
+        assert!(auth(json!({"token": "0123456789abcdef", "clear": true})).unwrap_err().contains("not both"));
         assert!(secret_name("authTokenEnv", "1BAD").is_err());
         assert!(secret_name("authTokenEnv", "a b").is_err());
     }

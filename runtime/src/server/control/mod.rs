@@ -16,17 +16,23 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
-use super::{CONTROL_BODY_LIMIT, json as answer, plain, read_body};
+use super::{CONTROL_BODY_LIMIT, json as answer, read_body};
 use crate::app::App;
-use crate::host::{Body, Route};
+use crate::host::{Body, CallNote, Route};
 use crate::instances::{Instance, RouteKind};
 
-/// Answers one control request.
-pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
+/// The one failure shape of the control surface, reads and actions alike:
+/// `{"ok": false, "message": …}` with `status`.
+pub fn refusal(status: u16, message: &str) -> Response<Body> {
+    answer(status, &json!({ "ok": false, "message": message }))
+}
+
+/// Answers one control request (the guards have passed); the action it named, for the log.
+pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, Option<String>) {
     let path = req.uri().path().trim_end_matches('/').to_owned();
     let query = Query(form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect());
     let param = |name: &str| query.get(name);
-    match (req.method().clone(), path.as_str()) {
+    let response = match (req.method().clone(), path.as_str()) {
         (Method::GET, "/a2a/api") => reads::snapshot(app, &query),
         (Method::GET, "/a2a/api/presets") => answer(200, &reads::presets(app)),
         (Method::GET, "/a2a/api/components") => answer(200, &reads::components(app)),
@@ -38,24 +44,32 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
         (Method::POST, "/a2a/api") => {
             let body = match read_body(req, CONTROL_BODY_LIMIT).await {
                 Ok((_, body)) => body,
-                Err(resp) => return resp,
+                Err((status, message)) => return (refusal(status, &message), None),
             };
             match serde_json::from_slice::<Value>(&body) {
-                Ok(Value::Object(action)) => match actions::act(app, &action).await {
-                    Ok(v) => answer(200, &v),
-                    Err(message) => answer(409, &json!({ "ok": false, "message": message })),
-                },
-                Ok(_) => plain(400, "the body must be a JSON object with an \"action\""),
-                Err(e) => plain(400, &format!("the body is not valid JSON: {e}")),
+                Ok(Value::Object(action)) => {
+                    let name = action.get("action").and_then(Value::as_str).map(|a| a.chars().take(64).collect::<String>());
+                    let response = match actions::act(app, &action).await {
+                        Ok(v) => answer(200, &v),
+                        Err(message) => {
+                            tracing::info!(action = name.as_deref().unwrap_or(""), %message, "control action refused");
+                            refusal(409, &message)
+                        }
+                    };
+                    return (response, name);
+                }
+                Ok(_) => refusal(400, "the body must be a JSON object with an \"action\""),
+                Err(e) => refusal(400, &format!("the body is not valid JSON: {e}")),
             }
         }
-        (Method::GET | Method::POST, p) => plain(404, &format!("no control resource at {p}")),
+        (Method::GET | Method::POST, p) => refusal(404, &format!("no control resource at {p}")),
         (m, _) => {
-            let mut r = plain(405, &format!("{m} is not allowed on the control API; use GET or POST"));
+            let mut r = refusal(405, &format!("{m} is not allowed on the control API; use GET or POST"));
             r.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET, POST"));
             r
         }
-    }
+    };
+    (response, None)
 }
 
 /// The decoded query parameters of a read.
@@ -76,7 +90,7 @@ fn control_peer() -> SocketAddr {
 /// Runs a request through an instance's own component, as the runtime (no HTTP auth, same gate
 /// and task lifecycle): the body it answered.
 async fn invoke(app: &Arc<App>, instance: &Arc<Instance>, route: Route, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
-    let response = app.host.handle(app, instance.clone(), route, control_peer(), req).await;
+    let response = app.host.handle(app, instance.clone(), route, control_peer(), req, &CallNote::default()).await;
     let status = response.status().as_u16();
     let body = response.into_body().collect().await.map_err(|e| format!("the component's answer broke off: {e:?}"))?.to_bytes();
     Ok((status, body))

@@ -6,7 +6,7 @@ use http::Response;
 use serde_json::{Value, json};
 
 use super::records::{self, parse_state};
-use super::{answer, plain};
+use super::{answer, refusal};
 use crate::app::App;
 use crate::host::Body;
 use crate::host::registry::Source;
@@ -37,11 +37,11 @@ pub fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
     })();
     let filter = match filter {
         Ok(f) => f,
-        Err(e) => return plain(400, &e),
+        Err(e) => return refusal(400, &e),
     };
     let page = match app.store.list_tasks(&filter) {
         Ok(p) => p,
-        Err(e) => return plain(503, &format!("the store cannot list tasks: {e}")),
+        Err(e) => return refusal(503, &format!("the store cannot list tasks: {e}")),
     };
     let offset = match filter.start {
         PageStart::Offset(o) => o,
@@ -87,32 +87,32 @@ pub fn presets(app: &App) -> Value {
 
 /// `GET /a2a/api/card?id=`: the card the instance's component serves.
 pub async fn card(app: &Arc<App>, id: Option<&str>) -> Response<Body> {
-    let Some(id) = id.filter(|i| !i.is_empty()) else { return plain(400, "give the instance: /a2a/api/card?id=<inbound id>") };
-    let Some(instance) = app.instances().into_iter().find(|i| i.record.id == id) else { return plain(404, &format!("no inbound instance {id:?}")) };
+    let Some(id) = id.filter(|i| !i.is_empty()) else { return refusal(400, "give the instance: /a2a/api/card?id=<inbound id>") };
+    let Some(instance) = app.instances().into_iter().find(|i| i.record.id == id) else { return refusal(404, &format!("no inbound instance {id:?}")) };
     match super::card_of(app, &instance).await {
         Ok(card) => answer(200, &card),
-        Err(e) => plain(502, &e),
+        Err(e) => refusal(502, &e),
     }
 }
 
 /// `GET /a2a/api/task?id=`: one TaskRecord.
 pub fn task(app: &App, id: Option<&str>) -> Response<Body> {
-    let Some(id) = id.filter(|i| !i.is_empty()) else { return plain(400, "give the task: /a2a/api/task?id=<task id>") };
+    let Some(id) = id.filter(|i| !i.is_empty()) else { return refusal(400, "give the task: /a2a/api/task?id=<task id>") };
     match app.store.get_task(id, None) {
         Ok(Some(row)) => answer(200, &records::task_record(&row)),
-        Ok(None) => plain(404, &format!("no task {id:?}")),
-        Err(e) => plain(503, &format!("the store cannot read tasks: {e}")),
+        Ok(None) => refusal(404, &format!("no task {id:?}")),
+        Err(e) => refusal(503, &format!("the store cannot read tasks: {e}")),
     }
 }
 
 /// `GET /a2a/api/session?contextId=&serverId=`: the conversation derived from the context's
 /// tasks; 409 when the context lives on several instances and `serverId` is missing.
 pub fn session(app: &App, context: Option<&str>, server: Option<&str>) -> Response<Body> {
-    let Some(context) = context.filter(|c| !c.is_empty()) else { return plain(400, "give the context: /a2a/api/session?contextId=<id>[&serverId=<inbound id>]") };
+    let Some(context) = context.filter(|c| !c.is_empty()) else { return refusal(400, "give the context: /a2a/api/session?contextId=<id>[&serverId=<inbound id>]") };
     let server = server.filter(|s| !s.is_empty());
     let rows = sessions(app, server, Some(context), 50);
     match rows.as_slice() {
-        [] => plain(404, &format!("no session with contextId {context:?}{}", server.map(|s| format!(" on {s:?}")).unwrap_or_default())),
+        [] => refusal(404, &format!("no session with contextId {context:?}{}", server.map(|s| format!(" on {s:?}")).unwrap_or_default())),
         [one] => {
             let instance = one["serverId"].as_str().unwrap_or_default();
             let mut view = one.clone();
@@ -139,7 +139,7 @@ pub fn metrics(app: &App, format: Option<&str>) -> Response<Body> {
             .header(http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")
             .body(crate::host::full(app.metrics.prometheus(&g)))
             .expect("static response parts are valid"),
-        Some(other) => plain(400, &format!("format {other:?} is not known; use json or prometheus")),
+        Some(other) => refusal(400, &format!("format {other:?} is not known; use json or prometheus")),
     }
 }
 

@@ -1,0 +1,82 @@
+//! When a reused `messageId` is a retry (SPEC §4): the resend must name the same task (or none),
+//! not contradict its context, carry the same parts, and find the task unchanged since that
+//! message's turn (no later message, no cancel; a turn still running counts as unchanged).
+//! Anything else is a new message, so a message is never answered with a task it does not name.
+
+use sha2::{Digest, Sha256};
+
+use crate::{Message, Role, Task, TaskState};
+
+/// What a retry must repeat exactly: the `taskId` it names (or none) and its parts, as a hex
+/// sha256 digest (what the idempotency index keeps next to the message id).
+pub fn fingerprint(message: &Message) -> String {
+    let canonical = serde_json::json!({ "taskId": message.task_id, "parts": message.parts });
+    let digest = Sha256::digest(canonical.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `message` (whose fingerprint is `fingerprint`) retries the earlier message with the
+/// same id, recorded with `recorded` for `task`.
+pub fn is_retry(message: &Message, fingerprint: &str, recorded: &str, task: &Task) -> bool {
+    let same_context = message.context_id.as_deref().is_none_or(|c| c == task.context_id);
+    let last_user = task.history.iter().rev().find(|m| m.role == Role::User);
+    let unchanged = task.status.state != TaskState::Canceled && last_user.is_some_and(|m| m.message_id == message.message_id);
+    fingerprint == recorded && same_context && unchanged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Part, TaskStatus};
+
+    fn msg(id: &str, task: Option<&str>, context: Option<&str>, text: &str) -> Message {
+        Message {
+            message_id: id.into(),
+            context_id: context.map(Into::into),
+            task_id: task.map(Into::into),
+            role: Role::User,
+            parts: vec![Part::text(text)],
+            metadata: None,
+            extensions: vec![],
+            reference_task_ids: vec![],
+        }
+    }
+
+    fn task(state: TaskState, history: Vec<Message>) -> Task {
+        Task { id: "A".into(), context_id: "c1".into(), status: TaskStatus { state, message: None, timestamp: None }, artifacts: vec![], history, metadata: None }
+    }
+
+    #[test]
+    fn an_identical_resend_is_a_retry_also_while_its_turn_runs() {
+        let first = msg("m1", None, None, "hi");
+        let fp = fingerprint(&first);
+        for state in [TaskState::Working, TaskState::Completed, TaskState::InputRequired, TaskState::Failed] {
+            assert!(is_retry(&first, &fp, &fp, &task(state, vec![first.clone()])), "{state:?}");
+        }
+        assert!(is_retry(&msg("m1", None, Some("c1"), "hi"), &fp, &fp, &task(TaskState::Completed, vec![first.clone()])), "the task's own context");
+    }
+
+    #[test]
+    fn anything_else_is_a_new_message() {
+        let first = msg("m1", None, None, "hi");
+        let fp = fingerprint(&first);
+        let t = task(TaskState::InputRequired, vec![first.clone()]);
+        let other_parts = msg("m1", None, None, "hello");
+        assert!(!is_retry(&other_parts, &fingerprint(&other_parts), &fp, &t), "other parts");
+        let names_task = msg("m1", Some("A"), None, "hi");
+        assert!(!is_retry(&names_task, &fingerprint(&names_task), &fp, &t), "a taskId the first message did not name");
+        let other_context = msg("m1", None, Some("c2"), "hi");
+        assert!(!is_retry(&other_context, &fingerprint(&other_context), &fp, &t), "another context");
+        let later = task(TaskState::Completed, vec![first.clone(), msg("m2", Some("A"), None, "more")]);
+        assert!(!is_retry(&first, &fp, &fp, &later), "the task took a later message");
+        assert!(!is_retry(&first, &fp, &fp, &task(TaskState::Canceled, vec![first.clone()])), "the task was canceled");
+    }
+
+    #[test]
+    fn fingerprints_cover_task_id_and_parts_only() {
+        let a = msg("m1", None, None, "hi");
+        assert_eq!(fingerprint(&a), fingerprint(&msg("other-id", None, Some("c9"), "hi")));
+        assert_ne!(fingerprint(&a), fingerprint(&msg("m1", Some("A"), None, "hi")));
+        assert_eq!(fingerprint(&a).len(), 64);
+    }
+}
