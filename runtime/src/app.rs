@@ -121,7 +121,7 @@ impl App {
             changed.push((false, instances::demo(&self.config, now)));
         }
         for (existed, record) in changed {
-            tracing::info!(id = %record.id, "{} inbound instance from the configuration", if existed { "updated" } else { "created" });
+            tracing::info!(id = %record.id, "{}", if existed { "updated inbound instance from the configuration" } else { "created inbound instance" });
             wait_write(self.store.put_instance(record))?;
         }
         Ok(())

@@ -56,12 +56,26 @@ fn ensure_target(crate_dir: &Path) -> Result<(), String> {
     if installed() {
         return Ok(());
     }
+    // Build scripts of several crates may get here at once: one installs, the others wait.
+    let lock = std::env::temp_dir().join("a2a-edge-rustup-target.lock");
+    let waited = std::time::Instant::now();
+    while std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).is_err() {
+        if installed() {
+            return Ok(());
+        }
+        if waited.elapsed() > std::time::Duration::from_secs(300) {
+            let _ = std::fs::remove_file(&lock); // left by a build that died
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     let mut rustup = Command::new("rustup");
     rustup.args(["target", "add", TARGET]).current_dir(crate_dir);
     if let Some(toolchain) = std::env::var_os("RUSTUP_TOOLCHAIN") {
         rustup.arg("--toolchain").arg(toolchain);
     }
-    match rustup.output() {
+    let result = rustup.output();
+    let _ = std::fs::remove_file(&lock);
+    match result {
         // Another build script may have installed it at the same moment.
         _ if installed() => Ok(()),
         Ok(out) => Err(format!("{fix}\n(the {TARGET} target is missing and `rustup target add` failed: {})", String::from_utf8_lossy(&out.stderr).trim())),

@@ -94,12 +94,14 @@ async fn route(app: &Arc<App>, peer: SocketAddr, surfaces: Surfaces, req: Reques
     let started = Instant::now();
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     if is_control_path(&path) && surfaces != Surfaces::Public {
-        let (response, action) = control_request(app, peer, req).await;
+        let (response, action, refused) = control_request(app, peer, req).await;
         let status = response.status().as_u16();
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let ms = millis(started);
         let what = action.as_deref().unwrap_or("");
-        if status == 403 || status >= 500 {
-            tracing::warn!(%peer, %method, %path, action = what, status, ms, "control request refused");
+        if let Some(why) = refused {
+            tracing::warn!(%peer, %method, %path, status, ms, why, "control request refused");
+        } else if status >= 500 {
+            tracing::warn!(%peer, %method, %path, action = what, status, ms, "control request failed");
         } else {
             tracing::info!(%peer, %method, %path, action = what, status, ms, "control request");
         }
@@ -112,7 +114,7 @@ async fn route(app: &Arc<App>, peer: SocketAddr, surfaces: Surfaces, req: Reques
         a2a_request(app, peer, req, &note).await
     };
     let status = response.status().as_u16();
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let ms = millis(started);
     let call = note.take();
     let (instance, a2a_method, task) = (instance.as_deref().unwrap_or(""), call.method.as_deref().unwrap_or(""), call.task_id.as_deref().unwrap_or(""));
     let outcome = call.outcome.as_deref().unwrap_or("");
@@ -124,15 +126,24 @@ async fn route(app: &Arc<App>, peer: SocketAddr, surfaces: Surfaces, req: Reques
     response
 }
 
-/// A request to the control surface, after its guards; the action it named, for the log.
-async fn control_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> (Response<Body>, Option<String>) {
-    if !is_loopback(peer.ip()) {
-        return (control::refusal(403, "the control API answers loopback callers only"), None);
+/// Milliseconds since `started`, to the microsecond.
+fn millis(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// A request to the control surface, after its guards; the action it named and why the guards
+/// refused it, for the log.
+async fn control_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> (Response<Body>, Option<String>, Option<&'static str>) {
+    let refusal = if !is_loopback(peer.ip()) {
+        Err(guard::Refusal { status: 403, message: "the control API answers loopback callers only" })
+    } else {
+        guard::check(req.method(), req.headers())
+    };
+    if let Err(r) = refusal {
+        return (control::refusal(r.status, r.message), None, Some(r.message));
     }
-    if let Err(r) = guard::check(req.method(), req.headers()) {
-        return (control::refusal(r.status, r.message), None);
-    }
-    control::handle(app, req).await
+    let (response, action) = control::handle(app, req).await;
+    (response, action, None)
 }
 
 /// A request to an instance's card or JSON-RPC endpoint: routing, auth and the body limit before

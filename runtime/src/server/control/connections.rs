@@ -12,8 +12,6 @@ use crate::outbound::{self, connect, record};
 use crate::store::{ConnectionRecord, SkillOverride, Store, settled};
 use crate::tasks::now_ms;
 
-/// Longest timeout a connection may set, ms.
-
 async fn save(app: &App, r: ConnectionRecord) -> Result<(), Refusal> {
     let id = r.id.clone();
     settled(app.store.put_connection(r)).await.map_err(|e| format!("could not save outbound {id:?}: {e}"))

@@ -52,7 +52,7 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
                     let response = match actions::act(app, &action).await {
                         Ok(v) => answer(200, &v),
                         Err(message) => {
-                            tracing::info!(action = name.as_deref().unwrap_or(""), %message, "control action refused");
+                            tracing::info!(action = name.as_deref().unwrap_or(""), why = %message, "control action refused");
                             refusal(409, &message)
                         }
                     };
