@@ -136,6 +136,12 @@ pub fn check_endpoint_free<'a>(path: &str, others: impl IntoIterator<Item = (&'a
 /// A declaration's field that is wrong, and why.
 pub type DeclError = (&'static str, String);
 
+/// A declared `name`, trimmed; never empty.
+pub fn declared_name(name: &str) -> Result<String, DeclError> {
+    let name = name.trim();
+    if name.is_empty() { Err(("name", "must not be empty".into())) } else { Ok(name.to_owned()) }
+}
+
 /// The record a declared instance should have: `stored` (the record it matches, if any) with
 /// every field the declaration declares applied, or a new record. `component_exists` tells
 /// whether a component name is loaded.
@@ -164,10 +170,7 @@ pub fn reconcile(d: &InstanceDecl, stored: Option<&InstanceRecord>, config: &Con
         }
     };
     let before = r.clone();
-    if d.name.trim().is_empty() {
-        return Err(("name", "must not be empty".into()));
-    }
-    r.name = d.name.trim().to_owned();
+    r.name = declared_name(&d.name)?;
     if let Some(v) = &d.description {
         r.description = v.clone();
     }

@@ -113,23 +113,14 @@ pub fn reconcile(
 ) -> Result<ConnectionRecord, crate::instances::DeclError> {
     let mut r = stored.cloned().unwrap_or_else(|| ConnectionRecord {
         id: d.id.clone().unwrap_or_else(|| crate::instances::new_id(&d.name)),
-        name: d.name.clone(),
-        agent_card_url: String::new(),
-        bearer_token_env: None,
-        preset: None,
         enabled: true,
         timeout_ms: DEFAULT_TIMEOUT_MS,
-        disabled_skills: Vec::new(),
-        skill_overrides: Default::default(),
-        allow_private: false,
         created_at: now,
         updated_at: now,
+        ..ConnectionRecord::default()
     });
     let before = r.clone();
-    if d.name.trim().is_empty() {
-        return Err(("name", "must not be empty".into()));
-    }
-    r.name = d.name.trim().to_owned();
+    r.name = crate::instances::declared_name(&d.name)?;
     r.agent_card_url = check_card_url(&d.agent_card_url).map_err(|e| ("agentCardUrl", e))?;
     if let Some(name) = &d.bearer_token_env {
         r.bearer_token_env = Some(crate::credentials::check_secret_name(name).map_err(|e| ("bearerTokenEnv", e))?);

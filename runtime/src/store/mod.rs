@@ -178,7 +178,7 @@ pub struct InstanceRecord {
 }
 
 /// A stored outbound connection (SPEC §2.2).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionRecord {
     /// Id (`<slug>-<8 hex>`).
