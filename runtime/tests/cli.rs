@@ -184,6 +184,10 @@ async fn serve_logs(args: &[&str]) -> String {
     assert_eq!(http.get(format!("{base}/a2a/api")).header("host", "evil.example").send().await.unwrap().status().as_u16(), 403);
     let action = serde_json::json!({"action": "inbound.disable", "id": "ghost"});
     assert_eq!(http.post(format!("{base}/a2a/api")).json(&action).send().await.unwrap().status().as_u16(), 409);
+    let create = serde_json::json!({"action": "inbound.create", "name": "fails", "description": "d", "version": "1", "preset": "scripted"});
+    let id = http.post(format!("{base}/a2a/api")).json(&create).send().await.unwrap().json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let failing = serde_json::json!({"action": "inbound.sendTest", "id": id, "text": "tck-task-failure please"});
+    http.post(format!("{base}/a2a/api")).json(&failing).send().await.unwrap();
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().await.unwrap();
     String::from_utf8(out.stderr).unwrap()
@@ -200,6 +204,7 @@ async fn serve_logs_every_request_and_refusal_in_text_or_json() {
     assert!(lines.iter().any(|l| field(l, "status") == 403 && l["level"] == "WARN"), "the 403 is logged: {json}");
     assert!(lines.iter().any(|l| field(l, "action") == "inbound.disable" && field(l, "status") == 409), "the action and its outcome: {json}");
     assert!(!json.contains("cranelift") && !json.contains("wasmtime_"), "no compiler lines: {json}");
+    assert!(lines.iter().any(|l| field(l, "message") == "task FAILED" && field(l, "reason") == "Task failed as requested"), "a FAILED task with its reason: {json}");
 
     let text = serve_logs(&[]).await;
     assert!(!text.contains('\u{1b}'), "no ANSI colours when stderr is not a terminal: {text}");

@@ -103,10 +103,13 @@ async fn a_trapping_spinning_or_hoarding_component_fails_only_its_own_request() 
         async move {
             let started = Instant::now();
             let r = http.post(url).header("x-misbehave", mode).body("{}").send().await.unwrap();
-            (r.status().as_u16(), started.elapsed())
+            (r.status().as_u16(), started.elapsed(), r.json::<serde_json::Value>().await.unwrap_or_default())
         }
     };
-    assert_eq!(bad("trap").await.0, 500);
+    let (status, _, trap) = bad("trap").await;
+    assert_eq!(status, 500);
+    let cause = trap["error"]["message"].as_str().unwrap_or_default();
+    assert!(trap["error"]["code"] == -32603 && cause.contains("wasm trap") && !cause.contains("backtrace"), "a JSON-RPC error naming the cause: {trap}");
     assert_eq!(bad("alloc").await.0, 500);
 
     let spinning = tokio::spawn(bad("spin"));
@@ -114,8 +117,9 @@ async fn a_trapping_spinning_or_hoarding_component_fails_only_its_own_request() 
     let during = s.send("/a2a/demo", "m-during-spin", "still serving").await;
     assert_eq!(during["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "others are served while one spins");
     assert!(!spinning.is_finished(), "the demo answer came before the spinner was stopped");
-    let (status, elapsed) = spinning.await.unwrap();
+    let (status, elapsed, spun) = spinning.await.unwrap();
     assert_eq!(status, 500);
+    assert!(spun["error"]["message"].as_str().unwrap_or_default().contains("CPU limit"), "{spun}");
     assert!(elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(4), "spinner stopped after {elapsed:?}");
 
     assert_eq!(bad("ok").await.0, 200, "the same component still serves good requests");
