@@ -18,9 +18,19 @@ struct Bucket {
 pub struct Admission {
     buckets: Mutex<HashMap<(String, IpAddr), Bucket>>,
     slots: Mutex<HashMap<String, Arc<AtomicU32>>>,
+    streams: Mutex<HashMap<String, Arc<AtomicU32>>>,
+    all_streams: Arc<AtomicU32>,
+}
+
+/// A held open-stream slot (per instance and of the whole runtime); dropping it frees both.
+#[derive(Debug)]
+pub struct StreamSlot {
+    _instance: Slot,
+    _all: Slot,
 }
 
 /// A held concurrency slot; dropping it frees the slot.
+#[derive(Debug)]
 pub struct Slot(Arc<AtomicU32>);
 
 impl Drop for Slot {
@@ -56,7 +66,21 @@ impl Admission {
     /// Holds one of the instance's `max` slots; `Err(max)` when all are taken.
     pub fn acquire(&self, instance: &str, max: u32) -> Result<Slot, u32> {
         let counter = self.slots.lock().unwrap().entry(instance.to_owned()).or_default().clone();
-        counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).map(|_| Slot(counter)).map_err(|_| max)
+        take(&counter, max).ok_or(max)
+    }
+
+    /// Holds one open-stream slot of `instance` (at most `per_instance`) and of the runtime (at
+    /// most `total`); when either is full, the refusal says which.
+    pub fn acquire_stream(&self, instance: &str, per_instance: u32, total: u32) -> Result<StreamSlot, String> {
+        let counter = self.streams.lock().unwrap().entry(instance.to_owned()).or_default().clone();
+        let mine = take(&counter, per_instance).ok_or_else(|| format!("this agent already serves its maximum of {per_instance} open streams; retry later, or poll GetTask"))?;
+        let all = take(&self.all_streams, total).ok_or_else(|| format!("the server already serves its maximum of {total} open streams; retry later, or poll GetTask"))?;
+        Ok(StreamSlot { _instance: mine, _all: all })
+    }
+
+    /// Open streams of the whole runtime.
+    pub fn open_streams(&self) -> u32 {
+        self.all_streams.load(Ordering::Acquire)
     }
 
     /// Tasks running on an instance.
@@ -65,8 +89,26 @@ impl Admission {
     }
 }
 
+/// One more of `counter` when it is below `max`.
+fn take(counter: &Arc<AtomicU32>, max: u32) -> Option<Slot> {
+    counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).ok().map(|_| Slot(counter.clone()))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stream_slots_are_capped_per_instance_and_in_all() {
+        let a = Admission::default();
+        let one = a.acquire_stream("i", 2, 3).unwrap();
+        let _two = a.acquire_stream("i", 2, 3).unwrap();
+        assert!(a.acquire_stream("i", 2, 3).unwrap_err().contains("this agent"));
+        let _three = a.acquire_stream("j", 2, 3).unwrap();
+        assert!(a.acquire_stream("j", 2, 3).unwrap_err().contains("the server"));
+        assert_eq!(a.open_streams(), 3);
+        drop(one);
+        assert!(a.acquire_stream("j", 2, 3).is_ok(), "freed on drop");
+    }
+
     use super::*;
 
     #[test]

@@ -54,6 +54,11 @@ impl App {
     pub fn start(config: Config, data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<Arc<App>> {
         std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
         let store = Arc::new(SqliteStore::open(&data_dir.join("a2a-edge.db"), config.storage.fsync)?);
+        let run_dir = data_dir.join("run");
+        let reaped = crate::sessions::groups::reap(&run_dir);
+        if reaped > 0 {
+            tracing::warn!(processes = reaped, "killed command processes a previous runtime left running");
+        }
         let recovered = wait_write(store.fail_unsettled(now_ms(), "interrupted by runtime restart".into()))?;
         if recovered > 0 {
             tracing::warn!(tasks = recovered, "settled tasks left running by a previous process as FAILED");
@@ -64,7 +69,7 @@ impl App {
         let credentials = crate::credentials::Credentials::open(&data_dir)?;
         let update = crate::update::UpdateCheck::new(config.update.clone());
         let app = Arc::new(App {
-            sessions: Sessions::new(&config.all_presets()),
+            sessions: Sessions::new(&config.all_presets(), Some(run_dir)),
             config,
             data_dir,
             base_url,

@@ -93,6 +93,10 @@ pub struct Limits {
     pub rate_burst: u32,
     /// Idle time after which an open stream gets a keep-alive comment.
     pub keep_alive_ms: u64,
+    /// Most parts one message may carry (INVALID_PARAMS above).
+    pub max_parts: u32,
+    /// Most open SSE streams of the instance (the next is refused at once with HTTP 429).
+    pub max_streams: u32,
 }
 
 impl Limits {
@@ -110,13 +114,25 @@ impl Limits {
         if self.keep_alive_ms < 100 {
             return Err("keepAliveMs must be at least 100".into());
         }
+        if !(1..=100_000).contains(&self.max_parts) {
+            return Err("maxParts must be from 1 to 100000".into());
+        }
         Ok(())
     }
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_body_bytes: 1 << 20, execution_timeout_ms: 300_000, max_concurrent_tasks: 256, rate_per_second: 0.0, rate_burst: 60, keep_alive_ms: 15_000 }
+        Limits {
+            max_body_bytes: 1 << 20,
+            execution_timeout_ms: 300_000,
+            max_concurrent_tasks: 256,
+            rate_per_second: 0.0,
+            rate_burst: 60,
+            keep_alive_ms: 15_000,
+            max_parts: a2a_protocol::bounds::DEFAULT_MAX_PARTS,
+            max_streams: 1000,
+        }
     }
 }
 
@@ -134,11 +150,45 @@ pub struct RuntimeSettings {
     pub cache_dir: Option<PathBuf>,
     /// How long shutdown waits for in-flight requests, ms.
     pub shutdown_grace_ms: u64,
+    /// A connection that sends no complete request head for this long (idle keep-alive or a
+    /// slow header) is closed, ms.
+    pub idle_timeout_ms: u64,
+    /// Most open client connections; at the cap new ones wait in the listen backlog.
+    pub max_connections: u32,
+    /// A request body may take this long, ms, plus one second per `minBodyBytesPerSec` bytes.
+    pub body_timeout_ms: u64,
+    /// The slowest body rate accepted beyond `bodyTimeoutMs`, bytes per second.
+    pub min_body_bytes_per_sec: u64,
+    /// Most open SSE streams of all instances together.
+    pub max_streams: u32,
+    /// How long a request waits for a free component instance when all `maxInstances` are in
+    /// use, ms (then it is refused with 503).
+    pub instance_wait_ms: u64,
 }
 
 impl Default for RuntimeSettings {
     fn default() -> Self {
-        RuntimeSettings { memory_mib: 64, cpu_burst_ms: 1000, max_instances: 1000, cache_dir: None, shutdown_grace_ms: 10_000 }
+        RuntimeSettings {
+            memory_mib: 64,
+            cpu_burst_ms: 1000,
+            max_instances: 1000,
+            cache_dir: None,
+            shutdown_grace_ms: 10_000,
+            idle_timeout_ms: 30_000,
+            max_connections: 16_384,
+            body_timeout_ms: 10_000,
+            min_body_bytes_per_sec: 1024,
+            max_streams: 10_000,
+            instance_wait_ms: 2000,
+        }
+    }
+}
+
+impl RuntimeSettings {
+    /// How long a body of `received` bytes so far may have taken.
+    pub fn body_allowance(&self, received: u64) -> std::time::Duration {
+        let rate = self.min_body_bytes_per_sec.max(1);
+        std::time::Duration::from_millis(self.body_timeout_ms) + std::time::Duration::from_secs_f64(received as f64 / rate as f64)
     }
 }
 
@@ -338,6 +388,20 @@ impl Config {
         for p in &self.presets {
             if !crate::sessions::BACKENDS.contains(&p.backend.as_str()) {
                 anyhow::bail!("preset {:?}: unknown backend {:?} (known: {})", p.id, p.backend, crate::sessions::BACKENDS.join(", "));
+            }
+            if p.skills.len() > a2a_protocol::bounds::MAX_SKILLS {
+                anyhow::bail!("preset {:?}: {} skills; the most is {}", p.id, p.skills.len(), a2a_protocol::bounds::MAX_SKILLS);
+            }
+            for skill in &p.skills {
+                use a2a_protocol::bounds::{MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, check, check_id};
+                let bounded = check_id("skill id", &skill.id).and(check("skill name", skill.name.as_deref().unwrap_or(""), MAX_NAME_CHARS)).and(check(
+                    "skill description",
+                    &skill.description,
+                    MAX_DESCRIPTION_CHARS,
+                ));
+                if let Err(e) = bounded {
+                    anyhow::bail!("preset {:?}: {e}", p.id);
+                }
             }
             if p.backend == "command" && p.command.is_empty() {
                 anyhow::bail!("preset {:?}: the command backend needs `command = [\"program\", \"arg\", …]`", p.id);

@@ -9,18 +9,8 @@ use tokio::sync::watch;
 /// Frames kept per task for replay.
 pub const RING: usize = 200;
 
-/// A frame's kind (the StreamResponse member).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FrameKind {
-    /// Task snapshot.
-    Task,
-    /// Direct message.
-    Message,
-    /// Status update.
-    StatusUpdate,
-    /// Artifact update.
-    ArtifactUpdate,
-}
+/// A frame's kind: the StreamResponse member it carries.
+pub use a2a_protocol::sse::Member as FrameKind;
 
 /// One published frame.
 #[derive(Clone, Debug)]
@@ -104,7 +94,7 @@ impl EventHub {
     pub fn subscribe(&self, task_id: &str, after: Option<u64>) -> Subscription {
         let log = self.log(task_id);
         let head = log.log.lock().unwrap().next_seq - 1;
-        Subscription { signal: log.signal.subscribe(), log, cursor: after.unwrap_or(head).min(head), head, lagged: false }
+        Subscription { signal: log.signal.subscribe(), log, cursor: after.unwrap_or(head).min(head), head, lagged: false, key: task_id.to_owned() }
     }
 
     /// Number of live logs.
@@ -120,6 +110,7 @@ pub struct Subscription {
     cursor: u64,
     head: u64,
     lagged: bool,
+    key: String,
 }
 
 impl Subscription {
@@ -140,6 +131,11 @@ impl Subscription {
     pub fn is_closed(&self) -> bool {
         let (latest, closed) = *self.signal.borrow();
         closed && self.cursor >= latest
+    }
+
+    /// The key of the log it reads.
+    pub fn key(&self) -> &str {
+        &self.key
     }
 
     /// The latest sequence id when this reader opened.

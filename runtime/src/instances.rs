@@ -139,7 +139,11 @@ pub type DeclError = (&'static str, String);
 /// A declared `name`, trimmed; never empty.
 pub fn declared_name(name: &str) -> Result<String, DeclError> {
     let name = name.trim();
-    if name.is_empty() { Err(("name", "must not be empty".into())) } else { Ok(name.to_owned()) }
+    if name.is_empty() {
+        return Err(("name", "must not be empty".into()));
+    }
+    a2a_protocol::bounds::check("it", name, a2a_protocol::bounds::MAX_NAME_CHARS).map_err(|e| ("name", e))?;
+    Ok(name.to_owned())
 }
 
 /// The record a declared instance should have: `stored` (the record it matches, if any) with
@@ -172,9 +176,11 @@ pub fn reconcile(d: &InstanceDecl, stored: Option<&InstanceRecord>, config: &Con
     let before = r.clone();
     r.name = declared_name(&d.name)?;
     if let Some(v) = &d.description {
+        a2a_protocol::bounds::check("it", v, a2a_protocol::bounds::MAX_DESCRIPTION_CHARS).map_err(|e| ("description", e))?;
         r.description = v.clone();
     }
     if let Some(v) = &d.version {
+        a2a_protocol::bounds::check("it", v, a2a_protocol::bounds::MAX_VERSION_CHARS).map_err(|e| ("version", e))?;
         r.version = v.clone();
     }
     if let Some(p) = &d.endpoint_path {

@@ -27,6 +27,28 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+/// Most open connections of a control listener of its own.
+const CONTROL_CONNECTIONS: usize = 256;
+
+/// Raises the soft limit of open files to the hard limit (a server holds one per connection and
+/// the default soft limit is often 1024); returns the soft limit now in force.
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    lim.rlim_cur as u64
+}
+
 /// Where the runtime listens (SPEC §1).
 #[derive(Clone, Copy, Debug)]
 pub struct Listen {
@@ -83,9 +105,12 @@ impl Running {
         }
         let shutdown = CancellationToken::new();
         let public_surfaces = if control.is_some() { server::Surfaces::Public } else { server::Surfaces::Both };
-        let mut tasks = vec![tokio::spawn(server::serve(app.clone(), listener, public_surfaces, shutdown.clone()))];
+        let connections = Arc::new(tokio::sync::Semaphore::new(app.config.runtime.max_connections.max(1) as usize));
+        let mut tasks = vec![tokio::spawn(server::serve(app.clone(), listener, public_surfaces, connections.clone(), shutdown.clone()))];
         if let Some(control) = control {
-            tasks.push(tokio::spawn(server::serve(app.clone(), control, server::Surfaces::Control, shutdown.clone())));
+            // The operator's own listener never waits behind the public one's clients.
+            let own = Arc::new(tokio::sync::Semaphore::new(CONTROL_CONNECTIONS));
+            tasks.push(tokio::spawn(server::serve(app.clone(), control, server::Surfaces::Control, own, shutdown.clone())));
         }
         tokio::spawn(outbound::connect_all(app.clone()));
         Ok(Running { addr, control_addr, app, shutdown, tasks })
@@ -106,6 +131,10 @@ impl Running {
     pub async fn wait(self) {
         for task in self.tasks {
             let _ = task.await;
+        }
+        let killed = self.app.sessions.kill_processes();
+        if killed > 0 {
+            tracing::warn!(groups = killed, "killed the process groups of command turns still running at shutdown");
         }
         let _ = store::settled(store::Store::flush(&*self.app.store)).await;
         tracing::info!("stopped");

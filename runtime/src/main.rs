@@ -110,6 +110,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(path) => a2a_edge::config::Config::load(&path)?,
                 None => a2a_edge::config::Config::default(),
             };
+            let files = a2a_edge::raise_fd_limit();
+            if files < u64::from(config.runtime.max_connections) + 256 {
+                tracing::warn!(
+                    open_files = files,
+                    max_connections = config.runtime.max_connections,
+                    "the open-file limit is below runtime.maxConnections + 256: at that many clients new connections will wait"
+                );
+            }
             let running = a2a_edge::Running::start_on(config, data_dir, a2a_edge::Listen { public: listen, control: control_listen }).await?;
             println!("a2a-edge {} listening on http://{}", env!("CARGO_PKG_VERSION"), running.addr);
             println!("control API: {}", running.control_url());

@@ -156,18 +156,17 @@ async fn an_empty_token_on_stdin_never_clears_auth_and_json_failures_are_json() 
     assert!(c.fails(&["inbound", "test", "demo", "x", "--skill", "astrology"]).await.contains("unknown skill"));
 }
 
-/// Runs `a2a-edge serve` with `args` on a fresh data directory, makes a few requests, stops it
-/// with SIGTERM and returns what it logged.
-async fn serve_logs(args: &[&str]) -> String {
+/// Starts `a2a-edge serve` with `args` on the data directory `dir`; the child and its base URL.
+async fn serve(dir: &std::path::Path, args: &[&str]) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
-    let dir = tempfile::tempdir().unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
+        .arg(dir)
         .args(args)
         .env_remove("RUST_LOG")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
@@ -177,6 +176,14 @@ async fn serve_logs(args: &[&str]) -> String {
             break url.trim().to_owned();
         }
     };
+    (child, base)
+}
+
+/// Runs `a2a-edge serve` with `args` on a fresh data directory, makes a few requests, stops it
+/// with SIGTERM and returns what it logged.
+async fn serve_logs(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = serve(dir.path(), args).await;
     let http = reqwest::Client::new();
     let body =
         serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m-log", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
@@ -209,4 +216,66 @@ async fn serve_logs_every_request_and_refusal_in_text_or_json() {
     let text = serve_logs(&[]).await;
     assert!(!text.contains('\u{1b}'), "no ANSI colours when stderr is not a terminal: {text}");
     assert!(text.contains("a2a request") && text.contains("a2a_method=\"SendMessage\"") || text.contains("a2a_method=SendMessage"), "{text}");
+}
+
+/// The processes whose environment marks them as the turn of `task` (any instance).
+fn turn_processes(task: &str) -> Vec<i32> {
+    let suffix = format!("/{task}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            env.split(|b| *b == 0).any(|kv| kv.strip_prefix(b"A2A_EDGE_TURN=").is_some_and(|v| v.ends_with(suffix.as_bytes())))
+        })
+        .collect()
+}
+
+/// Starts a slow command turn on `base`; its task id, once its processes run.
+async fn slow_turn(base: &str) -> String {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": format!("m-{}", uuid::Uuid::new_v4()), "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        "configuration": {"returnImmediately": true}}});
+    let v: Value = reqwest::Client::new().post(format!("{base}/a2a/slow")).json(&body).send().await.unwrap().json().await.unwrap();
+    let task = v["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{v}")).to_owned();
+    for _ in 0..100 {
+        if turn_processes(&task).len() == 2 {
+            return task;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the turn's sh and sleep never ran: {:?}", turn_processes(&task));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_processes_never_outlive_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("edge.toml");
+    std::fs::write(
+        &config,
+        "[runtime]\nshutdownGraceMs = 300\n[[presets]]\nid = \"slow\"\nbackend = \"command\"\ncommand = [\"sh\", \"-c\", \"sleep 600 & wait\"]\n[[instances]]\nid = \"slow\"\nname = \"slow\"\npreset = \"slow\"\n",
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let args = ["--config", config.to_str().unwrap()];
+
+    // kill -9: the shell dies with the runtime (parent-death signal), the next start kills its child.
+    let (mut child, base) = serve(&data, &args).await;
+    let task = slow_turn(&base).await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(turn_processes(&task).len(), 1, "the shell went with the runtime; its child was reparented");
+    let (mut child, base) = serve(&data, &args).await;
+    assert!(turn_processes(&task).is_empty(), "the restart killed what the dead runtime left");
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}});
+    let t: Value = reqwest::Client::new().post(format!("{base}/a2a/slow")).json(&body).send().await.unwrap().json().await.unwrap();
+    assert_eq!(t["result"]["status"]["state"], "TASK_STATE_FAILED", "{t}");
+
+    // SIGTERM past the grace: the runtime kills the group before it exits.
+    let task = slow_turn(&base).await;
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    child.wait().await.unwrap();
+    assert!(turn_processes(&task).is_empty(), "nothing of the turn outlives a graceful stop: {:?}", turn_processes(&task));
 }

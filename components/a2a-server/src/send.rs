@@ -54,6 +54,7 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result
     if message.role != Role::User {
         return invalid("message.role must be ROLE_USER");
     }
+    message.check_bounds(instance.limits.max_parts).map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
     if message.parts.is_empty() || !message.parts.iter().all(|p| p.is_valid()) {
         return invalid("message.parts must hold at least one part, each with exactly one of text, raw, url or data");
     }
@@ -251,18 +252,29 @@ impl Run {
         let mut keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
         let grace = monotonic_clock::subscribe_duration(FIRST_FRAME_GRACE_NS);
         let ready = turn.subscribe();
+        let timed_out = |this: &mut Self| {
+            request_context::record_rejection("timeout");
+            turn.cancel();
+            this.progress(Progress::Failed(format!("execution timeout: the task ran longer than {timeout_ms} ms")));
+        };
         'turn: loop {
+            // A backend that always has the next event ready never lets the loop wait: the
+            // deadline is checked between events too.
+            let mut seen = 0u32;
             while let Some(event) = turn.next() {
                 if !self.progress(progress(event)) || self.settled() {
+                    break 'turn;
+                }
+                seen += 1;
+                if seen % 16 == 0 && deadline.ready() {
+                    timed_out(self);
                     break 'turn;
                 }
             }
             let holding = self.sink.as_ref().is_some_and(Sse::holds);
             let fired = if holding { poll::poll(&[&ready, &deadline, &keep_alive, &grace]) } else { poll::poll(&[&ready, &deadline, &keep_alive]) };
             if fired.contains(&1) {
-                request_context::record_rejection("timeout");
-                turn.cancel();
-                self.progress(Progress::Failed(format!("execution timeout: the task ran longer than {timeout_ms} ms")));
+                timed_out(self);
                 break;
             }
             if fired.contains(&3) {
@@ -287,10 +299,14 @@ impl Run {
     /// Applies progress; false when the task was settled elsewhere (e.g. canceled).
     fn progress(&mut self, p: Progress) -> bool {
         let changes_status = !matches!(p, Progress::TextDelta(_) | Progress::Reasoning(_) | Progress::ToolCall { .. } | Progress::Artifact(_));
-        let before = self.ex.clone();
+        // Only a status change can be refused by the store and need undoing: copying the task
+        // for every delta would make a long answer quadratic.
+        let before = changes_status.then(|| self.ex.clone());
         match self.ex.apply(p, rows::now_ms(), rows::uuid) {
             Ok(frames) => {
-                if changes_status && !matches!(self.persist(None), Ok(true)) {
+                if let Some(before) = before
+                    && !matches!(self.persist(None), Ok(true))
+                {
                     self.ex = before;
                     return false;
                 }
@@ -335,12 +351,14 @@ impl Run {
 
 /// The StreamResponse member name of a frame kind.
 pub fn member(kind: FrameKind) -> &'static str {
+    use a2a_protocol::sse::Member;
     match kind {
-        FrameKind::Task => "task",
-        FrameKind::Message => "message",
-        FrameKind::StatusUpdate => "statusUpdate",
-        FrameKind::ArtifactUpdate => "artifactUpdate",
+        FrameKind::Task => Member::Task,
+        FrameKind::Message => Member::Message,
+        FrameKind::StatusUpdate => Member::StatusUpdate,
+        FrameKind::ArtifactUpdate => Member::ArtifactUpdate,
     }
+    .name()
 }
 
 /// Publishes frames to the task's log, and writes them (with their sequence ids) to `sink`.

@@ -2,12 +2,9 @@
 
 use a2a_protocol::{ErrorKind, RpcError, TaskIdRequest, jsonrpc, sse};
 use serde_json::Value;
-use wasip2::clocks::monotonic_clock;
 use wasip2::http::types::ResponseOutparam;
-use wasip2::io::poll;
 
 use crate::bindings::a2a::edge::events::{self, FrameKind, Subscription};
-use crate::bindings::a2a::edge::request_context;
 use crate::send::{Begin, member};
 use crate::sse::Sse;
 use crate::tasks;
@@ -60,9 +57,11 @@ pub fn open(params: &Value, last_event_id: Option<&str>) -> Result<Opened, RpcEr
 }
 
 /// Streams the current snapshot, then (on reconnect) the status frames after `Last-Event-ID`,
-/// then every frame live until the task's log closes, then the settled snapshot.
+/// then every frame live until the task's log closes, then the settled snapshot; the live part
+/// is handed to the host.
 pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
     let Opened { task_id, sub, replaying } = opened;
+    let id_json = request_id.to_string();
     let mut sse = Sse::start(out, request_id);
     // Read the task after opening the log: a task that settled in between shows settled here.
     match tasks::load(&task_id) {
@@ -75,26 +74,19 @@ pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
         Err(_) => return sse.end(),
     }
     let head = if replaying { sub.head() } else { 0 };
-    let ready = sub.subscribe();
-    let keep_alive_ns = request_context::instance().limits.keep_alive_ms.saturating_mul(1_000_000);
-    let mut keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
-    while sse.is_open() {
-        while let Some(f) = sub.try_next() {
-            // Replay after a reconnect carries status frames only: artifact chunks were applied already.
-            if f.seq <= head && f.kind != FrameKind::StatusUpdate {
-                continue;
-            }
-            sse.frame(Some(f.seq), member(f.kind), &f.json);
+    // What is in the log now (the replay after a reconnect, and any live frames) goes out from
+    // here; the rest is the host's, so this instance is free as soon as it returns.
+    while let Some(f) = sub.try_next() {
+        // Replay after a reconnect carries status frames only: artifact chunks were applied already.
+        if f.seq <= head && f.kind != FrameKind::StatusUpdate {
+            continue;
         }
-        if sub.is_closed() {
-            break;
-        }
-        if poll::poll(&[&ready, &keep_alive]).contains(&1) {
-            sse.keep_alive();
-            keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
-        }
+        sse.frame(Some(f.seq), member(f.kind), &f.json);
     }
-    drop(ready);
+    if !sub.is_closed() {
+        events::hand_off(sub, &id_json);
+        return sse.end();
+    }
     if let Ok((_, task)) = tasks::load(&task_id) {
         sse.task(&task);
     }

@@ -11,6 +11,7 @@ use crate::rows;
 
 /// The task of this instance with `id`, or TASK_NOT_FOUND.
 pub fn load(id: &str) -> Result<(storage::TaskRow, a2a_protocol::Task), RpcError> {
+    a2a_protocol::bounds::check_id("id", id).map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
     let row = storage::get_task(id).ok_or_else(|| RpcError::new(ErrorKind::TaskNotFound, format!("task {id} not found")))?;
     let task = rows::task(&row)?;
     Ok((row, task))
@@ -35,6 +36,8 @@ pub fn list(params: &Value) -> Result<Value, RpcError> {
         updated_after: q.updated_after,
         page_size: q.page_size,
         page_token: q.page_token.clone(),
+        include_artifacts: q.include_artifacts,
+        history_length: q.history_length.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
     })
     .map_err(|e| match e {
         StoreError::Invalid(m) => RpcError::new(ErrorKind::InvalidParams, m),

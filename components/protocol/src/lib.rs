@@ -6,6 +6,7 @@
 //! in milliseconds and shared by every component.
 #![deny(missing_docs)]
 
+pub mod bounds;
 pub mod card;
 pub mod client;
 pub mod errors;

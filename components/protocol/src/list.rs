@@ -88,13 +88,22 @@ impl ListTasksRequest {
 
 impl ListQuery {
     /// A task as this listing shows it.
-    pub fn shape(&self, mut task: Task) -> Task {
-        if !self.include_artifacts {
-            task.artifacts.clear();
-        }
-        task.with_history_length(self.history_length)
+    pub fn shape(&self, task: Task) -> Task {
+        shape(task, self.include_artifacts, self.history_length)
     }
 }
+
+/// A task as a listing shows it: artifacts only when asked for, history cut to `history_length`.
+pub fn shape(mut task: Task, include_artifacts: bool, history_length: Option<i64>) -> Task {
+    if !include_artifacts {
+        task.artifacts.clear();
+    }
+    task.with_history_length(history_length)
+}
+
+/// Most bytes of task bodies one page copies into a component: a page holds fewer tasks (with
+/// a correct `nextPageToken`) rather than more than this, but always at least one.
+pub const MAX_PAGE_BYTES: u64 = 8 << 20;
 
 /// The answer: `nextPageToken` (`""` on the last page), `pageSize` and `totalSize` always present.
 pub fn response(tasks: Vec<Task>, next_page_token: Option<String>, page_size: u32, total_size: u32) -> Value {

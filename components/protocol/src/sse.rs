@@ -15,6 +15,32 @@ pub fn event(id: Option<u64>, data: &Value) -> String {
     }
 }
 
+/// The member of a StreamResponse a frame carries: the one definition both sides of the WIT
+/// boundary map their frame kinds to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Member {
+    /// A task snapshot.
+    Task,
+    /// A direct message.
+    Message,
+    /// A status update.
+    StatusUpdate,
+    /// An artifact update.
+    ArtifactUpdate,
+}
+
+impl Member {
+    /// The member's name in a StreamResponse.
+    pub fn name(self) -> &'static str {
+        match self {
+            Member::Task => "task",
+            Member::Message => "message",
+            Member::StatusUpdate => "statusUpdate",
+            Member::ArtifactUpdate => "artifactUpdate",
+        }
+    }
+}
+
 /// A result event whose StreamResponse member (`task`, `message`, `statusUpdate`,
 /// `artifactUpdate`) is already JSON text, so it is not parsed again.
 pub fn result_event(id: Option<u64>, request_id: &Value, member: &str, member_json: &str) -> String {
@@ -30,6 +56,9 @@ pub fn result_event(id: Option<u64>, request_id: &Value, member: &str, member_js
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
+    /// How far `buf` is known to hold no event end, so a large event arriving in many small
+    /// chunks is scanned once, not once per chunk.
+    scanned: usize,
 }
 
 impl Decoder {
@@ -38,7 +67,8 @@ impl Decoder {
     pub fn push(&mut self, chunk: &[u8]) -> Vec<String> {
         self.buf.extend(chunk.iter().filter(|b| **b != b'\r'));
         let mut out = Vec::new();
-        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+        while let Some(end) = self.buf[self.scanned.saturating_sub(1)..].windows(2).position(|w| w == b"\n\n").map(|i| i + self.scanned.saturating_sub(1)) {
+            self.scanned = 0;
             let event: Vec<u8> = self.buf.drain(..end + 2).collect();
             let text = String::from_utf8_lossy(&event);
             let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
@@ -46,6 +76,7 @@ impl Decoder {
                 out.push(data.join("\n"));
             }
         }
+        self.scanned = self.buf.len();
         out
     }
 }

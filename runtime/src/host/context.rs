@@ -31,6 +31,7 @@ impl Host for EdgeView<'_> {
                 execution_timeout_ms: r.limits.execution_timeout_ms,
                 max_concurrent_tasks: r.limits.max_concurrent_tasks,
                 keep_alive_ms: r.limits.keep_alive_ms.max(100),
+                max_parts: r.limits.max_parts,
             },
             legacy_error_codes: app.config.protocol.legacy_error_codes,
             updated_at: r.updated_at,

@@ -62,6 +62,16 @@ impl Host for EdgeView<'_> {
         let sub = self.req.app.events.subscribe(&self.key(&task_id), after);
         Ok(Ok(self.table.push(sub)?))
     }
+
+    fn hand_off(&mut self, sub: Resource<Subscription>, request_id: String) -> wasmtime::Result<()> {
+        let sub = self.table.delete(sub)?;
+        let instance = &self.req.instance.record;
+        let task_id = sub.key().strip_prefix(&format!("{}/", instance.id)).unwrap_or_default().to_owned();
+        let request_id = serde_json::from_str(&request_id).unwrap_or(serde_json::Value::Null);
+        let keep_alive = std::time::Duration::from_millis(instance.limits.keep_alive_ms.max(100));
+        *self.req.hand_off.lock().unwrap() = Some(super::handoff::Continuation { sub, request_id, task_id, instance_id: instance.id.clone(), keep_alive });
+        Ok(())
+    }
 }
 
 impl HostSubscription for EdgeView<'_> {

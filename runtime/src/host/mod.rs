@@ -9,6 +9,7 @@ pub mod client;
 mod context;
 pub mod egress;
 mod events;
+mod handoff;
 pub mod outbound_http;
 pub mod registry;
 mod sessions;
@@ -26,6 +27,7 @@ use http_body_util::{BodyExt, Full};
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime::{CallHook, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -106,6 +108,8 @@ pub struct RequestState {
     written: Vec<(String, u64)>,
     /// What the request was, for the log.
     note: CallNote,
+    /// Where the component leaves the rest of a stream it hands off.
+    hand_off: handoff::Slot,
 }
 
 /// The data of one request's store.
@@ -259,6 +263,7 @@ impl Host {
         };
         let started = std::time::Instant::now();
         let contexts = crate::activity::Contexts::default();
+        let hand_off = handoff::Slot::default();
         let served = instance.clone();
         let state = State {
             table: ResourceTable::new(),
@@ -276,6 +281,7 @@ impl Host {
                 contexts: contexts.clone(),
                 written: Vec::new(),
                 note: note.clone(),
+                hand_off: hand_off.clone(),
             },
             burst: Burst::default(),
         };
@@ -295,10 +301,11 @@ impl Host {
         self.instantiations.fetch_add(1, Ordering::Relaxed);
         let pre = component.pre.clone();
         let shared = app.clone();
+        let wait = Duration::from_millis(app.config.runtime.instance_wait_ms);
         let invocation = tokio::spawn(async move {
             let result = async {
                 let instantiating = std::time::Instant::now();
-                let proxy = pre.instantiate_async(&mut store).await?;
+                let proxy = instantiate(&pre, &mut store, wait).await?;
                 shared.host.instantiate_time.record(store_setup + instantiating.elapsed());
                 proxy.wasi_http_incoming_handler().call_handle(&mut store, request, out).await
             }
@@ -314,6 +321,7 @@ impl Host {
         match rx.await {
             Ok(Ok(response)) if is_event_stream(&response) => {
                 let (parts, body) = response.into_parts();
+                let body = handoff::chain(body, hand_off, app.store.clone());
                 let (server_id, peer_id) = (&served.record.id, crate::activity::peer_id(peer.ip(), &served.record.id));
                 http::Response::from_parts(parts, app.activity.watch_stream(&peer_id, server_id, contexts, body))
             }
@@ -321,12 +329,32 @@ impl Host {
             Ok(Err(code)) => failure(&format!("the component failed the request: {code:?}")),
             Err(_) => {
                 let why = match invocation.await {
+                    Ok(Err(e)) if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() => {
+                        let why = format!("all {} component instances stayed busy for {} ms; retry shortly", app.config.runtime.max_instances, wait.as_millis());
+                        return crate::server::rpc_failure(503, a2a_protocol::ErrorKind::Internal, &why, legacy);
+                    }
                     Ok(Err(e)) => trap_cause(&e),
                     Ok(Ok(())) => "the component returned without answering".into(),
                     Err(e) => format!("the invocation panicked: {e}"),
                 };
                 failure(&format!("the component failed: {why}"))
             }
+        }
+    }
+}
+
+/// Instantiates a component; when every pooled instance is in use, waits for one to come free
+/// (up to `wait`) instead of failing at once.
+async fn instantiate(pre: &ProxyPre<State>, store: &mut Store<State>, wait: Duration) -> wasmtime::Result<wasmtime_wasi_http::p2::bindings::Proxy> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match pre.instantiate_async(&mut *store).await {
+            Err(e) if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() && std::time::Instant::now() + pause < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
         }
     }
 }

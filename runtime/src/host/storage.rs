@@ -154,6 +154,8 @@ impl Host for EdgeView<'_> {
             updated_after: q.updated_after,
             limit: q.page_size.clamp(1, 100),
             start: q.page_token.map_or(PageStart::First, PageStart::Token),
+            max_bytes: Some(a2a_protocol::list::MAX_PAGE_BYTES),
+            shape: Some((q.include_artifacts, q.history_length.map(i64::from))),
         };
         Ok(self
             .req

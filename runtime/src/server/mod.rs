@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -52,37 +52,112 @@ pub enum Surfaces {
 }
 
 /// Serves `listener` until `shutdown` fires, then stops accepting and lets in-flight requests
-/// finish up to the configured grace.
-pub async fn serve(app: Arc<App>, listener: TcpListener, surfaces: Surfaces, shutdown: CancellationToken) {
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+/// finish up to the configured grace. At most `connections` are open at once (shared by every
+/// listener): at the cap new clients wait in the listen backlog; a failing accept (e.g. out of
+/// file descriptors) backs off instead of spinning.
+pub async fn serve(app: Arc<App>, listener: TcpListener, surfaces: Surfaces, connections: Arc<tokio::sync::Semaphore>, shutdown: CancellationToken) {
+    let tracker = tokio_util::task::TaskTracker::new();
+    let settings = &app.config.runtime;
+    let idle = Duration::from_millis(settings.idle_timeout_ms.max(100));
+    let grace = Duration::from_millis(settings.shutdown_grace_ms);
+    let mut backoff = AcceptBackoff::default();
     loop {
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            p = connections.clone().acquire_owned() => p.expect("the connection semaphore is never closed"),
+        };
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok(a) => a,
+                Ok(a) => {
+                    backoff.reset();
+                    a
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    tokio::time::sleep(backoff.failed(&e)).await;
                     continue;
                 }
             },
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
+        let (app, shutdown) = (app.clone(), shutdown.clone());
+        // Requests of this connection being answered (their bodies included).
+        let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = busy.clone();
         let service = hyper::service::service_fn(move |req| {
-            let app = app.clone();
-            async move { Ok::<_, Infallible>(route(&app, peer, surfaces, req).await) }
+            let (app, guard) = (app.clone(), Busy::new(&counted));
+            async move { Ok::<_, Infallible>(route(&app, peer, surfaces, req).await.map(|body| Holding { body, _slot: guard }.boxed_unsync())) }
         });
-        let conn = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            let _ = conn.await;
+        // The header timeout also runs while a kept-alive connection waits for its next request,
+        // so it closes slow headers and idle connections alike; a response being streamed is not
+        // waiting for a head and is never cut by it.
+        let conn = hyper::server::conn::http1::Builder::new()
+            .keep_alive(true)
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(idle)
+            .max_headers(100)
+            .serve_connection(TokioIo::new(stream), service);
+        tracker.spawn(async move {
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = shutdown.cancelled() => {
+                    // Idle, or half-way through a request head: closed at once. Answering: up to the grace.
+                    if busy.load(std::sync::atomic::Ordering::Acquire) > 0 {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(grace, conn).await;
+                    }
+                }
+            }
+            drop(permit);
         });
     }
     drop(listener);
-    let grace = Duration::from_millis(app.config.runtime.shutdown_grace_ms);
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    tracker.close();
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!(grace_ms = grace.as_millis() as u64, "in-flight requests did not finish within the shutdown grace");
+    }
+}
+
+/// Counts a request of a connection from its arrival until its response body is gone.
+struct Busy(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Busy {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Busy {
+        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Busy(count.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// How long to wait after a failed accept: doubling from 10 ms to 1 s, logged at most once per
+/// 10 s with how many failed since.
+#[derive(Default)]
+struct AcceptBackoff {
+    delay_ms: u64,
+    failures: u64,
+    logged: Option<Instant>,
+}
+
+impl AcceptBackoff {
+    fn failed(&mut self, e: &std::io::Error) -> Duration {
+        self.failures += 1;
+        self.delay_ms = (self.delay_ms * 2).clamp(10, 1000);
+        if self.logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            tracing::warn!(error = %e, failures = self.failures, "accept failed (out of file descriptors? raise the limit or lower runtime.maxConnections)");
+            self.logged = Some(Instant::now());
+            self.failures = 0;
+        }
+        Duration::from_millis(self.delay_ms)
+    }
+
+    fn reset(&mut self) {
+        self.delay_ms = 0;
     }
 }
 
@@ -184,14 +259,48 @@ async fn a2a_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>, n
         app.activity.seen(&instance.record.id, peer.ip(), agent, crate::tasks::now_ms());
     }
     let limit = instance.record.limits.max_body_bytes;
-    let (mut parts, body) = match read_body(req, limit).await {
+    let (mut parts, body) = match read_body(req, limit, &app.config.runtime).await {
         Ok(r) => r,
         Err((status, message)) => return (rpc_failure(status, a2a_protocol::ErrorKind::InvalidRequest, &message, legacy), id),
     };
     // Components never see the caller's credentials.
     parts.headers.remove(header::AUTHORIZATION);
+    // A stream holds a slot of its own from the start: over the cap it is refused at once,
+    // never left to exhaust what other requests need.
+    let wants_stream = kind == RouteKind::Rpc && parts.headers.get_all(header::ACCEPT).iter().any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")));
+    let slot = match wants_stream.then(|| app.admission.acquire_stream(&instance.record.id, instance.record.limits.max_streams, app.config.runtime.max_streams)) {
+        Some(Err(why)) => {
+            app.metrics.rejection("streams");
+            let e = a2a_protocol::RpcError { retry_after_ms: Some(1000), ..a2a_protocol::RpcError::new(a2a_protocol::ErrorKind::RateLimited, why) };
+            let mut r = json(429, &a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, &e, legacy));
+            r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            return (r, id);
+        }
+        Some(Ok(slot)) => Some(slot),
+        None => None,
+    };
     let req = Request::from_parts(parts, Full::new(body));
-    (app.host.handle(app, instance, Route::Http(kind), peer, req, note).await, id)
+    let response = app.host.handle(app, instance, Route::Http(kind), peer, req, note).await;
+    let streaming = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    match slot {
+        Some(slot) if streaming => (response.map(|body| Holding { body, _slot: slot }.boxed_unsync()), id),
+        _ => (response, id),
+    }
+}
+
+/// A response body that holds something (an open-stream slot) until it ends or is dropped.
+struct Holding<T> {
+    body: Body,
+    _slot: T,
+}
+
+impl<T: Unpin> hyper::body::Body for Holding<T> {
+    type Data = Bytes;
+    type Error = <Body as hyper::body::Body>::Error;
+
+    fn poll_frame(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
 }
 
 /// HTTP 401 with `WWW-Authenticate: Bearer` and a JSON-RPC UNAUTHORIZED body.
@@ -204,19 +313,38 @@ fn unauthorized(app: &App) -> Response<Body> {
 }
 
 /// Reads the body up to `limit` bytes: 413 beyond (by `Content-Length`, or while reading,
-/// never buffering more), 400 if unreadable; the status and what to fix.
-pub async fn read_body(req: Request<Incoming>, limit: u64) -> Result<(http::request::Parts, Bytes), (u16, String)> {
+/// never buffering more), 408 when it arrives slower than the runtime settings allow, 400 if
+/// unreadable; the status and what to fix. The bytes are copied into one buffer as they come, so
+/// memory follows the bytes received, not the packets they came in.
+pub async fn read_body(req: Request<Incoming>, limit: u64, settings: &crate::config::RuntimeSettings) -> Result<(http::request::Parts, Bytes), (u16, String)> {
     let too_large = || (413, format!("request body is larger than the limit of {limit} bytes"));
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    let (parts, body) = req.into_parts();
-    match Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX)).collect().await {
-        Ok(c) => Ok((parts, c.to_bytes())),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
-        Err(e) => Err((400, format!("cannot read the request body: {e}"))),
+    let (parts, mut body) = req.into_parts();
+    let mut buf = bytes::BytesMut::with_capacity(declared.unwrap_or(0).min(64 << 10) as usize);
+    let started = tokio::time::Instant::now();
+    loop {
+        let deadline = started + settings.body_allowance(buf.len() as u64);
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => {
+                let rate = settings.min_body_bytes_per_sec;
+                return Err((408, format!("the request body arrived too slowly ({} bytes in {:.1} s; send at least {rate} bytes/s)", buf.len(), started.elapsed().as_secs_f64())));
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err((400, format!("cannot read the request body: {e}"))),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if (buf.len() + data.len()) as u64 > limit {
+                        return Err(too_large());
+                    }
+                    buf.extend_from_slice(&data);
+                }
+            }
+        }
     }
+    Ok((parts, buf.freeze()))
 }
 
 /// Used by the control API for its fixed limit.

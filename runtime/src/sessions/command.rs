@@ -4,11 +4,13 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
+use super::groups::{Groups, TURN_MARKER};
 use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput};
 
 /// How much of stderr a failure reports.
@@ -22,13 +24,15 @@ pub struct Command {
     pub working_dir: Option<PathBuf>,
     /// Longest a turn may run.
     pub timeout: Duration,
+    /// Where running process groups are recorded.
+    pub groups: Arc<Groups>,
 }
 
 impl Backend for Command {
     fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
-        let (argv, dir, timeout) = (self.argv.clone(), self.working_dir.clone(), self.timeout);
+        let (argv, dir, timeout, groups) = (self.argv.clone(), self.working_dir.clone(), self.timeout, self.groups.clone());
         Box::pin(async move {
-            let outcome = match run(&argv, dir, timeout, &input, &events, &cancel).await {
+            let outcome = match run(&argv, dir, timeout, &input, &events, &cancel, &groups).await {
                 Ok(o) => o,
                 Err(e) => TurnEvent::Failed(format!("could not run {:?}: {e}", argv[0])),
             };
@@ -54,7 +58,15 @@ fn history_json(history: &[super::history::Entry]) -> String {
 /// Largest `A2A_HISTORY` value.
 const HISTORY_BYTES: usize = 64 * 1024;
 
-async fn run(argv: &[String], dir: Option<PathBuf>, timeout: Duration, input: &TurnInput, events: &EventSink, cancel: &CancellationToken) -> std::io::Result<TurnEvent> {
+async fn run(
+    argv: &[String],
+    dir: Option<PathBuf>,
+    timeout: Duration,
+    input: &TurnInput,
+    events: &EventSink,
+    cancel: &CancellationToken,
+    groups: &Groups,
+) -> std::io::Result<TurnEvent> {
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::piped())
@@ -66,13 +78,19 @@ async fn run(argv: &[String], dir: Option<PathBuf>, timeout: Duration, input: &T
         .env("A2A_SKILL", &input.skill)
         .env("A2A_INSTANCE_ID", &input.instance_id)
         .env("A2A_HISTORY", history_json(&input.history))
+        .env(TURN_MARKER, &input.task_id)
         .process_group(0)
         .kill_on_drop(true);
+    // SAFETY: the closure only calls prctl, which is async-signal-safe.
+    unsafe { cmd.pre_exec(super::groups::die_with_parent) };
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
     let mut child = cmd.spawn()?;
     let group = child.id().map(|id| id as i32);
+    if let Some(pgid) = group {
+        groups.started(pgid, &input.task_id);
+    }
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
@@ -111,8 +129,7 @@ async fn run(argv: &[String], dir: Option<PathBuf>, timeout: Duration, input: &T
     };
     let kill = || {
         if let Some(pgid) = group {
-            // SAFETY: signalling a process group we created; a stale id only yields ESRCH.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            groups.kill(pgid);
         }
     };
     tokio::select! {

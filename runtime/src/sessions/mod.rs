@@ -3,6 +3,7 @@
 
 mod command;
 mod echo;
+pub mod groups;
 pub mod history;
 mod openai;
 mod scripted;
@@ -144,6 +145,9 @@ pub trait Backend: Send + Sync {
 /// A boxed, sendable turn.
 pub type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
+/// The most text one coalesced delta carries.
+pub const COALESCE_BYTES: usize = 16 << 10;
+
 /// A running turn, as the host hands it to the guest.
 pub struct Turn {
     events: mpsc::UnboundedReceiver<TurnEvent>,
@@ -153,19 +157,35 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The next event if one is ready. A backend that stopped without a final event reads as
-    /// failed, once.
+    /// The next event if one is ready. Text deltas that are already queued come as one (up to
+    /// [`COALESCE_BYTES`]), so a backend streaming many small pieces costs one crossing per
+    /// batch, not per piece. A backend that stopped without a final event reads as failed, once.
     pub fn try_next(&mut self) -> Option<TurnEvent> {
         if self.finished {
             return None;
         }
-        let event = self.pending.take().or_else(|| match self.events.try_recv() {
+        let mut event = self.pending.take().or_else(|| self.recv_now())?;
+        if let TurnEvent::TextDelta(text) = &mut event {
+            while text.len() < COALESCE_BYTES {
+                match self.recv_now() {
+                    Some(TurnEvent::TextDelta(more)) => text.push_str(&more),
+                    other => {
+                        self.pending = other;
+                        break;
+                    }
+                }
+            }
+        }
+        self.finished = event.is_final();
+        Some(event)
+    }
+
+    fn recv_now(&mut self) -> Option<TurnEvent> {
+        match self.events.try_recv() {
             Ok(e) => Some(e),
             Err(mpsc::error::TryRecvError::Empty) => None,
             Err(mpsc::error::TryRecvError::Disconnected) => Some(TurnEvent::Failed("the session ended without an answer".into())),
-        })?;
-        self.finished = event.is_final();
-        Some(event)
+        }
     }
 
     /// Waits until an event is ready or the turn is over (cancel-safe).
@@ -199,7 +219,7 @@ pub struct SessionInfo {
 }
 
 /// The backend a preset names (one of [`BACKENDS`]), with its settings.
-fn backend(preset: &Preset) -> Option<Arc<dyn Backend>> {
+fn backend(preset: &Preset, groups: &Arc<groups::Groups>) -> Option<Arc<dyn Backend>> {
     match preset.backend.as_str() {
         "echo" => Some(Arc::new(echo::Echo)),
         "scripted" => Some(Arc::new(scripted::Scripted)),
@@ -207,6 +227,7 @@ fn backend(preset: &Preset) -> Option<Arc<dyn Backend>> {
             argv: preset.command.clone(),
             working_dir: preset.working_dir.clone(),
             timeout: std::time::Duration::from_millis(preset.timeout_ms.unwrap_or(300_000)),
+            groups: groups.clone(),
         })),
         "openai" => Some(Arc::new(openai::OpenAi::new(preset))),
         _ => None,
@@ -216,15 +237,23 @@ fn backend(preset: &Preset) -> Option<Arc<dyn Backend>> {
 /// Every live session and running turn.
 pub struct Sessions {
     backends: HashMap<String, Arc<dyn Backend>>,
+    groups: Arc<groups::Groups>,
     live: Mutex<HashMap<(String, String), SessionInfo>>,
     running: Arc<Mutex<HashMap<String, CancellationToken>>>,
 }
 
 impl Sessions {
-    /// Sessions over the given presets.
-    pub fn new(presets: &[Preset]) -> Sessions {
-        let backends = presets.iter().filter_map(|p| Some((p.id.clone(), backend(p)?))).collect();
-        Sessions { backends, live: Mutex::default(), running: Arc::default() }
+    /// Sessions over the given presets; command turns record their process groups under
+    /// `run_dir` (see [`groups`]).
+    pub fn new(presets: &[Preset], run_dir: Option<std::path::PathBuf>) -> Sessions {
+        let groups = Arc::new(groups::Groups::new(run_dir));
+        let backends = presets.iter().filter_map(|p| Some((p.id.clone(), backend(p, &groups)?))).collect();
+        Sessions { backends, groups, live: Mutex::default(), running: Arc::default() }
+    }
+
+    /// Kills the process groups of every command turn still running (at shutdown); how many.
+    pub fn kill_processes(&self) -> usize {
+        self.groups.kill_all()
     }
 
     /// Starts a turn on `preset`'s backend.
@@ -280,5 +309,32 @@ impl Sessions {
     /// How many sessions are live.
     pub fn live_count(&self) -> usize {
         self.live.lock().unwrap().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queued_text_deltas_come_as_one_in_order() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut turn = Turn { events: rx, pending: None, finished: false, cancel: CancellationToken::new() };
+        for w in ["a ", "b ", "c"] {
+            tx.send(TurnEvent::TextDelta(w.into())).unwrap();
+        }
+        tx.send(TurnEvent::Reasoning("r".into())).unwrap();
+        tx.send(TurnEvent::TextDelta("d".into())).unwrap();
+        tx.send(TurnEvent::Completed).unwrap();
+        let got: Vec<_> = std::iter::from_fn(|| turn.try_next()).collect();
+        assert_eq!(got, [TurnEvent::TextDelta("a b c".into()), TurnEvent::Reasoning("r".into()), TurnEvent::TextDelta("d".into()), TurnEvent::Completed]);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut turn = Turn { events: rx, pending: None, finished: false, cancel: CancellationToken::new() };
+        let piece = "x".repeat(1000);
+        for _ in 0..40 {
+            tx.send(TurnEvent::TextDelta(piece.clone())).unwrap();
+        }
+        let TurnEvent::TextDelta(first) = turn.try_next().unwrap() else { panic!() };
+        assert!(first.len() >= COALESCE_BYTES && first.len() < COALESCE_BYTES + 1000, "bounded: {}", first.len());
     }
 }

@@ -104,6 +104,11 @@ pub struct TaskFilter {
     pub limit: u32,
     /// Where the page starts.
     pub start: PageStart,
+    /// Most bytes of bodies in the page, counted after `shape` (at least one row is always
+    /// returned).
+    pub max_bytes: Option<u64>,
+    /// Bodies as the listing shows them: artifacts only when true, history cut to the length.
+    pub shape: Option<(bool, Option<i64>)>,
 }
 
 /// Cursor (protocol) or offset (control API) paging.

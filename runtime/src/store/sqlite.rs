@@ -369,11 +369,26 @@ fn list_tasks(c: &Connection, f: &TaskFilter) -> Result<TaskPage, StoreError> {
             page_filter = format!("{filter} AND (updated_at < ?{a} OR (updated_at = ?{a} AND id < ?{b}))");
         }
     }
-    let limit = f.limit.max(1);
+    let limit = f.limit.max(1) as usize;
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {page_filter} ORDER BY updated_at DESC, id DESC LIMIT {} OFFSET {offset}", limit + 1);
-    let mut rows: Vec<TaskRow> = c.prepare(&sql)?.query_map(rusqlite::params_from_iter(args.iter()), task_row)?.collect::<Result<_, _>>()?;
-    let more = rows.len() > limit as usize;
-    rows.truncate(limit as usize);
+    let mut stmt = c.prepare(&sql)?;
+    let mut found = stmt.query_map(rusqlite::params_from_iter(args.iter()), task_row)?;
+    let (mut rows, mut bytes, mut more) = (Vec::new(), 0u64, false);
+    for row in found.by_ref() {
+        let mut row = row?;
+        if let Some((artifacts, history)) = f.shape
+            && let Ok(task) = serde_json::from_str::<a2a_protocol::Task>(&row.body)
+        {
+            row.body = serde_json::to_string(&a2a_protocol::list::shape(task, artifacts, history)).unwrap_or(row.body);
+        }
+        bytes += row.body.len() as u64;
+        let over_bytes = f.max_bytes.is_some_and(|max| bytes > max) && !rows.is_empty();
+        if rows.len() == limit || over_bytes {
+            more = true;
+            break;
+        }
+        rows.push(row);
+    }
     let next_token = more.then(|| rows.last().map(|r| format!("{}:{}", r.updated_at, r.id))).flatten();
     Ok(TaskPage { tasks: rows, next_token, total: total as u32 })
 }

@@ -98,8 +98,10 @@ async fn save(app: &App, record: InstanceRecord) -> Result<(), Refusal> {
 
 /// Applies the optional fields shared by create and update.
 async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &Fields<'_>) -> Result<(), Refusal> {
-    for (name, slot) in [("name", &mut r.name), ("description", &mut r.description), ("version", &mut r.version)] {
+    use a2a_protocol::bounds::{MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, MAX_VERSION_CHARS};
+    for (name, slot, max) in [("name", &mut r.name, MAX_NAME_CHARS), ("description", &mut r.description, MAX_DESCRIPTION_CHARS), ("version", &mut r.version, MAX_VERSION_CHARS)] {
         if let Some(v) = f.opt_nonempty(name)? {
+            a2a_protocol::bounds::check(&format!("field \"{name}\""), v.trim(), max)?;
             *slot = v.trim().to_owned();
         }
     }
@@ -142,6 +144,7 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &Fields<'_>) -> Result
 
 async fn create(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
     let name = f.str("name")?.trim();
+    a2a_protocol::bounds::check("field \"name\"", name, a2a_protocol::bounds::MAX_NAME_CHARS)?;
     let (description, version) = (f.str("description")?, f.str("version")?);
     let now = now_ms();
     let id = instances::new_id(name);

@@ -36,6 +36,7 @@ async fn save_and_connect(app: &Arc<App>, r: ConnectionRecord, done: String, ext
 
 fn apply(r: &mut ConnectionRecord, f: &Fields<'_>, app: &App) -> Result<(), Refusal> {
     if let Some(n) = f.opt_nonempty("name")? {
+        a2a_protocol::bounds::check("field \"name\"", n.trim(), a2a_protocol::bounds::MAX_NAME_CHARS)?;
         r.name = n.trim().to_owned();
     }
     if let Some(p) = f.opt_nonempty("preset")? {
@@ -68,6 +69,7 @@ fn card_url(f: &Fields<'_>) -> Result<String, Refusal> {
 /// `outbound.create`
 pub async fn create(app: &Arc<App>, f: &Fields<'_>) -> Result<Value, Refusal> {
     let name = f.str("name")?.trim().to_owned();
+    a2a_protocol::bounds::check("field \"name\"", &name, a2a_protocol::bounds::MAX_NAME_CHARS)?;
     let url = card_url(f)?;
     let now = now_ms();
     let id = crate::instances::new_id(&name);

@@ -42,7 +42,7 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
         (Method::GET, "/a2a/api/metrics") => reads::metrics(app, param("format")),
         (Method::GET, "/a2a/api/update") => answer(200, &app.update.answer(matches!(param("refresh"), Some("1" | "true"))).await),
         (Method::POST, "/a2a/api") => {
-            let body = match read_body(req, CONTROL_BODY_LIMIT).await {
+            let body = match read_body(req, CONTROL_BODY_LIMIT, &app.config.runtime).await {
                 Ok((_, body)) => body,
                 Err((status, message)) => return (refusal(status, &message), None),
             };

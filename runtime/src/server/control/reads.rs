@@ -16,6 +16,13 @@ use crate::store::{PageStart, Store, TaskFilter};
 /// Most session rows a snapshot lists.
 const SNAPSHOT_SESSIONS: u32 = 200;
 
+/// The most tasks one snapshot page lists (`taskLimit`).
+const MAX_TASK_LIMIT: u32 = 200;
+
+/// The most bytes of task bodies one snapshot page carries: fewer tasks (and a `taskNextOffset`
+/// to go on from) rather than more.
+const MAX_SNAPSHOT_TASK_BYTES: u64 = 16 << 20;
+
 /// `GET /a2a/api`: everything at once, tasks paged and filtered by `task*` parameters.
 pub fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
     let param = |name: &str| query.get(name);
@@ -26,14 +33,23 @@ pub fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
         }
     };
     let filter = (|| -> Result<TaskFilter, String> {
-        let limit = number("taskLimit", 50, 500)?.max(1);
+        let limit = number("taskLimit", 50, MAX_TASK_LIMIT)?.max(1);
         let offset = number("taskOffset", 0, u32::MAX)?;
         let state = match param("taskState").filter(|s| !s.is_empty()) {
             Some(s) => Some(parse_state(s).ok_or_else(|| format!("taskState {s:?} is not a task state (e.g. TASK_STATE_WORKING or working)"))?),
             None => None,
         };
         let nonempty = |n: &str| param(n).filter(|s| !s.is_empty()).map(str::to_owned);
-        Ok(TaskFilter { instance_id: nonempty("taskServerId"), context_id: nonempty("taskContextId"), state, updated_after: None, limit, start: PageStart::Offset(offset) })
+        Ok(TaskFilter {
+            instance_id: nonempty("taskServerId"),
+            context_id: nonempty("taskContextId"),
+            state,
+            updated_after: None,
+            limit,
+            start: PageStart::Offset(offset),
+            max_bytes: Some(MAX_SNAPSHOT_TASK_BYTES),
+            shape: None,
+        })
     })();
     let filter = match filter {
         Ok(f) => f,
