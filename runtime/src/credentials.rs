@@ -81,12 +81,7 @@ fn restrict(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Checks a secret name: an environment-variable-like identifier of at most 128 characters.
-pub fn check_secret_name(name: &str) -> Result<String, String> {
-    let ok = name.len() <= 128 && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    let shown: String = name.chars().take(64).collect();
-    if ok { Ok(name.to_owned()) } else { Err(format!("must name a secret like MY_TOKEN (letters, digits, _), not {shown:?}")) }
-}
+pub use control_fields::check_secret_name;
 
 /// The generated secret name of an inbound instance: `A2A_INBOUND_<ID>`.
 pub fn inbound_name(id: &str) -> String {

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::fields::{Fields, Refusal, secret_name};
 use crate::app::App;
 use crate::outbound::{self, connect, record};
 use crate::store::{ConnectionRecord, SkillOverride, Store, settled};
 use crate::tasks::now_ms;
+use control_fields::{Fields, Refusal, secret_name};
 
 async fn save(app: &App, r: ConnectionRecord) -> Result<(), Refusal> {
     let id = r.id.clone();

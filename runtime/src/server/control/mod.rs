@@ -3,7 +3,6 @@
 
 mod actions;
 mod connections;
-mod fields;
 mod reads;
 mod records;
 

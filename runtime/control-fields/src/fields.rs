@@ -1,5 +1,4 @@
-//! Typed reading of an action's fields: a wrong type or a missing field is a message naming the
-//! field, never a crash.
+//! Typed reading of an action's fields.
 
 use serde_json::{Map, Value};
 
@@ -103,7 +102,14 @@ impl<'a> Fields<'a> {
 
 /// A secret name: an environment-variable-like identifier.
 pub fn secret_name(field: &str, name: &str) -> Result<String, Refusal> {
-    crate::credentials::check_secret_name(name).map_err(|e| format!("field \"{field}\" {e}"))
+    check_secret_name(name).map_err(|e| format!("field \"{field}\" {e}"))
+}
+
+/// Checks a secret name: an environment-variable-like identifier of at most 128 characters.
+pub fn check_secret_name(name: &str) -> Result<String, String> {
+    let ok = name.len() <= 128 && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let shown: String = name.chars().take(64).collect();
+    if ok { Ok(name.to_owned()) } else { Err(format!("must name a secret like MY_TOKEN (letters, digits, _), not {shown:?}")) }
 }
 
 #[cfg(test)]
