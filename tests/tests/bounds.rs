@@ -23,6 +23,19 @@ async fn read_until_closed(tcp: &mut tokio::net::TcpStream, limit: Duration) -> 
     }
 }
 
+/// Writes `piece` every 50 ms, `times` times, until the server closes or `limit` passes.
+async fn drip(tcp: &mut tokio::net::TcpStream, piece: &[u8], times: usize, limit: Duration) {
+    let writes = async {
+        for _ in 0..times {
+            if tcp.write_all(piece).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let _ = tokio::time::timeout(limit, writes).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_slower_than_the_minimum_rate_is_refused() {
     let mut config = scripted(|_| {});
@@ -33,15 +46,7 @@ async fn a_body_slower_than_the_minimum_rate_is_refused() {
     tcp.write_all(b"POST /a2a/tck HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n").await.unwrap();
     let started = Instant::now();
     // 20 bytes/s: far below the 100 bytes/s the config asks for.
-    let trickle = async {
-        for _ in 0..100 {
-            if tcp.write_all(b" ").await.is_err() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(3), trickle).await;
+    drip(&mut tcp, b" ", 100, Duration::from_secs(3)).await;
     let answer = read_until_closed(&mut tcp, Duration::from_secs(3)).await.expect("answered and closed");
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("arrived too slowly"), "{answer}");
@@ -160,15 +165,7 @@ async fn idle_and_slow_connections_are_closed_and_connections_are_capped() {
     let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
     slow.write_all(b"GET /a2a/tck/agent-card.json HTTP/1.1\r\nhost: 127.0.0.1\r\n").await.unwrap();
-    let drip = async {
-        for _ in 0..40 {
-            if slow.write_all(b"x-slow: 1\r\n").await.is_err() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(2), drip).await;
+    drip(&mut slow, b"x-slow: 1\r\n", 40, Duration::from_secs(2)).await;
     assert!(read_until_closed(&mut slow, Duration::from_secs(2)).await.is_some(), "a slow header is cut");
     assert!(read_until_closed(&mut idle, Duration::from_secs(2)).await.is_some(), "an idle keep-alive connection is closed");
 
