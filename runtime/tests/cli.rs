@@ -279,3 +279,43 @@ async fn command_processes_never_outlive_the_runtime() {
     child.wait().await.unwrap();
     assert!(turn_processes(&task).is_empty(), "nothing of the turn outlives a graceful stop: {:?}", turn_processes(&task));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    // 64 descriptors, soft and hard: the runtime cannot raise them, and runs out at once.
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n 64 && exec {} serve --listen 127.0.0.1:0 --data-dir {}", env!("CARGO_BIN_EXE_a2a-edge"), dir.path().display()))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = loop {
+        let line = stdout.next_line().await.unwrap().expect("serve prints where it listens");
+        if let Some(url) = line.split("listening on ").nth(1) {
+            break url.trim().to_owned();
+        }
+    };
+    let addr = base.trim_start_matches("http://").to_owned();
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        if let Ok(c) = tokio::net::TcpStream::connect(&addr).await {
+            held.push(c);
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    drop(held);
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let card = reqwest::Client::new().get(format!("{base}/a2a/demo/agent-card.json")).timeout(std::time::Duration::from_secs(5)).send().await.unwrap();
+    assert_eq!(card.status().as_u16(), 200, "serves again once descriptors are free");
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().await.unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    let failures = log.matches("accept failed").count();
+    assert!((1..=3).contains(&failures), "accept failures are logged at most once per 10 s, not in a loop: {failures} lines\n{log}");
+}
