@@ -1,5 +1,6 @@
 //! The `a2a-edge` command.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -119,11 +120,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             let running = a2a_edge::Running::start_on(config, data_dir, a2a_edge::Listen { public: listen, control: control_listen }).await?;
-            println!("a2a-edge {} listening on http://{}", env!("CARGO_PKG_VERSION"), running.addr);
-            println!("control API: {}", running.control_url());
+            // The banner is for whoever watches; a closed stdout (`serve | head -1`) must not stop
+            // the server, so write errors are ignored.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "a2a-edge {} listening on http://{}", env!("CARGO_PKG_VERSION"), running.addr);
+            let _ = writeln!(out, "control API: {}", running.control_url());
             for i in running.app.instances().iter().filter(|i| i.record.enabled) {
-                println!("agent {:<24} card: {}{}/agent-card.json", i.record.id, running.app.base_url, i.record.endpoint_path);
+                let _ = writeln!(out, "agent {:<24} card: {}{}/agent-card.json", i.record.id, running.app.base_url, i.record.endpoint_path);
             }
+            let _ = out.flush();
+            drop(out);
             let token = running.shutdown_token();
             tokio::spawn(async move {
                 shutdown_signal().await;

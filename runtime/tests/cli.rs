@@ -203,7 +203,7 @@ async fn serve_logs(args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_logs_every_request_and_refusal_in_text_or_json() {
     let json = serve_logs(&["--log-format", "json"]).await;
-    let lines: Vec<Value> = json.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not a JSON line: {l}"))).collect();
+    let lines: Vec<Value> = json.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not a JSON line: {l:?} in {json}"))).collect();
     let field = |l: &Value, k: &str| l["fields"][k].clone();
     let send = lines.iter().find(|l| field(l, "a2a_method") == "SendMessage").unwrap_or_else(|| panic!("no SendMessage line in {json}"));
     assert_eq!((field(send, "status"), field(send, "instance"), field(send, "outcome")), (200.into(), "demo".into(), "ok".into()), "{send}");
@@ -265,10 +265,15 @@ async fn command_processes_never_outlive_the_runtime() {
     let task = slow_turn(&base).await;
     child.start_kill().unwrap();
     child.wait().await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for _ in 0..60 {
+        if turn_processes(&task).len() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(turn_processes(&task).len(), 1, "the shell went with the runtime; its child was reparented");
     let (mut child, base) = serve(&data, &args).await;
-    assert!(turn_processes(&task).is_empty(), "the restart killed what the dead runtime left");
+    gone(&task).await;
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}});
     let t: Value = reqwest::Client::new().post(format!("{base}/a2a/slow")).json(&body).send().await.unwrap().json().await.unwrap();
     assert_eq!(t["result"]["status"]["state"], "TASK_STATE_FAILED", "{t}");
@@ -277,7 +282,18 @@ async fn command_processes_never_outlive_the_runtime() {
     let task = slow_turn(&base).await;
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
     child.wait().await.unwrap();
-    assert!(turn_processes(&task).is_empty(), "nothing of the turn outlives a graceful stop: {:?}", turn_processes(&task));
+    gone(&task).await;
+}
+
+/// Waits (up to 3 s) until no process of the turn is left: a killed process takes a moment to go.
+async fn gone(task: &str) {
+    for _ in 0..60 {
+        if turn_processes(task).is_empty() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("processes of the turn outlived the runtime: {:?}", turn_processes(task));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,4 +334,35 @@ async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
     let log = String::from_utf8_lossy(&out.stderr);
     let failures = log.matches("accept failed").count();
     assert!((1..=3).contains(&failures), "accept failures are logged at most once per 10 s, not in a loop: {failures} lines\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_keeps_running_when_its_stdout_is_closed() {
+    // `a2a-edge serve | head -1`: the reader is gone before the banner is written.
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    unsafe { libc::close(fds[0]) };
+    let stdout = unsafe { <std::process::Stdio as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(dir.path())
+        .stdout(stdout)
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let card = format!("http://127.0.0.1:{port}/a2a/demo/agent-card.json");
+    let mut served = false;
+    for _ in 0..100 {
+        if reqwest::get(&card).await.is_ok_and(|r| r.status().is_success()) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(served && child.try_wait().unwrap().is_none(), "the server runs on without a reader of its banner");
+    assert!(reqwest::get(&card).await.unwrap().status().is_success());
 }
