@@ -46,7 +46,7 @@ pub fn raise_fd_limit() -> u64 {
             }
         }
     }
-    lim.rlim_cur as u64
+    lim.rlim_cur
 }
 
 /// Gives memory freed by closed streams back to the system: glibc's allocator keeps freed
