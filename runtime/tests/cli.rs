@@ -158,17 +158,15 @@ async fn an_empty_token_on_stdin_never_clears_auth_and_json_failures_are_json() 
 
 /// Starts `a2a-edge serve` with `args` on the data directory `dir`; the child and its base URL.
 async fn serve(dir: &std::path::Path, args: &[&str]) -> (tokio::process::Child, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"]).arg(dir).args(args);
+    started(cmd).await
+}
+
+/// Spawns a `serve` command (stdout and stderr piped); the child and the base URL it printed.
+async fn started(mut cmd: tokio::process::Command) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = cmd.env_remove("RUST_LOG").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).kill_on_drop(true).spawn().unwrap();
     let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let base = loop {
         let line = stdout.next_line().await.unwrap().expect("serve prints where it listens");
@@ -298,25 +296,11 @@ async fn gone(task: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
-    use tokio::io::AsyncBufReadExt;
     let dir = tempfile::tempdir().unwrap();
     // 64 descriptors, soft and hard: the runtime cannot raise them, and runs out at once.
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -n 64 && exec {} serve --listen 127.0.0.1:0 --data-dir {}", env!("CARGO_BIN_EXE_a2a-edge"), dir.path().display()))
-        .env_remove("RUST_LOG")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = loop {
-        let line = stdout.next_line().await.unwrap().expect("serve prints where it listens");
-        if let Some(url) = line.split("listening on ").nth(1) {
-            break url.trim().to_owned();
-        }
-    };
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(format!("ulimit -n 64 && exec {} serve --listen 127.0.0.1:0 --data-dir {}", env!("CARGO_BIN_EXE_a2a-edge"), dir.path().display()));
+    let (child, base) = started(cmd).await;
     let addr = base.trim_start_matches("http://").to_owned();
     let mut held = Vec::new();
     for _ in 0..100 {
