@@ -110,15 +110,18 @@ pub fn normalize_endpoint(path: &str) -> Result<String, String> {
             return Err(format!("endpointPath {shown:?} must be /segment/… where each segment is letters, digits, '.', '_', '~' or '-' (not empty, '.' or '..')"));
         }
     }
-    for reserved in ["/a2a/api", "/a2a/ui"] {
-        if p == reserved || p.starts_with(&format!("{reserved}/")) {
-            return Err(format!("endpointPath {p:?} collides with the control surface {reserved}"));
-        }
+    if let Some(reserved) = control_surface(p) {
+        return Err(format!("endpointPath {p:?} collides with the control surface {reserved}"));
     }
     if p == "/.well-known" || p.starts_with("/.well-known/") {
         return Err(format!("endpointPath {p:?} is reserved"));
     }
     Ok(p.to_owned())
+}
+
+/// The control surface's path (`/a2a/api` or `/a2a/ui`) that `path` is or lies under.
+pub fn control_surface(path: &str) -> Option<&'static str> {
+    ["/a2a/api", "/a2a/ui"].into_iter().find(|p| path.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
 }
 
 /// Refuses an endpoint path equal to, or nested in (or around), another instance's endpoint or

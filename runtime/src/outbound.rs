@@ -177,7 +177,7 @@ fn target(app: &App, r: &ConnectionRecord, card: Option<&Value>) -> Target {
 
 /// The SSRF guard of a connection: its card URL's host is trusted as the operator gave it.
 fn reach(card_url: &str, allow_private: bool) -> crate::host::egress::Reach {
-    let trusted_host = card_url.parse::<http::Uri>().ok().and_then(|u| u.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()));
+    let trusted_host = card_url.parse::<http::Uri>().ok().as_ref().and_then(crate::host::egress::host_of);
     crate::host::egress::Reach { trusted_host, allow_private }
 }
 

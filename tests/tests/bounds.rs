@@ -102,6 +102,7 @@ async fn idle_subscribers_hold_no_component_instance_and_streams_are_capped() {
         .await
         .unwrap();
     assert_eq!(over.status().as_u16(), 429, "the 31st stream of the instance is refused at once");
+    assert_eq!(over.headers()["retry-after"], "1");
     assert!(over.json::<Value>().await.unwrap()["error"]["message"].as_str().unwrap().contains("30 open streams"));
     for i in 0..10 {
         let mut events = s.stream("/a2a/other", "SendStreamingMessage", json!({"message": message(&format!("m-o{i}"), "hi")}), None).await;

@@ -77,11 +77,15 @@ impl Reach {
     }
 }
 
-/// The host of a URI without brackets, and its port (scheme default).
+/// The host of a URI as the guard compares it: lower-cased, without IPv6 brackets.
+pub fn host_of(uri: &http::Uri) -> Option<String> {
+    Some(uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase())
+}
+
+/// [`host_of`] and the port (the scheme's default when none is given).
 fn host_port(uri: &http::Uri) -> Option<(String, u16)> {
-    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
     let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
-    Some((host, port))
+    Some((host_of(uri)?, port))
 }
 
 /// Resolves the request's host, checks every address against `reach`, and returns them.

@@ -364,7 +364,8 @@ pub fn wt<T>(r: wasmtime::Result<T>) -> anyhow::Result<T> {
     r.map_err(Into::into)
 }
 
-fn is_event_stream(r: &http::Response<Body>) -> bool {
+/// Whether a response is an SSE stream.
+pub fn is_event_stream(r: &http::Response<Body>) -> bool {
     r.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }
 

@@ -36,8 +36,16 @@ pub fn json(status: u16, value: &serde_json::Value) -> Response<Body> {
 /// A transport failure on the A2A surface: HTTP `status` with a JSON-RPC error envelope, so A2A
 /// clients decode every answer the same way.
 pub fn rpc_failure(status: u16, kind: a2a_protocol::ErrorKind, message: &str, legacy: bool) -> Response<Body> {
-    let e = a2a_protocol::RpcError::new(kind, message);
-    json(status, &a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, &e, legacy))
+    rpc_error(status, &a2a_protocol::RpcError::new(kind, message), legacy)
+}
+
+/// [`rpc_failure`] of a whole error: its `Retry-After` travels as the header too.
+fn rpc_error(status: u16, e: &a2a_protocol::RpcError, legacy: bool) -> Response<Body> {
+    let mut r = json(status, &a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, e, legacy));
+    if let Some(v) = e.retry_after().and_then(|secs| header::HeaderValue::from_str(&secs).ok()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
 }
 
 /// Which surfaces a listener serves (SPEC §1).
@@ -161,14 +169,10 @@ impl AcceptBackoff {
     }
 }
 
-fn is_control_path(path: &str) -> bool {
-    ["/a2a/api", "/a2a/ui"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")))
-}
-
 async fn route(app: &Arc<App>, peer: SocketAddr, surfaces: Surfaces, req: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-    if is_control_path(&path) && surfaces != Surfaces::Public {
+    if crate::instances::control_surface(&path).is_some() && surfaces != Surfaces::Public {
         let (response, action, refused) = control_request(app, peer, req).await;
         let status = response.status().as_u16();
         let ms = millis(started);
@@ -252,7 +256,7 @@ async fn a2a_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>, n
             let presented = first.and_then(|v| v.to_str().ok());
             if !instance.token.as_deref().is_some_and(|t| crate::credentials::bearer_matches(presented, t)) {
                 app.metrics.rejection("auth");
-                return (unauthorized(app), id);
+                return (unauthorized(legacy), id);
             }
         }
         let agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
@@ -267,23 +271,20 @@ async fn a2a_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>, n
     parts.headers.remove(header::AUTHORIZATION);
     // A stream holds a slot of its own from the start: over the cap it is refused at once,
     // never left to exhaust what other requests need.
-    let wants_stream = kind == RouteKind::Rpc && parts.headers.get_all(header::ACCEPT).iter().any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")));
+    let wants_stream = kind == RouteKind::Rpc && a2a_protocol::methods::accepts_sse(parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let slot = match wants_stream.then(|| app.admission.acquire_stream(&instance.record.id, instance.record.limits.max_streams, app.config.runtime.max_streams)) {
         Some(Err(why)) => {
             app.metrics.rejection("streams");
             let e = a2a_protocol::RpcError { retry_after_ms: Some(1000), ..a2a_protocol::RpcError::new(a2a_protocol::ErrorKind::RateLimited, why) };
-            let mut r = json(429, &a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, &e, legacy));
-            r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-            return (r, id);
+            return (rpc_error(429, &e, legacy), id);
         }
         Some(Ok(slot)) => Some(slot),
         None => None,
     };
     let req = Request::from_parts(parts, Full::new(body));
     let response = app.host.handle(app, instance, Route::Http(kind), peer, req, note).await;
-    let streaming = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
     match slot {
-        Some(slot) if streaming => (response.map(|body| Holding { body, _slot: slot }.boxed_unsync()), id),
+        Some(slot) if crate::host::is_event_stream(&response) => (response.map(|body| Holding { body, _slot: slot }.boxed_unsync()), id),
         _ => (response, id),
     }
 }
@@ -304,10 +305,8 @@ impl<T: Unpin> hyper::body::Body for Holding<T> {
 }
 
 /// HTTP 401 with `WWW-Authenticate: Bearer` and a JSON-RPC UNAUTHORIZED body.
-fn unauthorized(app: &App) -> Response<Body> {
-    let e = a2a_protocol::RpcError::new(a2a_protocol::ErrorKind::Unauthorized, "missing or invalid bearer token: send Authorization: Bearer <token>");
-    let body = a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, &e, app.config.protocol.legacy_error_codes);
-    let mut r = json(401, &body);
+fn unauthorized(legacy: bool) -> Response<Body> {
+    let mut r = rpc_failure(401, a2a_protocol::ErrorKind::Unauthorized, "missing or invalid bearer token: send Authorization: Bearer <token>", legacy);
     r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
     r
 }
