@@ -5,8 +5,9 @@ use std::path::Path;
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("runtime/ lives in the workspace root");
     let wit = root.join("wit");
-    let server = guest_build::build(&root.join("components/a2a-server"), "a2a_server", &wit);
+    let guests = root.join("components");
+    let server = guest_build::build(&guests, "a2a-server", &wit);
     println!("cargo:rustc-env=A2A_EDGE_SERVER_WASM={}", server.display());
-    let client = guest_build::build(&root.join("components/a2a-client"), "a2a_client", &wit);
+    let client = guest_build::build(&guests, "a2a-client", &wit);
     println!("cargo:rustc-env=A2A_EDGE_CLIENT_WASM={}", client.display());
 }

@@ -13,7 +13,7 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use serde::Serialize;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::host::Body;
+use crate::responses::Body;
 
 /// Peers remembered per instance at most; the least recently seen go first.
 const MAX_PEERS: usize = 4096;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::config::Limits;
+use crate::records::Limits;
 
 struct Bucket {
     tokens: f64,

@@ -1,19 +1,25 @@
-//! The runtime's shared state, and how it starts.
+//! The assembly of the runtime: the store, the engine and its hosts, the services, the
+//! outbound connections and the instances, wired together at start; and the instance table
+//! every request reads.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::admission::Admission;
+use crate::clock::now_ms;
 use crate::config::Config;
-use crate::events::EventHub;
-use crate::host::Host;
-use crate::instances::{self, Instance, Routes};
+use crate::credentials::Credentials;
+use crate::engine::Engine;
+use crate::host::{Host, Services};
+use crate::instances::{Instance, Routes};
+use crate::outbound::client::ClientHost;
+use crate::outbound::{Outbound, SessionToolbox};
+use crate::records::InstanceRecord;
 use crate::sessions::Sessions;
-use crate::store::{InstanceRecord, SqliteStore, Store, settled};
-use crate::tasks::now_ms;
+use crate::store::{SqliteStore, Store};
 
 /// Everything requests share.
 pub struct App {
@@ -24,139 +30,80 @@ pub struct App {
     /// Public base URL (no trailing `/`).
     pub base_url: String,
     /// Durable state.
-    pub store: Arc<SqliteStore>,
-    /// Frame logs.
-    pub events: EventHub,
-    /// Live sessions.
-    pub sessions: Sessions,
-    /// Rate limits and slots.
-    pub admission: Admission,
-    /// Stored attachments.
-    pub attachments: crate::attachments::Attachments,
-    /// The wasmtime host.
+    pub store: Arc<dyn Store>,
+    /// The server world's host, and the services its requests reach.
     pub host: Host,
     /// Secrets by name (file layer, then environment).
-    pub credentials: crate::credentials::Credentials,
-    /// Peers and open streams.
-    pub activity: crate::activity::Activity,
-    /// Counters.
-    pub metrics: crate::metrics::Metrics,
+    pub credentials: Arc<Credentials>,
+    /// Outbound connections.
+    pub outbound: Arc<Outbound>,
     /// The update check.
     pub update: crate::update::UpdateCheck,
-    /// Outbound connections' live state.
-    pub outbound: crate::outbound::Outbound,
-    instances: RwLock<Vec<Arc<Instance>>>,
-    routes: RwLock<Arc<Routes>>,
+    table: RwLock<Table>,
+}
+
+/// The instance records and what is served of them, swapped whole.
+#[derive(Default)]
+struct Table {
+    records: Vec<InstanceRecord>,
+    instances: Vec<Arc<Instance>>,
+    routes: Arc<Routes>,
 }
 
 impl App {
-    /// Opens the data directory, recovers interrupted tasks, loads components and instances.
-    pub fn start(config: Config, data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<Arc<App>> {
+    /// Opens the data directory, recovers interrupted tasks, reconciles the declarations, loads
+    /// components, and assembles the instances.
+    pub async fn start(config: Config, data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<Arc<App>> {
         std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
-        let store = Arc::new(SqliteStore::open(&data_dir.join("a2a-edge.db"), config.storage.fsync)?);
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&data_dir.join("a2a-edge.db"), config.storage.fsync)?);
         let run_dir = data_dir.join("run");
         let reaped = crate::sessions::groups::reap(&run_dir);
         if reaped > 0 {
             tracing::warn!(processes = reaped, "killed command processes a previous runtime left running");
         }
-        let recovered = wait_write(store.fail_unsettled(now_ms(), "interrupted by runtime restart".into()))?;
+        let recovered = store.fail_unsettled(now_ms(), "interrupted by runtime restart".into()).await?;
         if recovered > 0 {
             tracing::warn!(tasks = recovered, "settled tasks left running by a previous process as FAILED");
         }
-        let host = Host::new(&config.runtime, &data_dir)?;
+        crate::declared::seed_connections(&config, &*store).await?;
+        let engine = Arc::new(tokio::task::block_in_place(|| Engine::new(&config.runtime, &data_dir))?);
+        let credentials = Arc::new(Credentials::open(&data_dir)?);
+        let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone()))?;
+        let outbound = Arc::new(Outbound::new(store.clone(), credentials.clone(), client).await?);
+        let services = Services {
+            store: store.clone(),
+            events: Arc::default(),
+            sessions: Arc::new(Sessions::new(&config.all_presets(), Some(run_dir))),
+            admission: Arc::default(),
+            attachments: Arc::new(crate::attachments::Attachments::new(&data_dir, config.attachments.clone())),
+            activity: Arc::default(),
+            metrics: Arc::default(),
+            toolbox: Arc::new(SessionToolbox(outbound.clone())),
+            provider: config.provider.clone(),
+            legacy_error_codes: config.protocol.legacy_error_codes,
+            instance_wait: Duration::from_millis(config.runtime.instance_wait_ms),
+            max_instances: config.runtime.max_instances,
+        };
+        let host = tokio::task::block_in_place(|| Host::new(engine, &data_dir, services))?;
+        crate::declared::seed_instances(&config, &*store, |c| host.registry.get(c).is_some()).await?;
         let base_url = config.public_base_url.clone().unwrap_or_else(|| format!("http://{listen}")).trim_end_matches('/').to_owned();
-        let attachments = crate::attachments::Attachments::new(&data_dir, config.attachments.clone());
-        let credentials = crate::credentials::Credentials::open(&data_dir)?;
         let update = crate::update::UpdateCheck::new(config.update.clone());
-        let app = Arc::new(App {
-            sessions: Sessions::new(&config.all_presets(), Some(run_dir)),
-            config,
-            data_dir,
-            base_url,
-            store,
-            events: EventHub::default(),
-            admission: Admission::default(),
-            attachments,
-            host,
-            credentials,
-            activity: Default::default(),
-            metrics: Default::default(),
-            update,
-            outbound: Default::default(),
-            instances: RwLock::default(),
-            routes: RwLock::default(),
-        });
-        app.seed_instances()?;
-        app.seed_connections()?;
-        app.reassemble()?;
+        let app = Arc::new(App { config, data_dir, base_url, store, host, credentials, outbound, update, table: RwLock::default() });
+        app.reassemble().await?;
         Ok(app)
     }
 
-    /// Where a declaration sits, for errors: `config <file>: [[kind]] entry <n> ("<name>")`.
-    fn declared_at(&self, kind: &str, index: usize, name: &str) -> String {
-        let file = self.config.source.as_ref().map_or_else(|| "the configuration".to_owned(), |p| format!("config {}", p.display()));
-        format!("{file}: [[{kind}]] entry {} ({name:?})", index + 1)
+    /// The services requests reach.
+    pub fn services(&self) -> &Services {
+        self.host.services()
     }
 
-    /// Reconciles the declared instances with the store (created when missing; each declared
-    /// field wins); on a first start without any, `demo`. An invalid declaration refuses the
-    /// start, naming the file, the entry and the field.
-    fn seed_instances(&self) -> anyhow::Result<()> {
-        let mut all = self.store.instances()?;
-        let now = now_ms();
-        let mut changed = Vec::new();
-        for (index, decl) in self.config.instances.iter().enumerate() {
-            let at = self.declared_at("instances", index, &decl.name);
-            let stored = match &decl.id {
-                Some(id) => all.iter().position(|r| &r.id == id),
-                None => all.iter().position(|r| r.name == decl.name),
-            };
-            let record = instances::reconcile(decl, stored.map(|i| &all[i]), &self.config, |c| self.host.registry.get(c).is_some(), now)
-                .map_err(|(field, why)| anyhow::anyhow!("{at}: field {field:?}: {why}"))?;
-            let others = all.iter().filter(|o| o.id != record.id).map(|o| (o.id.as_str(), o.endpoint_path.as_str()));
-            instances::check_endpoint_free(&record.endpoint_path, others).map_err(|why| anyhow::anyhow!("{at}: field \"endpointPath\": {why}"))?;
-            match stored {
-                Some(i) if all[i] == record => continue,
-                Some(i) => all[i] = record.clone(),
-                None => all.push(record.clone()),
-            }
-            changed.push((stored.is_some(), record));
-        }
-        if all.is_empty() && self.config.instances.is_empty() {
-            changed.push((false, instances::demo(&self.config, now)));
-        }
-        for (existed, record) in changed {
-            tracing::info!(id = %record.id, "{}", if existed { "updated inbound instance from the configuration" } else { "created inbound instance" });
-            wait_write(self.store.put_instance(record))?;
-        }
-        Ok(())
-    }
-
-    /// Reconciles the declared outbound connections with the store, like instances.
-    fn seed_connections(&self) -> anyhow::Result<()> {
-        let existing = self.store.connections()?;
-        let now = now_ms();
-        for (index, d) in self.config.connections.iter().enumerate() {
-            let stored = match &d.id {
-                Some(id) => existing.iter().find(|r| &r.id == id),
-                None => existing.iter().find(|r| r.name == d.name),
-            };
-            let record = crate::outbound::reconcile(d, stored, &self.config, now)
-                .map_err(|(field, why)| anyhow::anyhow!("{}: field {field:?}: {why}", self.declared_at("connections", index, &d.name)))?;
-            if stored == Some(&record) {
-                continue;
-            }
-            tracing::info!(id = %record.id, "{} outbound connection from the configuration", if stored.is_some() { "updated" } else { "created" });
-            wait_write(self.store.put_connection(record))?;
-        }
-        Ok(())
-    }
-
-    /// Rebuilds every instance from the store and swaps the route table.
-    pub fn reassemble(&self) -> anyhow::Result<()> {
+    /// Rebuilds every instance from the store and swaps the table.
+    pub async fn reassemble(&self) -> anyhow::Result<()> {
+        let records = self.store.instances().await?;
         let presets = self.config.all_presets();
         let mut built = Vec::new();
-        for record in self.store.instances()? {
+        for record in &records {
             let Some(preset) = presets.iter().find(|p| p.id == record.preset).cloned() else {
                 tracing::error!(id = %record.id, preset = %record.preset, "instance names an unknown preset; it is not served");
                 continue;
@@ -170,37 +117,42 @@ impl App {
                 tracing::warn!(id = %record.id, secret = ?record.auth_token_env, "the instance's token secret is not set; its endpoint refuses every call until it is set");
             }
             let endpoint_url = format!("{}{}", self.base_url, record.endpoint_path);
-            built.push(Arc::new(Instance { record, preset, token, endpoint_url }));
+            built.push(Arc::new(Instance { record: record.clone(), preset, token, endpoint_url }));
         }
         let routes = Arc::new(Routes::new(&built, self.config.well_known_instance.as_deref()));
-        *self.instances.write().unwrap() = built;
-        *self.routes.write().unwrap() = routes;
+        *self.table.write().unwrap() = Table { records, instances: built, routes };
         Ok(())
     }
 
     /// The current route table.
     pub fn routes(&self) -> Arc<Routes> {
-        self.routes.read().unwrap().clone()
+        self.table.read().unwrap().routes.clone()
     }
 
     /// Every assembled instance.
     pub fn instances(&self) -> Vec<Arc<Instance>> {
-        self.instances.read().unwrap().clone()
+        self.table.read().unwrap().instances.clone()
+    }
+
+    /// Every stored instance record (served or not), by id.
+    pub fn records(&self) -> Vec<InstanceRecord> {
+        self.table.read().unwrap().records.clone()
     }
 
     /// The stored record of an instance.
-    pub fn store_instance(&self, id: &str) -> Option<InstanceRecord> {
-        self.store.instances().ok()?.into_iter().find(|r| r.id == id)
+    pub fn record(&self, id: &str) -> Option<InstanceRecord> {
+        self.table.read().unwrap().records.iter().find(|r| r.id == id).cloned()
     }
 
     /// Stores a changed record and reassembles.
     pub async fn save_instance(&self, record: InstanceRecord) -> anyhow::Result<()> {
-        settled(self.store.put_instance(record)).await?;
-        self.reassemble()
+        self.store.put_instance(record).await?;
+        self.reassemble().await
     }
-}
 
-/// Waits for a store write from synchronous start-up code.
-fn wait_write<T>(p: crate::store::Pending<T>) -> anyhow::Result<T> {
-    Ok(p.blocking_recv().map_err(|_| anyhow::anyhow!("the store stopped"))??)
+    /// Deletes a record and reassembles.
+    pub async fn remove_instance(&self, id: &str) -> anyhow::Result<()> {
+        self.store.delete_instance(id.to_owned()).await?;
+        self.reassemble().await
+    }
 }

@@ -4,6 +4,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::records::{Limits, SkillOverride};
+use crate::sessions::preset::{Backend, Preset};
+
 /// The whole configuration file. Every field has a default, so no file is needed.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -75,65 +78,6 @@ pub struct Provider {
     /// Organisation URL.
     #[serde(default)]
     pub url: String,
-}
-
-/// Per-instance limits.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct Limits {
-    /// Largest JSON-RPC request body (413 above).
-    pub max_body_bytes: u64,
-    /// Longest a task may run (it ends FAILED after).
-    pub execution_timeout_ms: u64,
-    /// Most tasks running at once per instance (the next ends FAILED).
-    pub max_concurrent_tasks: u32,
-    /// Sustained requests per second per source address; 0 turns the rate limit off.
-    pub rate_per_second: f64,
-    /// Burst size of the per-source token bucket.
-    pub rate_burst: u32,
-    /// Idle time after which an open stream gets a keep-alive comment.
-    pub keep_alive_ms: u64,
-    /// Most parts one message may carry (INVALID_PARAMS above).
-    pub max_parts: u32,
-    /// Most open SSE streams of the instance (the next is refused at once with HTTP 429).
-    pub max_streams: u32,
-}
-
-impl Limits {
-    /// Checks the ranges; the error names the field.
-    pub fn check(&self) -> Result<(), String> {
-        if !(1024..=64 << 20).contains(&self.max_body_bytes) {
-            return Err("maxBodyBytes must be from 1024 to 67108864".into());
-        }
-        if self.execution_timeout_ms == 0 || self.max_concurrent_tasks == 0 {
-            return Err("executionTimeoutMs and maxConcurrentTasks must be at least 1".into());
-        }
-        if !self.rate_per_second.is_finite() || self.rate_per_second < 0.0 {
-            return Err("ratePerSecond must be 0 (off) or positive".into());
-        }
-        if self.keep_alive_ms < 100 {
-            return Err("keepAliveMs must be at least 100".into());
-        }
-        if !(1..=100_000).contains(&self.max_parts) {
-            return Err("maxParts must be from 1 to 100000".into());
-        }
-        Ok(())
-    }
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_body_bytes: 1 << 20,
-            execution_timeout_ms: 300_000,
-            max_concurrent_tasks: 256,
-            rate_per_second: 0.0,
-            rate_burst: 60,
-            keep_alive_ms: 15_000,
-            max_parts: a2a_protocol::bounds::DEFAULT_MAX_PARTS,
-            max_streams: 1000,
-        }
-    }
 }
 
 /// Engine settings.
@@ -237,70 +181,6 @@ impl Default for AttachmentSettings {
     }
 }
 
-/// A named session configuration.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Preset {
-    /// Id instances refer to.
-    pub id: String,
-    /// Display name.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// What it is for.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// Session backend: `echo`.
-    pub backend: String,
-    /// Skills announced by instances on this preset (default: `chat`).
-    #[serde(default)]
-    pub skills: Vec<SkillDecl>,
-    /// The preset of instances that name none.
-    #[serde(default)]
-    pub default: bool,
-    /// `command` backend: the program and its arguments, run once per turn.
-    #[serde(default)]
-    pub command: Vec<String>,
-    /// `command` backend: working directory (default: the runtime's).
-    #[serde(default)]
-    pub working_dir: Option<PathBuf>,
-    /// `command` backend: longest a turn may run before its process group is killed (default 300 s);
-    /// `openai` backend: longest one model request may take (default 120 s).
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// `openai` backend: the API base URL, up to `/chat/completions` (default `https://api.deepseek.com`).
-    #[serde(default)]
-    pub base_url: Option<String>,
-    /// `openai` backend: the model (default `deepseek-chat`).
-    #[serde(default)]
-    pub model: Option<String>,
-    /// `openai` backend: the secret holding the API key (default `DEEPSEEK_API_KEY`).
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// `openai` backend: the system prompt.
-    #[serde(default)]
-    pub system_prompt: Option<String>,
-    /// `openai` backend: most model requests of one turn (tool rounds + the answer; default 8).
-    #[serde(default)]
-    pub max_steps: Option<u32>,
-}
-
-/// An announced skill.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SkillDecl {
-    /// Id clients select with `metadata.skill`.
-    pub id: String,
-    /// Display name (default: the id).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// What it does.
-    #[serde(default)]
-    pub description: String,
-    /// Tags.
-    #[serde(default)]
-    pub tags: Vec<String>,
-}
-
 /// An inbound instance declared in the config. On every start it is created when missing and
 /// otherwise reconciled: each field it declares wins over what the control API set; a field it
 /// leaves out keeps the stored value.
@@ -367,7 +247,7 @@ pub struct ConnectionDecl {
     pub disabled_skills: Option<Vec<String>>,
     /// Tool name/description overrides by skill id.
     #[serde(default)]
-    pub skill_overrides: Option<std::collections::BTreeMap<String, crate::store::SkillOverride>>,
+    pub skill_overrides: Option<std::collections::BTreeMap<String, SkillOverride>>,
     /// Let endpoints the remote card announces (and redirects) reach internal addresses.
     #[serde(default)]
     pub allow_private: Option<bool>,
@@ -386,9 +266,6 @@ impl Config {
     /// Checks cross-field rules.
     pub fn validate(&self) -> anyhow::Result<()> {
         for p in &self.presets {
-            if !crate::sessions::BACKENDS.contains(&p.backend.as_str()) {
-                anyhow::bail!("preset {:?}: unknown backend {:?} (known: {})", p.id, p.backend, crate::sessions::BACKENDS.join(", "));
-            }
             if p.skills.len() > a2a_protocol::bounds::MAX_SKILLS {
                 anyhow::bail!("preset {:?}: {} skills; the most is {}", p.id, p.skills.len(), a2a_protocol::bounds::MAX_SKILLS);
             }
@@ -403,9 +280,6 @@ impl Config {
                     anyhow::bail!("preset {:?}: {e}", p.id);
                 }
             }
-            if p.backend == "command" && p.command.is_empty() {
-                anyhow::bail!("preset {:?}: the command backend needs `command = [\"program\", \"arg\", …]`", p.id);
-            }
         }
         if self.presets.iter().filter(|p| p.default).count() > 1 {
             anyhow::bail!("more than one preset has default = true");
@@ -418,25 +292,10 @@ impl Config {
     pub fn all_presets(&self) -> Vec<Preset> {
         let mut presets = self.presets.clone();
         if !presets.iter().any(|p| p.id == "echo") {
-            presets.insert(
-                0,
-                Preset {
-                    id: "echo".into(),
-                    name: Some("Echo".into()),
-                    description: Some("Replies with the prompt, word by word.".into()),
-                    backend: "echo".into(),
-                    ..Preset::default()
-                },
-            );
+            presets.insert(0, Preset::builtin("echo", "Echo", "Replies with the prompt, word by word.", Backend::Echo));
         }
         if !presets.iter().any(|p| p.id == "scripted") {
-            presets.push(Preset {
-                id: "scripted".into(),
-                name: Some("Scripted".into()),
-                description: Some("Deterministic conformance behaviours (A2A TCK tck-* prefixes); echoes anything else.".into()),
-                backend: "scripted".into(),
-                ..Preset::default()
-            });
+            presets.push(Preset::builtin("scripted", "Scripted", "Deterministic conformance behaviours (A2A TCK tck-* prefixes); echoes anything else.", Backend::Scripted));
         }
         if !presets.iter().any(|p| p.default)
             && let Some(echo) = presets.iter_mut().find(|p| p.id == "echo")
@@ -463,10 +322,10 @@ mod tests {
     #[test]
     fn unknown_keys_and_backends_are_refused() {
         assert!(toml::from_str::<Config>("nope = 1").is_err());
-        let c: Config = toml::from_str("[[presets]]\nid = \"x\"\nbackend = \"telepathy\"").unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("unknown backend"));
-        let c: Config = toml::from_str("[[presets]]\nid = \"x\"\nbackend = \"command\"").unwrap();
-        assert!(c.validate().unwrap_err().to_string().contains("needs `command"));
+        let e = toml::from_str::<Config>("[[presets]]\nid = \"x\"\nbackend = \"telepathy\"").unwrap_err();
+        assert!(e.to_string().contains("unknown backend"), "{e}");
+        let e = toml::from_str::<Config>("[[presets]]\nid = \"x\"\nbackend = \"command\"").unwrap_err();
+        assert!(e.to_string().contains("needs `command"), "{e}");
     }
 
     #[test]

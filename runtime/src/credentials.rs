@@ -81,7 +81,7 @@ fn restrict(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub use control_fields::check_secret_name;
+pub use control_api::check_secret_name;
 
 /// The generated secret name of an inbound instance: `A2A_INBOUND_<ID>`.
 pub fn inbound_name(id: &str) -> String {

@@ -4,11 +4,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{Config, InstanceDecl, Preset};
-use crate::store::InstanceRecord;
-
-/// The name of the built-in A2A server component.
-pub const DEFAULT_COMPONENT: &str = "a2a-server";
+use crate::config::{Config, InstanceDecl};
+pub use crate::engine::registry::DEFAULT_COMPONENT;
+use crate::records::InstanceRecord;
+use crate::sessions::preset::Preset;
 
 /// An instance ready to serve: immutable, swapped whole on every change.
 pub struct Instance {
@@ -297,7 +296,7 @@ mod tests {
         assert_eq!(field(InstanceDecl { endpoint_path: Some("/a2a/../api".into()), ..base.clone() }), "endpointPath");
         assert_eq!(field(InstanceDecl { auth_token_env: Some("1 bad".into()), ..base.clone() }), "authTokenEnv");
         assert_eq!(field(InstanceDecl { id: Some("a/b".into()), ..base.clone() }), "id");
-        assert_eq!(field(InstanceDecl { limits: Some(crate::config::Limits { keep_alive_ms: 1, ..Default::default() }), ..base.clone() }), "limits");
+        assert_eq!(field(InstanceDecl { limits: Some(crate::records::Limits { keep_alive_ms: 1, ..Default::default() }), ..base.clone() }), "limits");
     }
 
     #[test]

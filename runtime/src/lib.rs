@@ -7,18 +7,23 @@ pub mod admission;
 pub mod app;
 pub mod attachments;
 pub mod cli;
+pub mod clock;
 pub mod config;
+pub mod control;
 pub mod credentials;
+pub mod declared;
+pub mod engine;
 pub mod events;
-pub mod histogram;
 pub mod host;
 pub mod instances;
-pub mod metrics;
 pub mod outbound;
+pub mod records;
+pub mod responses;
 pub mod server;
 pub mod sessions;
 pub mod store;
 pub mod tasks;
+pub mod telemetry;
 pub mod update;
 
 use std::net::SocketAddr;
@@ -59,7 +64,7 @@ async fn return_freed_memory(app: Arc<app::App>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
         }
-        let open = app.admission.open_streams();
+        let open = app.services().admission.open_streams();
         if last >= open + 256 || (open == 0 && last > 0) {
             // SAFETY: malloc_trim only returns free memory of the allocator's arenas to the system.
             let _ = tokio::task::spawn_blocking(|| unsafe { libc::malloc_trim(0) }).await;
@@ -116,7 +121,7 @@ impl Running {
         };
         let addr = listener.local_addr()?;
         let control_addr = control.as_ref().map(|l| l.local_addr()).transpose()?;
-        let app = tokio::task::block_in_place(|| app::App::start(config, data_dir, addr))?;
+        let app = app::App::start(config, data_dir, addr).await?;
         if exposed {
             for i in app.instances().iter().filter(|i| i.record.enabled && i.record.auth_token_env.is_none()) {
                 tracing::warn!(instance = %i.record.id, listen = %addr, "this instance has no token and is reachable beyond loopback: set one with `a2a-edge inbound auth {} --token-stdin`", i.record.id);
@@ -131,7 +136,7 @@ impl Running {
             let own = Arc::new(tokio::sync::Semaphore::new(CONTROL_CONNECTIONS));
             tasks.push(tokio::spawn(server::serve(app.clone(), control, server::Surfaces::Control, own, shutdown.clone())));
         }
-        tokio::spawn(outbound::connect_all(app.clone()));
+        tokio::spawn(app.outbound.clone().connect_all());
         tokio::spawn(return_freed_memory(app.clone(), shutdown.clone()));
         Ok(Running { addr, control_addr, app, shutdown, tasks })
     }
@@ -152,11 +157,11 @@ impl Running {
         for task in self.tasks {
             let _ = task.await;
         }
-        let killed = self.app.sessions.kill_processes();
+        let killed = self.app.services().sessions.kill_processes();
         if killed > 0 {
             tracing::warn!(groups = killed, "killed the process groups of command turns still running at shutdown");
         }
-        let _ = store::settled(store::Store::flush(&*self.app.store)).await;
+        let _ = self.app.store.flush().await;
         tracing::info!("stopped");
         self.app.store.close();
     }

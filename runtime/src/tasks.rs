@@ -1,25 +1,39 @@
-//! Runtime-side edits of stored task bodies (settling a task the guest could not).
+//! Runtime-side settlement of stored tasks the guest could not settle (a trap, a restart),
+//! through the protocol crate's state machine like every other change of state.
 
-use a2a_protocol::{Message, Task, TaskState, TaskStatus, TaskStatusUpdateEvent, time::rfc3339_ms};
+use a2a_protocol::execution::Execution;
+use a2a_protocol::{StreamResponse, Task, TaskState};
 
-/// The body of a task settled FAILED with `text` as the agent's status message. A body that does
-/// not parse is returned unchanged (its indexed state column still says FAILED).
+/// A task settled FAILED with `text` as the agent's status message: its new body and the
+/// status-update frame (JSON) telling subscribers; none when the body does not parse or the
+/// task may not become FAILED (it settled meanwhile).
+pub fn failed(body: &str, now: u64, text: &str) -> Option<(String, String)> {
+    let mut ex = Execution::new(serde_json::from_str::<Task>(body).ok()?);
+    let frame = ex.set_status(TaskState::Failed, Some(text.to_owned()), now, || uuid::Uuid::new_v4().to_string()).ok()?;
+    let StreamResponse::StatusUpdate(update) = frame else { return None };
+    Some((serde_json::to_string(ex.task()).ok()?, serde_json::to_string(&update).ok()?))
+}
+
+/// The body of a task settled FAILED with `text`; a body that does not parse is returned
+/// unchanged (its indexed state column still says FAILED).
 pub fn fail_body(body: &str, now: u64, text: &str) -> String {
     failed(body, now, text).map_or_else(|| body.to_owned(), |(body, _)| body)
 }
 
-/// A task settled FAILED with `text`: its new body and the status-update frame (JSON) telling
-/// subscribers; none when the body does not parse.
-pub fn failed(body: &str, now: u64, text: &str) -> Option<(String, String)> {
-    let mut task = serde_json::from_str::<Task>(body).ok()?;
-    let message = Message::agent_text(uuid::Uuid::new_v4().to_string(), &task.context_id, &task.id, text);
-    task.history.push(message.clone());
-    task.status = TaskStatus { state: TaskState::Failed, message: Some(message), timestamp: Some(rfc3339_ms(now)) };
-    let update = TaskStatusUpdateEvent { task_id: task.id.clone(), context_id: task.context_id.clone(), status: task.status.clone(), metadata: None };
-    Some((serde_json::to_string(&task).ok()?, serde_json::to_string(&update).ok()?))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    #[test]
+    fn settles_through_the_state_machine() {
+        let working = r#"{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}"#;
+        let (body, frame) = failed(working, 5, "the agent component failed").unwrap();
+        let task: Task = serde_json::from_str(&body).unwrap();
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(task.history.len(), 1, "the status message is in the history");
+        assert!(frame.contains("TASK_STATE_FAILED") && frame.contains("the agent component failed"));
+        let completed = r#"{"id":"t","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}"#;
+        assert_eq!(failed(completed, 5, "late"), None, "a settled task never becomes FAILED");
+        assert_eq!(fail_body("not json", 5, "x"), "not json");
+    }
 }

@@ -84,7 +84,7 @@ impl UpdateCheck {
             "source": source,
             "repoUrl": self.settings.repo_url,
             "packageName": env!("CARGO_PKG_NAME"),
-            "checkedAt": crate::tasks::now_ms(),
+            "checkedAt": crate::clock::now_ms(),
             "cached": false,
             "runtime": {
                 "wasmtime": "48.0.8",

@@ -189,7 +189,7 @@ pub fn instance(id: &str, preset: &str) -> a2a_edge::config::InstanceDecl {
         name: id.into(),
         description: Some(format!("{id} test agent")),
         preset: Some(preset.into()),
-        limits: Some(a2a_edge::config::Limits::default()),
+        limits: Some(a2a_edge::records::Limits::default()),
         ..Default::default()
     }
 }

@@ -3,12 +3,14 @@
 
 use std::time::Duration;
 
-use a2a_edge::config::{Config, Preset};
+use a2a_edge::config::Config;
+use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
 use a2a_edge_tests::{Server, instance, message};
 use serde_json::json;
 
 fn preset(id: &str, script: &str, timeout_ms: Option<u64>) -> Preset {
-    Preset { id: id.into(), backend: "command".into(), command: vec!["sh".into(), "-c".into(), script.into()], timeout_ms, ..Preset::default() }
+    let settings = CommandSettings { command: vec!["sh".into(), "-c".into(), script.into()], working_dir: None, timeout_ms };
+    Preset { id: id.into(), name: None, description: None, skills: Vec::new(), default: false, backend: Backend::Command(settings) }
 }
 
 /// A sleep duration unique to this test process, so leftovers of other runs never match.

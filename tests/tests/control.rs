@@ -199,10 +199,11 @@ async fn metrics_count_requests_tasks_and_rejections_in_json_and_prometheus() {
 
     let (status, ct, prom) = text(&s, "/a2a/api/metrics?format=prometheus").await;
     assert_eq!(status, 200);
-    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    assert!(ct.starts_with("application/openmetrics-text; version=1.0.0"), "{ct}");
     assert!(prom.contains("a2a_edge_requests_total{instance=\"tck\",method=\"GetTask\",outcome=\"TASK_NOT_FOUND\"} 1"), "{prom}");
     assert!(prom.contains("a2a_edge_gate_rejections_total{reason=\"skill\"} 1"));
-    assert!(prom.contains("# TYPE a2a_edge_send_message_seconds summary"));
+    assert!(prom.contains("# TYPE a2a_edge_send_message_seconds histogram"), "{prom}");
+    assert!(prom.contains("a2a_edge_send_message_seconds_bucket{le=\"+Inf\"}") && prom.ends_with("# EOF\n"), "{prom}");
     assert_eq!(s.get("/a2a/api/metrics?format=xml").await.0, 400);
 }
 
@@ -320,7 +321,7 @@ async fn task_cancel_action_reaches_the_turn_and_refuses_what_it_cannot_cancel()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_cancel_keeps_the_session_and_close_releases_it() {
     let s = Server::start(scripted(|_| {})).await;
-    let live = |s: &Server| s.app().sessions.is_live("tck", "conv-1");
+    let live = |s: &Server| s.app().services().sessions.is_live("tck", "conv-1");
     let params = json!({"message": {"messageId": "tck-long-running-s1", "contextId": "conv-1", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "configuration": {"returnImmediately": true}});
     let t1 = s.ok("/a2a/tck", "SendMessage", params).await["task"]["id"].as_str().unwrap().to_owned();
     let v = ok(&s, json!({"action": "session.cancel", "id": "conv-1"})).await;

@@ -73,7 +73,7 @@ async fn set_auth_stores_the_token_privately_and_it_leaks_nowhere() {
     for (what, text) in [("snapshot", snap.to_string()), ("card", card.to_string()), ("card read", card_read.to_string()), ("401", wrong), ("refusal", refused.to_string())] {
         assert!(!text.contains(TOKEN), "the token leaked into the {what}: {text}");
     }
-    a2a_edge::store::settled(a2a_edge::store::Store::flush(&*s.app().store)).await.unwrap();
+    s.app().store.flush().await.unwrap();
     for entry in std::fs::read_dir(s.dir.path()).unwrap() {
         let path = entry.unwrap().path();
         if path.is_file() && path != file {

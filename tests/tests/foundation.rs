@@ -7,7 +7,7 @@ use a2a_edge_tests::{MISBEHAVE_WASM, Server, config_with, put_component};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const EMBEDDED_SERVER: &[u8] = a2a_edge::host::registry::EMBEDDED[0].1;
+const EMBEDDED_SERVER: &[u8] = a2a_edge::engine::registry::EMBEDDED[0].1;
 
 fn misbehave() -> Vec<u8> {
     std::fs::read(MISBEHAVE_WASM).unwrap()
@@ -132,7 +132,7 @@ async fn a_trapping_spinning_or_hoarding_component_fails_only_its_own_request() 
     let t = s.ok("/a2a/bad", "GetTask", json!({"id": "t-abandoned"})).await;
     assert_eq!(t["status"]["state"], "TASK_STATE_FAILED", "{t}");
     assert!(t["status"]["message"]["parts"][0]["text"].as_str().unwrap().starts_with("the agent component failed"), "{t}");
-    assert!(s.app().host.traps.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+    assert!(s.app().services().metrics.traps() >= 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,8 @@
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-use a2a_edge::config::{Config, Preset};
+use a2a_edge::config::Config;
+use a2a_edge::sessions::preset::{Backend, OpenAiSettings, Preset};
 use a2a_edge_tests::{Server, instance, kind, message};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -84,15 +85,14 @@ fn tokio_stream_from(
 }
 
 fn config(base: &str) -> Config {
-    let preset = Preset {
-        id: "llm".into(),
-        backend: "openai".into(),
+    let settings = OpenAiSettings {
         base_url: Some(base.into()),
         model: Some("test-model".into()),
         api_key_env: Some("A2A_TEST_LLM_KEY".into()),
         system_prompt: Some("You are a test.".into()),
-        ..Preset::default()
+        ..OpenAiSettings::default()
     };
+    let preset = Preset { id: "llm".into(), name: None, description: None, skills: Vec::new(), default: false, backend: Backend::OpenAi(settings) };
     Config { presets: vec![preset], instances: vec![instance("bot", "llm")], ..Config::default() }
 }
 

@@ -269,7 +269,7 @@ async fn a_reused_message_id_is_never_answered_with_a_task_it_does_not_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standard_clients_without_a_skill_reach_the_first_announced_skill() {
-    let preset: a2a_edge::config::Preset = serde_json::from_value(json!({
+    let preset: a2a_edge::sessions::preset::Preset = serde_json::from_value(json!({
         "id": "loud", "backend": "echo", "skills": [{"id": "shout", "description": "Shouts"}, {"id": "whisper"}]
     }))
     .unwrap();

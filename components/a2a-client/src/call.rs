@@ -5,8 +5,9 @@ use a2a_protocol::client::{Remote, endpoint, poll_delay_ms};
 use serde_json::{Value, json};
 use wasip2::http::types::Method;
 
-use crate::bindings::a2a::edge::outbound;
-use crate::bindings::exports::a2a::edge::client::{CallError, CallRequest};
+use a2a_guest::client::a2a::edge::outbound;
+use a2a_guest::client::exports::a2a::edge::client::{CallError, CallRequest};
+use a2a_guest::uuid;
 use crate::net::{self, Ctx};
 
 const JSON: (&str, &str) = ("content-type", "application/json");
@@ -110,8 +111,4 @@ fn stream(ctx: &Ctx, url: &str, params: Value, remote: &mut Remote) -> Result<()
         }
     }
     Ok(())
-}
-
-fn uuid() -> String {
-    a2a_protocol::ids::uuid_v4(&wasip2::random::random::get_random_bytes(16))
 }

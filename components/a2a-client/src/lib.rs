@@ -4,26 +4,10 @@
 //! aborts, and answers the tool text. The host injects credentials and enforces timeouts and
 //! size limits on every request; this component never sees a secret.
 
-mod bindings {
-    wit_bindgen::generate!({
-        world: "outbound-client",
-        path: "../../wit",
-        with: {
-            "wasi:io/poll@0.2.12": wasip2::io::poll,
-            "wasi:io/error@0.2.12": wasip2::io::error,
-            "wasi:io/streams@0.2.12": wasip2::io::streams,
-            "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
-            "wasi:http/types@0.2.12": wasip2::http::types,
-            "wasi:http/outgoing-handler@0.2.12": wasip2::http::outgoing_handler,
-        },
-        generate_all,
-    });
-}
-
 mod call;
 mod net;
 
-use bindings::exports::a2a::edge::client::{CallError, CallRequest, Guest};
+use a2a_guest::client::exports::a2a::edge::client::{CallError, CallRequest, Guest};
 
 struct Component;
 
@@ -40,4 +24,4 @@ impl Guest for Component {
     }
 }
 
-bindings::export!(Component with_types_in bindings);
+a2a_guest::client::export_client!(Component);

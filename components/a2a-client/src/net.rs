@@ -9,8 +9,8 @@ use wasip2::http::types::{Fields, IncomingBody, IncomingResponse, Method, Outgoi
 use wasip2::io::poll::{self, Pollable};
 use wasip2::io::streams::{InputStream, StreamError};
 
-use crate::bindings::a2a::edge::outbound;
-use crate::bindings::exports::a2a::edge::client::CallError;
+use a2a_guest::client::a2a::edge::outbound;
+use a2a_guest::client::exports::a2a::edge::client::CallError;
 
 /// Largest response body read whole.
 const MAX_BODY: usize = 8 << 20;

@@ -3,28 +3,14 @@
 use a2a_protocol::card;
 use wasip2::http::types::ResponseOutparam;
 
-use crate::bindings::a2a::edge::request_context::{self, InstanceInfo};
-use crate::http::{self, Request};
+use a2a_guest::server::a2a::edge::request_context;
 
-/// The card input of an instance record.
-pub fn input(i: &InstanceInfo) -> card::CardInput {
-    card::CardInput {
-        name: i.name.clone(),
-        description: i.description.clone(),
-        version: i.version.clone(),
-        endpoint_url: i.endpoint_url.clone(),
-        skills: i.skills.iter().map(|s| card::Skill { id: s.id.clone(), name: s.name.clone(), description: s.description.clone(), tags: s.tags.clone() }).collect(),
-        auth_required: i.auth_required,
-        attachments: i.attachments,
-        provider_organization: i.provider_organization.clone(),
-        provider_url: i.provider_url.clone(),
-    }
-}
+use crate::http::{self, Request};
 
 /// Serves the card; `If-None-Match` with the current ETag answers 304.
 pub fn serve(req: &Request, out: ResponseOutparam) {
     let instance = request_context::instance();
-    let body = card::build(&input(&instance)).to_string();
+    let body = card::build(&(&instance).into()).to_string();
     let etag = card::etag(body.as_bytes());
     let modified = a2a_protocol::time::http_date(instance.updated_at);
     let headers = [("content-type", "application/json"), ("cache-control", "public, max-age=300"), ("etag", etag.as_str()), ("last-modified", modified.as_str())];

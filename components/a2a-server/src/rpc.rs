@@ -3,12 +3,12 @@
 use a2a_protocol::methods::{self, Dispatch, Method};
 use a2a_protocol::{ErrorKind, RpcError, jsonrpc, version};
 use serde_json::Value;
+use a2a_guest::server::a2a::edge::request_context;
 use wasip2::http::types::ResponseOutparam;
 
-use crate::bindings::a2a::edge::request_context;
 use crate::http::{self, Request};
 use crate::sse::Sse;
-use crate::{card, send, stream, tasks};
+use crate::{send, stream, tasks};
 
 /// Answers one JSON-RPC request.
 pub fn serve(req: &Request, out: ResponseOutparam) {
@@ -90,7 +90,7 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
         Method::GetTask => tasks::get(&request.params),
         Method::ListTasks => tasks::list(&request.params),
         Method::CancelTask => tasks::cancel(&request.params),
-        Method::GetExtendedAgentCard => a2a_protocol::card::extended(&card::input(&instance)),
+        Method::GetExtendedAgentCard => a2a_protocol::card::extended(&(&instance).into()),
     };
     match result {
         Ok(v) => ok(out, v),

@@ -8,15 +8,18 @@ use serde_json::{Value, json};
 use wasip2::clocks::monotonic_clock;
 use wasip2::io::poll;
 
-use crate::bindings::a2a::edge::events::{self, FrameKind};
-use crate::bindings::a2a::edge::request_context::{self, Limits};
-use crate::bindings::a2a::edge::sessions::{self, TurnEvent, TurnRequest};
-use crate::bindings::a2a::edge::storage;
-use crate::bindings::a2a::edge::types::{MessageClaim, StoreError};
-use crate::bindings::a2a::edge::{admission, attachments};
-use crate::rows;
+use a2a_guest::server::a2a::edge::events;
+use a2a_guest::server::a2a::edge::request_context::{self, Limits};
+use a2a_guest::server::a2a::edge::sessions::{self, TurnRequest};
+use a2a_guest::server::a2a::edge::storage;
+use a2a_guest::server::a2a::edge::types::{MessageClaim, StoreError};
+use a2a_guest::server::a2a::edge::{admission, attachments};
+use a2a_guest::server::{row, task as stored_task};
+use a2a_guest::{now_ms, uuid};
+
+use crate::frames;
 use crate::sse::{FIRST_FRAME_GRACE_NS, Sse};
-use crate::tasks::load as load_task;
+use crate::stored::load as load_task;
 
 /// What a send turns into before any turn runs.
 pub enum Begin {
@@ -97,7 +100,7 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result
         let start = Start { message: message.clone(), skill: skill.clone(), config: config.clone(), limits: instance.limits, claim };
         match start.run() {
             Err(StoreError::DuplicateMessage(current)) => seen = Some(current),
-            Err(e) => return Err(store_error(e)),
+            Err(e) => return Err(e.into()),
             Ok(begun) => return begun,
         }
     }
@@ -125,9 +128,9 @@ impl Start {
 
     fn create(self) -> Result<Result<Begin, RpcError>, StoreError> {
         let Start { message, skill, config, limits, claim } = self;
-        let now = rows::now_ms();
-        let context_id = message.context_id.clone().unwrap_or_else(rows::uuid);
-        let task_id = rows::uuid();
+        let now = now_ms();
+        let context_id = message.context_id.clone().unwrap_or_else(uuid);
+        let task_id = uuid();
         let mut first = message.clone();
         first.context_id = Some(context_id.clone());
         first.task_id = Some(task_id.clone());
@@ -143,7 +146,11 @@ impl Start {
         // while it was SUBMITTED, so that state costs no write.
         let mut ex = Execution::new(task);
         let (slot, _) = admit(&mut ex, now);
-        storage::create_task(&rows::row(ex.task(), &skill, now, now, 1), Some(&claim))?;
+        let first_row = match row(ex.task(), &skill, now, now, 1) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        storage::create_task(&first_row, Some(&claim))?;
         Ok(Ok(Run { ex, _slot: slot, limits, sink: None, skill, created_at: now, version: 1, message, config }.begin()))
     }
 
@@ -166,7 +173,7 @@ impl Start {
         message.context_id = Some(task.context_id.clone());
         task.history.push(message.clone());
         let mut ex = Execution::new(task);
-        let (slot, frame) = admit(&mut ex, rows::now_ms());
+        let (slot, frame) = admit(&mut ex, now_ms());
         let mut run = Run { ex, _slot: slot, limits, sink: None, skill, created_at: row.created_at, version: row.version, message, config };
         match run.persist(Some(&claim)) {
             Ok(true) => {}
@@ -185,7 +192,7 @@ fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<Strea
         Ok(slot) => (Some(slot), TaskState::Working, None),
         Err(n) => (None, TaskState::Failed, Some(format!("concurrency quota reached: this agent runs at most {n} tasks at once"))),
     };
-    (slot, ex.set_status(state, text, now, rows::uuid()).ok())
+    (slot, ex.set_status(state, text, now, uuid).ok())
 }
 
 impl Run {
@@ -262,7 +269,7 @@ impl Run {
             // deadline is checked between events too.
             let mut seen = 0u32;
             while let Some(event) = turn.next() {
-                if !self.progress(progress(event)) || self.settled() {
+                if !self.progress(event.into()) || self.settled() {
                     break 'turn;
                 }
                 seen += 1;
@@ -302,7 +309,7 @@ impl Run {
         // Only a status change can be refused by the store and need undoing: copying the task
         // for every delta would make a long answer quadratic.
         let before = changes_status.then(|| self.ex.clone());
-        match self.ex.apply(p, rows::now_ms(), rows::uuid) {
+        match self.ex.apply(p, now_ms(), uuid) {
             Ok(frames) => {
                 if let Some(before) = before
                     && !matches!(self.persist(None), Ok(true))
@@ -320,16 +327,15 @@ impl Run {
     /// Compare-and-swap of the task (with the message's claim when given); on a version
     /// conflict, takes the stored copy and answers false. A lost claim is the store error.
     fn persist(&mut self, claim: Option<&MessageClaim>) -> Result<bool, StoreError> {
-        let now = rows::now_ms();
-        let row = rows::row(self.ex.task(), &self.skill, self.created_at, now, self.version + 1);
-        match storage::update_task(&row, self.version, claim) {
+        let Ok(next) = row(self.ex.task(), &self.skill, self.created_at, now_ms(), self.version + 1) else { return Ok(false) };
+        match storage::update_task(&next, self.version, claim) {
             Ok(v) => {
                 self.version = v;
                 Ok(true)
             }
             Err(StoreError::Conflict(current)) => {
                 self.version = current.version;
-                if let Ok(t) = rows::task(&current) {
+                if let Ok(t) = stored_task(&current) {
                     self.ex.reload(t);
                 }
                 Ok(false)
@@ -345,52 +351,7 @@ impl Run {
             Some(sse) if sse.holds() && self.ex.direct_message().is_some() => None,
             sink => sink,
         };
-        publish(&self.ex.task().id, frames, sink);
-    }
-}
-
-/// The StreamResponse member name of a frame kind.
-pub fn member(kind: FrameKind) -> &'static str {
-    use a2a_protocol::sse::Member;
-    match kind {
-        FrameKind::Task => Member::Task,
-        FrameKind::Message => Member::Message,
-        FrameKind::StatusUpdate => Member::StatusUpdate,
-        FrameKind::ArtifactUpdate => Member::ArtifactUpdate,
-    }
-    .name()
-}
-
-/// Publishes frames to the task's log, and writes them (with their sequence ids) to `sink`.
-pub fn publish(task_id: &str, frames: &[StreamResponse], mut sink: Option<&mut Sse>) {
-    for f in frames {
-        let (kind, json) = match f {
-            StreamResponse::Task(t) => (FrameKind::Task, serde_json::to_string(t)),
-            StreamResponse::Message(m) => (FrameKind::Message, serde_json::to_string(m)),
-            StreamResponse::StatusUpdate(s) => (FrameKind::StatusUpdate, serde_json::to_string(s)),
-            StreamResponse::ArtifactUpdate(a) => (FrameKind::ArtifactUpdate, serde_json::to_string(a)),
-        };
-        let json = json.unwrap_or_default();
-        let seq = events::publish(task_id, kind, &json);
-        if let Some(sse) = sink.as_deref_mut() {
-            sse.frame(Some(seq), member(kind), &json);
-        }
-    }
-}
-
-fn progress(e: TurnEvent) -> Progress {
-    let parse_failed = |what: &str, err: serde_json::Error| Progress::Failed(format!("the session sent an invalid {what}: {err}"));
-    match e {
-        TurnEvent::TextDelta(t) => Progress::TextDelta(t),
-        TurnEvent::Reasoning(t) => Progress::Reasoning(t),
-        TurnEvent::ToolCall(c) => Progress::ToolCall { id: c.id, name: c.name, arguments: c.arguments },
-        TurnEvent::Artifact(j) => serde_json::from_str(&j).map_or_else(|e| parse_failed("artifact", e), Progress::Artifact),
-        TurnEvent::Message(j) => serde_json::from_str(&j).map_or_else(|e| parse_failed("message", e), Progress::Message),
-        TurnEvent::InputRequired(t) => Progress::InputRequired(t),
-        TurnEvent::AuthRequired(t) => Progress::AuthRequired(t),
-        TurnEvent::Completed => Progress::Completed,
-        TurnEvent::Rejected(t) => Progress::Rejected(t),
-        TurnEvent::Failed(t) => Progress::Failed(t),
+        frames::publish(&self.ex.task().id, frames, sink);
     }
 }
 
@@ -407,14 +368,4 @@ fn admit_attachments(message: &mut Message) -> Result<(), RpcError> {
 
 fn answer(task: Task, config: &SendMessageConfiguration) -> Value {
     json!({ "task": task.with_history_length(config.history_length) })
-}
-
-fn store_error(e: StoreError) -> RpcError {
-    let msg = match e {
-        StoreError::Unavailable(m) | StoreError::Invalid(m) => m,
-        StoreError::NotFound => "not found".into(),
-        StoreError::DuplicateMessage(r) => format!("message already recorded for task {}", r.task_id),
-        StoreError::Conflict(row) => format!("task {} changed concurrently", row.id),
-    };
-    RpcError::new(ErrorKind::Internal, format!("task store: {msg}"))
 }

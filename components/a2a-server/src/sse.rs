@@ -22,11 +22,6 @@ impl Sse {
         Sse { body, request_id, held: None }
     }
 
-    /// Whether the client is still there.
-    pub fn is_open(&self) -> bool {
-        self.body.is_some()
-    }
-
     fn write(&mut self, text: &str) {
         if let Some(first) = self.held.take() {
             self.write(&first);

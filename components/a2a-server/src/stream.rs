@@ -4,10 +4,11 @@ use a2a_protocol::{ErrorKind, RpcError, TaskIdRequest, jsonrpc, sse};
 use serde_json::Value;
 use wasip2::http::types::ResponseOutparam;
 
-use crate::bindings::a2a::edge::events::{self, FrameKind, Subscription};
-use crate::send::{Begin, member};
+use a2a_guest::server::a2a::edge::events::{self, FrameKind, Subscription};
+
+use crate::send::Begin;
 use crate::sse::Sse;
-use crate::tasks;
+use crate::stored;
 
 /// Streams a send: the task, its status and artifact updates, the settled task.
 pub fn send(begun: Begin, out: ResponseOutparam, request_id: Value) {
@@ -47,7 +48,7 @@ pub struct Opened {
 /// Errors come before any stream: unknown task, terminal task.
 pub fn open(params: &Value, last_event_id: Option<&str>) -> Result<Opened, RpcError> {
     let p: TaskIdRequest = jsonrpc::params(params)?;
-    let (_, task) = tasks::load(&p.id)?;
+    let (_, task) = stored::load(&p.id)?;
     if task.status.state.is_terminal() {
         return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {} is {}: there is nothing to subscribe to", p.id, task.status.state.as_str())));
     }
@@ -64,7 +65,7 @@ pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
     let id_json = request_id.to_string();
     let mut sse = Sse::start(out, request_id);
     // Read the task after opening the log: a task that settled in between shows settled here.
-    match tasks::load(&task_id) {
+    match stored::load(&task_id) {
         Ok((_, task)) => {
             sse.task(&task);
             if task.status.state.is_terminal() {
@@ -81,13 +82,13 @@ pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
         if f.seq <= head && f.kind != FrameKind::StatusUpdate {
             continue;
         }
-        sse.frame(Some(f.seq), member(f.kind), &f.json);
+        sse.frame(Some(f.seq), sse::Member::from(f.kind).name(), &f.json);
     }
     if !sub.is_closed() {
         events::hand_off(sub, &id_json);
         return sse.end();
     }
-    if let Ok((_, task)) = tasks::load(&task_id) {
+    if let Ok((_, task)) = stored::load(&task_id) {
         sse.task(&task);
     }
     sse.end();

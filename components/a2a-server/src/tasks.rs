@@ -5,17 +5,12 @@ use a2a_protocol::list::{ListTasksRequest, response};
 use a2a_protocol::{ErrorKind, GetTaskRequest, RpcError, TaskIdRequest, TaskState, jsonrpc};
 use serde_json::Value;
 
-use crate::bindings::a2a::edge::types::{StoreError, TaskQuery};
-use crate::bindings::a2a::edge::{events, sessions, storage};
-use crate::rows;
+use a2a_guest::server::a2a::edge::types::{StoreError, TaskQuery};
+use a2a_guest::server::a2a::edge::{events, sessions, storage};
+use a2a_guest::{now_ms, uuid};
 
-/// The task of this instance with `id`, or TASK_NOT_FOUND.
-pub fn load(id: &str) -> Result<(storage::TaskRow, a2a_protocol::Task), RpcError> {
-    a2a_protocol::bounds::check_id("id", id).map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
-    let row = storage::get_task(id).ok_or_else(|| RpcError::new(ErrorKind::TaskNotFound, format!("task {id} not found")))?;
-    let task = rows::task(&row)?;
-    Ok((row, task))
-}
+use crate::frames;
+use crate::stored::load;
 
 /// `GetTask`.
 pub fn get(params: &Value) -> Result<Value, RpcError> {
@@ -32,18 +27,15 @@ pub fn list(params: &Value) -> Result<Value, RpcError> {
     let q = jsonrpc::params::<ListTasksRequest>(params)?.validate()?;
     let page = storage::list_tasks(&TaskQuery {
         context_id: q.context_id.clone(),
-        state: q.state.map(rows::to_wit),
+        state: q.state.map(TryInto::try_into).transpose()?,
         updated_after: q.updated_after,
         page_size: q.page_size,
         page_token: q.page_token.clone(),
         include_artifacts: q.include_artifacts,
         history_length: q.history_length.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
     })
-    .map_err(|e| match e {
-        StoreError::Invalid(m) => RpcError::new(ErrorKind::InvalidParams, m),
-        e => RpcError::new(ErrorKind::Internal, format!("task store: {e:?}")),
-    })?;
-    let tasks = page.tasks.iter().map(|r| rows::task(r).map(|t| q.shape(t))).collect::<Result<Vec<_>, _>>()?;
+    ?;
+    let tasks = page.tasks.iter().map(|r| a2a_guest::server::task(r).map(|t| q.shape(t))).collect::<Result<Vec<_>, _>>()?;
     Ok(response(tasks, page.next_page_token, q.page_size, page.total_size))
 }
 
@@ -58,17 +50,17 @@ pub fn cancel(params: &Value) -> Result<Value, RpcError> {
         }
         sessions::cancel_task(&p.id);
         let mut ex = Execution::new(task);
-        let now = rows::now_ms();
-        let Ok(frame) = ex.set_status(TaskState::Canceled, None, now, rows::uuid()) else { continue };
-        match storage::update_task(&rows::row(ex.task(), &row.skill, row.created_at, now, row.version + 1), row.version, None) {
+        let now = now_ms();
+        let Ok(frame) = ex.set_status(TaskState::Canceled, None, now, uuid) else { continue };
+        match storage::update_task(&a2a_guest::server::row(ex.task(), &row.skill, row.created_at, now, row.version + 1)?, row.version, None) {
             Ok(_) => {
-                crate::send::publish(&p.id, &[frame], None);
+                frames::publish(&p.id, &[frame], None);
                 events::close(&p.id);
                 return Ok(serde_json::to_value(ex.task()).unwrap_or_default());
             }
             // Changed meanwhile (settled or moved on): decide again on the new state.
             Err(StoreError::Conflict(_)) => continue,
-            Err(e) => return Err(RpcError::new(ErrorKind::Internal, format!("task store: {e:?}"))),
+            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -42,9 +42,12 @@ pub struct CardInput {
 /// Media types accepted as attachments when the attachments service is on.
 pub const ATTACHMENT_MODES: [&str; 5] = ["image/png", "image/jpeg", "image/webp", "image/gif", "application/octet-stream"];
 
+/// The id of the skill an instance announces when its preset configures none.
+pub const DEFAULT_SKILL: &str = "chat";
+
 /// The default skill of an instance that configures none.
 pub fn default_skill() -> Skill {
-    Skill { id: "chat".into(), name: "chat".into(), description: "Talk with the agent.".into(), tags: vec!["chat".into()] }
+    Skill { id: DEFAULT_SKILL.into(), name: DEFAULT_SKILL.into(), description: "Talk with the agent.".into(), tags: vec![DEFAULT_SKILL.into()] }
 }
 
 /// Builds the AgentCard JSON. Never includes a secret: only whether one is required.
@@ -106,11 +109,10 @@ pub fn extended(input: &CardInput) -> Result<Value, crate::RpcError> {
 /// first announced skill (`chat` when none is configured); standard clients never send
 /// `metadata.skill`. The error lists what the instance announces.
 pub fn select_skill<'a>(requested: Option<&'a str>, announced: &'a [String]) -> Result<&'a str, String> {
-    let default = default_skill().id;
-    let list = if announced.is_empty() { default.clone() } else { announced.join(", ") };
+    let list = if announced.is_empty() { DEFAULT_SKILL.to_owned() } else { announced.join(", ") };
     match requested {
-        None => Ok(announced.first().map_or("chat", String::as_str)),
-        Some(s) if announced.iter().any(|a| a == s) || (announced.is_empty() && s == default) => Ok(s),
+        None => Ok(announced.first().map_or(DEFAULT_SKILL, String::as_str)),
+        Some(s) if announced.iter().any(|a| a == s) || (announced.is_empty() && s == DEFAULT_SKILL) => Ok(s),
         Some(s) => Err(format!("unknown skill {s:?}: this agent announces {list}")),
     }
 }

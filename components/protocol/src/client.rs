@@ -46,7 +46,7 @@ pub fn preview(card: &Value) -> Result<Value, String> {
 /// The ids of a card's skills, in order (a card without skills offers `chat`).
 pub fn skill_ids(card: &Value) -> Vec<String> {
     let ids: Vec<String> = card["skills"].as_array().map(|s| s.iter().filter_map(|k| k["id"].as_str().map(str::to_owned)).collect()).unwrap_or_default();
-    if ids.is_empty() { vec!["chat".into()] } else { ids }
+    if ids.is_empty() { vec![crate::card::DEFAULT_SKILL.into()] } else { ids }
 }
 
 /// A remote task as its frames reveal it.

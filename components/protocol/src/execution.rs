@@ -43,6 +43,14 @@ pub enum Progress {
     Failed(String),
 }
 
+impl Progress {
+    /// Whether this event ends the turn (every event but text, reasoning, tool calls and
+    /// artifacts).
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Self::TextDelta(_) | Self::Reasoning(_) | Self::ToolCall { .. } | Self::Artifact(_))
+    }
+}
+
 /// A task being driven.
 #[derive(Clone, Debug)]
 pub struct Execution {
@@ -72,10 +80,11 @@ impl Execution {
         self.task = task;
     }
 
-    /// Moves the task to `state` with an optional agent text; returns the status frame.
-    pub fn set_status(&mut self, state: TaskState, text: Option<String>, now_ms: u64, message_id: String) -> Result<StreamResponse, TransitionError> {
+    /// Moves the task to `state` with an optional agent text (its message id is drawn only when
+    /// there is one); returns the status frame.
+    pub fn set_status(&mut self, state: TaskState, text: Option<String>, now_ms: u64, message_id: impl FnOnce() -> String) -> Result<StreamResponse, TransitionError> {
         self.task.status.state.transition(state)?;
-        let message = text.map(|t| Message::agent_text(message_id, &self.task.context_id, &self.task.id, t));
+        let message = text.map(|t| Message::agent_text(message_id(), &self.task.context_id, &self.task.id, t));
         if let Some(m) = &message {
             self.task.history.push(m.clone());
         }
@@ -134,7 +143,7 @@ impl Execution {
                 metadata: None,
             }));
         }
-        frames.push(self.set_status(state, text, now_ms, message_id())?);
+        frames.push(self.set_status(state, text, now_ms, message_id)?);
         Ok(frames)
     }
 
@@ -259,5 +268,14 @@ mod tests {
         ex.apply(Progress::Artifact(artifact("f", Part::text("2"))), 1, || "m".into()).unwrap();
         assert_eq!(ex.task().artifacts.len(), 1);
         assert_eq!(ex.task().artifacts[0].parts, vec![Part::text("2")]);
+    }
+
+    #[test]
+    fn a_status_without_a_message_draws_no_message_id() {
+        let mut ex = Execution::new(task(TaskState::Submitted));
+        ex.set_status(TaskState::Working, None, 1, || panic!("no status message, so no id")).unwrap();
+        ex.apply(Progress::Completed, 2, || panic!("no status message, so no id")).unwrap();
+        assert!(ex.task().status.message.is_none() && ex.task().history.is_empty());
+        assert!(Progress::Completed.is_final() && !Progress::TextDelta("x".into()).is_final());
     }
 }

@@ -8,6 +8,19 @@ impl TaskState {
         matches!(self, Self::Completed | Self::Failed | Self::Canceled | Self::Rejected)
     }
 
+    /// SUBMITTED, WORKING, INPUT_REQUIRED, AUTH_REQUIRED: the task is not over.
+    pub const ACTIVE: [TaskState; 4] = [Self::Submitted, Self::Working, Self::InputRequired, Self::AuthRequired];
+
+    /// One of [`Self::ACTIVE`].
+    pub fn is_active(self) -> bool {
+        Self::ACTIVE.contains(&self)
+    }
+
+    /// SUBMITTED, WORKING: a turn is (or should be) running.
+    pub fn is_running(self) -> bool {
+        matches!(self, Self::Submitted | Self::Working)
+    }
+
     /// INPUT_REQUIRED, AUTH_REQUIRED: waiting for the client; a message with the task id continues it.
     pub fn is_interrupted(self) -> bool {
         matches!(self, Self::InputRequired | Self::AuthRequired)
@@ -86,6 +99,10 @@ mod tests {
         }
         for s in [Submitted, Working, InputRequired, AuthRequired] {
             assert!(!s.is_terminal());
+        }
+        for s in STATES {
+            assert_eq!(s.is_active(), !s.is_terminal() && s != Unspecified, "{s:?}");
+            assert_eq!(s.is_running(), s.is_active() && !s.is_interrupted(), "{s:?}");
         }
     }
 

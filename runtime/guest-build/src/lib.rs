@@ -1,41 +1,42 @@
 //! Builds `wasm32-wasip2` guest crates from a build script.
 //!
-//! Each guest is its own cargo workspace; it is built with `cargo build --release --locked
-//! --target wasm32-wasip2` into a target directory under `OUT_DIR` (so the outer build's lock is
-//! never contended), with the host's rustflags removed. Rerun lines come from the guest's
-//! dep-info file, so exactly the sources that went into the wasm (path dependencies included)
-//! trigger a rebuild, plus the WIT contract.
+//! The guests form one cargo workspace (`components/`, one lock file); a guest is built with
+//! `cargo build --release --locked --target wasm32-wasip2 -p <package>` from that workspace's
+//! folder (so its `.cargo/config.toml` applies) into a target directory under `OUT_DIR` (so the
+//! outer build's lock is never contended), with the host's rustflags removed. Rerun lines come
+//! from the guest's dep-info file, so exactly the sources that went into the wasm (path
+//! dependencies included) trigger a rebuild, plus the workspace's manifests and the WIT contract.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Builds the guest crate at `crate_dir` (whose library is named `lib_name`) and returns the
-/// path of the built component. `wit_dir` is tracked for changes. Panics with the build's
-/// output on failure: a build script has no better way to report.
-pub fn build(crate_dir: &Path, lib_name: &str, wit_dir: &Path) -> PathBuf {
-    if let Err(message) = ensure_target(crate_dir) {
+/// Builds the guest `package` of the guest workspace at `workspace` and returns the path of the
+/// built component. `wit_dir` is tracked for changes. Panics with the build's output on failure:
+/// a build script has no better way to report.
+pub fn build(workspace: &Path, package: &str, wit_dir: &Path) -> PathBuf {
+    if let Err(message) = ensure_target(workspace) {
         panic!("{message}");
     }
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set for build scripts"));
     let target_dir = out_dir.join("guests");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--release", "--locked", "--target", TARGET, "--manifest-path"])
-        .arg(crate_dir.join("Cargo.toml"))
+    cmd.args(["build", "--release", "--locked", "--target", TARGET, "-p", package])
         .env("CARGO_TARGET_DIR", &target_dir)
-        // From the guest's folder, so its own `.cargo/config.toml` applies.
-        .current_dir(crate_dir);
+        // From the workspace's folder, so its `.cargo/config.toml` applies.
+        .current_dir(workspace);
     for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "RUSTC_WORKSPACE_WRAPPER", "CARGO_BUILD_TARGET"] {
         cmd.env_remove(var);
     }
-    let output = cmd.output().unwrap_or_else(|e| panic!("could not run cargo for guest {}: {e}", crate_dir.display()));
+    let output = cmd.output().unwrap_or_else(|e| panic!("could not run cargo for guest {package}: {e}"));
     if !output.status.success() {
-        panic!("building guest {} failed:\n{}", crate_dir.display(), String::from_utf8_lossy(&output.stderr));
+        panic!("building guest {package} failed:\n{}", String::from_utf8_lossy(&output.stderr));
     }
     let release = target_dir.join(TARGET).join("release");
     for manifest in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
-        println!("cargo:rerun-if-changed={}", crate_dir.join(manifest).display());
+        println!("cargo:rerun-if-changed={}", workspace.join(manifest).display());
     }
+    let lib_name = package.replace('-', "_");
     println!("cargo:rerun-if-changed={}", wit_dir.display());
     track_dep_info(&release.join(format!("{lib_name}.d")));
     release.join(format!("{lib_name}.wasm"))

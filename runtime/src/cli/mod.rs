@@ -7,6 +7,7 @@ mod table;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use control_api::{Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundUpdate, SendTest, Session, Str, Text};
 use serde_json::{Value, json};
 
 pub use send::SendArgs;
@@ -198,9 +199,9 @@ impl Control {
         read(r).await
     }
 
-    async fn act(&self, body: Value) -> anyhow::Result<Value> {
+    async fn act(&self, action: Action) -> anyhow::Result<Value> {
         let url = self.opts.api.trim_end_matches('/').to_owned();
-        let r = self.http.post(&url).json(&body).send().await.with_context(|| format!("cannot reach the control API at {url} (is `a2a-edge serve` running? set --api)"))?;
+        let r = self.http.post(&url).json(&action.to_body()).send().await.with_context(|| format!("cannot reach the control API at {url} (is `a2a-edge serve` running? set --api)"))?;
         read(r).await
     }
 
@@ -221,8 +222,8 @@ impl Control {
     }
 
     /// Runs an action and prints its message.
-    async fn action(&self, body: Value) -> anyhow::Result<()> {
-        let v = self.act(body).await?;
+    async fn action(&self, action: Action) -> anyhow::Result<()> {
+        let v = self.act(action).await?;
         self.print(&v, |v| {
             println!("{}", v["message"].as_str().unwrap_or("done"));
             if let Some(id) = v["id"].as_str() {
@@ -243,28 +244,38 @@ impl Control {
                 .await
             }
             Inbound::Create { name, description, version, endpoint_path, preset, component, disabled } => {
-                let mut body = json!({ "action": "inbound.create", "name": name, "description": description, "version": version, "enabled": !disabled });
-                put(&mut body, "endpointPath", endpoint_path);
-                put(&mut body, "preset", preset);
-                put(&mut body, "component", component);
-                self.action(body).await
+                self.action(Action::InboundCreate(InboundCreate {
+                    name: Text(name),
+                    description: Text(description),
+                    version: Text(version),
+                    enabled: Some(Flag(!disabled)),
+                    endpoint_path: endpoint_path.map(Text),
+                    preset: preset.map(Text),
+                    auth_token_env: None,
+                    component: component.map(Text),
+                    max_body_bytes: None,
+                    limits: None,
+                }))
+                .await
             }
             Inbound::Update { id, name, description, version, endpoint_path, preset, component, max_body_bytes } => {
-                let mut body = json!({ "action": "inbound.update", "id": id });
-                put(&mut body, "name", name);
-                put(&mut body, "description", description);
-                put(&mut body, "version", version);
-                put(&mut body, "endpointPath", endpoint_path);
-                put(&mut body, "preset", preset);
-                put(&mut body, "component", component);
-                if let Some(n) = max_body_bytes {
-                    body["maxBodyBytes"] = json!(n);
-                }
-                self.action(body).await
+                self.action(Action::InboundUpdate(InboundUpdate {
+                    id: Text(id),
+                    name: name.map(Text),
+                    description: description.map(Text),
+                    version: version.map(Text),
+                    endpoint_path: endpoint_path.map(Text),
+                    preset: preset.map(Text),
+                    auth_token_env: None,
+                    component: component.map(Text),
+                    max_body_bytes: max_body_bytes.map(Bounded),
+                    limits: None,
+                }))
+                .await
             }
-            Inbound::Remove { id } => self.action(json!({ "action": "inbound.remove", "id": id })).await,
-            Inbound::Enable { id } => self.action(json!({ "action": "inbound.enable", "id": id })).await,
-            Inbound::Disable { id } => self.action(json!({ "action": "inbound.disable", "id": id })).await,
+            Inbound::Remove { id } => self.action(Action::InboundRemove(Id { id: Text(id) })).await,
+            Inbound::Enable { id } => self.action(Action::InboundEnable(Id { id: Text(id) })).await,
+            Inbound::Disable { id } => self.action(Action::InboundDisable(Id { id: Text(id) })).await,
             Inbound::Auth { id, token, token_stdin, clear, allow_weak } => {
                 let token = match (token, token_stdin, clear) {
                     (Some(t), _, _) => t,
@@ -273,20 +284,16 @@ impl Control {
                         std::io::stdin().read_line(&mut t).context("cannot read the token from standard input")?;
                         t.trim().to_owned()
                     }
-                    (None, false, true) => return self.action(json!({ "action": "inbound.setAuth", "id": id, "clear": true })).await,
+                    (None, false, true) => {
+                        return self.action(Action::InboundSetAuth(InboundSetAuth { id: Text(id), token: None, clear: Some(Flag(true)), allow_weak: None })).await;
+                    }
                     (None, false, false) => bail!("give --token-stdin (or --token) to set a token, or --clear to remove it"),
                 };
-                let mut body = json!({ "action": "inbound.setAuth", "id": id, "token": token });
-                if allow_weak {
-                    body["allowWeak"] = json!(true);
-                }
-                self.action(body).await
+                let allow_weak = allow_weak.then_some(Flag(true));
+                self.action(Action::InboundSetAuth(InboundSetAuth { id: Text(id), token: Some(Str(token)), clear: None, allow_weak })).await
             }
             Inbound::Test { id, text, context, skill } => {
-                let mut body = json!({ "action": "inbound.sendTest", "id": id, "text": text });
-                put(&mut body, "contextId", context);
-                put(&mut body, "skill", skill);
-                let v = self.act(body).await?;
+                let v = self.act(Action::InboundSendTest(SendTest { id: Text(id), text: Text(text), context_id: context.map(Text), skill: skill.map(Text) })).await?;
                 self.print(&v, |v| {
                     println!("task {} {}", s(&v["taskId"]), s(&v["state"]));
                     let task = &v["result"]["task"];
@@ -337,16 +344,13 @@ impl Control {
                 });
                 Ok(())
             }
-            TaskCmd::Cancel { id } => self.action(json!({ "action": "task.cancel", "id": id })).await,
+            TaskCmd::Cancel { id } => self.action(Action::TaskCancel(Id { id: Text(id) })).await,
         }
     }
 
     /// `session …`
     pub async fn session(&self, cmd: SessionCmd) -> anyhow::Result<()> {
-        let narrow = |mut body: Value, server: Option<String>| {
-            put(&mut body, "serverId", server);
-            body
-        };
+        let session = |id: String, server: Option<String>| Session { id: Text(id), server_id: server.map(Text) };
         match cmd {
             SessionCmd::List => {
                 self.snapshot_list("sessions", &["CONTEXT", "SERVER", "STATUS", "TASKS", "ACTIVE", "LIVE", "STREAMING", "LAST SEEN"], |x| {
@@ -354,8 +358,8 @@ impl Control {
                 })
                 .await
             }
-            SessionCmd::Cancel { id, server } => self.action(narrow(json!({ "action": "session.cancel", "id": id }), server)).await,
-            SessionCmd::Close { id, server } => self.action(narrow(json!({ "action": "session.close", "id": id }), server)).await,
+            SessionCmd::Cancel { id, server } => self.action(Action::SessionCancel(session(id, server))).await,
+            SessionCmd::Close { id, server } => self.action(Action::SessionClose(session(id, server))).await,
         }
     }
 
@@ -416,12 +420,6 @@ async fn read(r: reqwest::Response) -> anyhow::Result<Value> {
         bail!("{why} (HTTP {})", status.as_u16());
     }
     Ok(v)
-}
-
-fn put(body: &mut Value, key: &str, v: Option<String>) {
-    if let Some(v) = v {
-        body[key] = json!(v);
-    }
 }
 
 /// A cell: strings bare, null as `-`, anything else as JSON.

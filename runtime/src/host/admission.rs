@@ -1,36 +1,89 @@
 //! `a2a:edge/admission`: the caller's rate and the instance's concurrency slots.
 
+use std::net::IpAddr;
+use std::sync::Arc;
+
 use wasmtime::component::Resource;
 
-use super::EdgeView;
+use super::View;
 use super::bindings::admission::{Host, HostSlot};
-use crate::admission::Slot;
+use crate::admission::{Admission, Slot};
+use crate::records::Limits;
+use crate::telemetry::Metrics;
 
-impl Host for EdgeView<'_> {
+/// The admission capability of one request: its instance's limits and its caller.
+pub struct AdmissionCtx {
+    /// Buckets and slots of every instance.
+    pub admission: Arc<Admission>,
+    /// Counts refusals.
+    pub metrics: Arc<Metrics>,
+    /// The instance.
+    pub instance_id: String,
+    /// Its limits.
+    pub limits: Limits,
+    /// The caller's address (its rate bucket).
+    pub source: IpAddr,
+}
+
+impl Host for View<'_, AdmissionCtx> {
     fn check_rate(&mut self) -> wasmtime::Result<Result<(), u64>> {
-        let i = &self.req.instance.record;
-        let result = self.req.app.admission.check_rate(&i.id, self.req.peer.ip(), &i.limits);
+        let c = &self.ctx;
+        let result = c.admission.check_rate(&c.instance_id, c.source, &c.limits);
         if result.is_err() {
-            self.req.app.metrics.rejection("rate");
+            c.metrics.rejection("rate");
         }
         Ok(result)
     }
 
     fn acquire_slot(&mut self) -> wasmtime::Result<Result<Resource<Slot>, u32>> {
-        let i = &self.req.instance.record;
-        match self.req.app.admission.acquire(&i.id, i.limits.max_concurrent_tasks) {
+        let c = &self.ctx;
+        match c.admission.acquire(&c.instance_id, c.limits.max_concurrent_tasks) {
             Ok(slot) => Ok(Ok(self.table.push(slot)?)),
             Err(max) => {
-                self.req.app.metrics.rejection("quota");
+                c.metrics.rejection("quota");
                 Ok(Err(max))
             }
         }
     }
 }
 
-impl HostSlot for EdgeView<'_> {
+impl HostSlot for View<'_, AdmissionCtx> {
     fn drop(&mut self, this: Resource<Slot>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::ResourceTable;
+
+    use super::*;
+
+    fn ctx(limits: Limits) -> AdmissionCtx {
+        AdmissionCtx { admission: Arc::default(), metrics: Arc::default(), instance_id: "i".into(), limits, source: "10.0.0.1".parse().unwrap() }
+    }
+
+    #[test]
+    fn slots_are_held_until_the_guest_drops_them() {
+        let mut c = ctx(Limits { max_concurrent_tasks: 1, ..Limits::default() });
+        let mut table = ResourceTable::new();
+        let mut view = View { ctx: &mut c, table: &mut table };
+        let slot = view.acquire_slot().unwrap().expect("the first slot is free");
+        assert_eq!(view.acquire_slot().unwrap().err(), Some(1), "the instance's one slot is held");
+        HostSlot::drop(&mut view, slot).unwrap();
+        assert!(view.acquire_slot().unwrap().is_ok(), "dropping the resource frees the slot");
+        assert_eq!(c.metrics.rejections()["quota"], 1);
+    }
+
+    #[test]
+    fn the_rate_is_the_callers() {
+        let mut c = ctx(Limits { rate_per_second: 1.0, rate_burst: 1, ..Limits::default() });
+        let mut table = ResourceTable::new();
+        let mut view = View { ctx: &mut c, table: &mut table };
+        assert_eq!(view.check_rate().unwrap(), Ok(()));
+        assert!(view.check_rate().unwrap().is_err(), "the burst of one is spent");
+        view.ctx.source = "10.0.0.2".parse().unwrap();
+        assert_eq!(view.check_rate().unwrap(), Ok(()), "another caller has its own bucket");
     }
 }

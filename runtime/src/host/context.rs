@@ -1,70 +1,125 @@
-//! `a2a:edge/request-context`: the instance record (never its secret), the peer, the route.
+//! `a2a:edge/request-context`: the instance record (never its secret), the peer, the route; and
+//! what the component tells of the request (its method and outcome) for the metrics and the log.
 
-use super::bindings::request_context::{self as rc, Host, InstanceInfo, Limits, PeerInfo, RouteKind, Skill};
-use super::{EdgeView, Route};
-use crate::instances::RouteKind as Kind;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-impl Host for EdgeView<'_> {
+use super::bindings::request_context::{Host, InstanceInfo, Limits, PeerInfo, RouteKind, Skill};
+use super::{Invocation, Route, Services};
+use crate::instances::{Instance, RouteKind as Kind};
+use crate::telemetry::Metrics;
+
+/// What a request turned out to be, as its component told the host: for the request log line.
+#[derive(Clone, Default)]
+pub struct CallNote(Arc<Mutex<Call>>);
+
+/// The contents of a [`CallNote`].
+#[derive(Clone, Debug, Default)]
+pub struct Call {
+    /// The A2A method.
+    pub method: Option<String>,
+    /// `ok`, or the error's reason.
+    pub outcome: Option<String>,
+    /// The first task the request created or changed.
+    pub task_id: Option<String>,
+}
+
+impl CallNote {
+    /// What was noted so far.
+    pub fn take(&self) -> Call {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    /// Notes the first task the request wrote.
+    pub fn task(&self, id: &str) {
+        self.0.lock().unwrap().task_id.get_or_insert_with(|| id.to_owned());
+    }
+
+    fn call(&self, method: &str, outcome: &str) {
+        let mut c = self.0.lock().unwrap();
+        (c.method, c.outcome) = (Some(method.to_owned()), Some(outcome.to_owned()));
+    }
+}
+
+/// The request-context capability.
+pub struct ContextCtx {
+    info: InstanceInfo,
+    peer: PeerInfo,
+    route: RouteKind,
+    metrics: Arc<Metrics>,
+    note: CallNote,
+    started: Instant,
+}
+
+/// The instance record as the card builder reads it.
+fn info(instance: &Instance, s: &Services) -> InstanceInfo {
+    let r = &instance.record;
+    InstanceInfo {
+        id: r.id.clone(),
+        name: r.name.clone(),
+        description: r.description.clone(),
+        version: r.version.clone(),
+        endpoint_url: instance.endpoint_url.clone(),
+        preset: r.preset.clone(),
+        skills: instance
+            .preset
+            .skills
+            .iter()
+            .map(|s| Skill { id: s.id.clone(), name: s.name.clone().unwrap_or_else(|| s.id.clone()), description: s.description.clone(), tags: s.tags.clone() })
+            .collect(),
+        auth_required: r.auth_token_env.is_some(),
+        attachments: s.attachments.enabled(),
+        provider_organization: s.provider.as_ref().map(|p| p.organization.clone()),
+        provider_url: s.provider.as_ref().map(|p| p.url.clone()),
+        limits: Limits {
+            max_body_bytes: r.limits.max_body_bytes,
+            execution_timeout_ms: r.limits.execution_timeout_ms,
+            max_concurrent_tasks: r.limits.max_concurrent_tasks,
+            keep_alive_ms: r.limits.keep_alive_ms.max(100),
+            max_parts: r.limits.max_parts,
+        },
+        legacy_error_codes: s.legacy_error_codes,
+        updated_at: r.updated_at,
+    }
+}
+
+impl ContextCtx {
+    /// The context of one call of `instance`.
+    pub fn new(instance: Arc<Instance>, s: &Services, call: &Invocation, peer_id: String, started: Instant) -> ContextCtx {
+        let route = match call.route {
+            Route::Http(Kind::Card) => RouteKind::Card,
+            Route::Http(Kind::Rpc) => RouteKind::Rpc,
+            Route::Internal => RouteKind::Internal,
+        };
+        let peer = PeerInfo { id: peer_id, source: call.peer.to_string() };
+        ContextCtx { info: info(&instance, s), peer, route, metrics: s.metrics.clone(), note: call.note.clone(), started }
+    }
+}
+
+impl Host for ContextCtx {
     fn instance(&mut self) -> wasmtime::Result<InstanceInfo> {
-        let i = &self.req.instance;
-        let app = &self.req.app;
-        let r = &i.record;
-        Ok(InstanceInfo {
-            id: r.id.clone(),
-            name: r.name.clone(),
-            description: r.description.clone(),
-            version: r.version.clone(),
-            endpoint_url: i.endpoint_url.clone(),
-            preset: r.preset.clone(),
-            skills: i
-                .preset
-                .skills
-                .iter()
-                .map(|s| Skill { id: s.id.clone(), name: s.name.clone().unwrap_or_else(|| s.id.clone()), description: s.description.clone(), tags: s.tags.clone() })
-                .collect(),
-            auth_required: r.auth_token_env.is_some(),
-            attachments: app.attachments.enabled(),
-            provider_organization: app.config.provider.as_ref().map(|p| p.organization.clone()),
-            provider_url: app.config.provider.as_ref().map(|p| p.url.clone()),
-            limits: Limits {
-                max_body_bytes: r.limits.max_body_bytes,
-                execution_timeout_ms: r.limits.execution_timeout_ms,
-                max_concurrent_tasks: r.limits.max_concurrent_tasks,
-                keep_alive_ms: r.limits.keep_alive_ms.max(100),
-                max_parts: r.limits.max_parts,
-            },
-            legacy_error_codes: app.config.protocol.legacy_error_codes,
-            updated_at: r.updated_at,
-        })
+        Ok(self.info.clone())
     }
 
     fn peer(&mut self) -> wasmtime::Result<PeerInfo> {
-        Ok(PeerInfo { id: self.req.peer_id.clone(), source: self.req.peer.to_string() })
+        Ok(self.peer.clone())
+    }
+
+    fn route(&mut self) -> wasmtime::Result<RouteKind> {
+        Ok(self.route)
     }
 
     fn record_call(&mut self, method: String, outcome: String) -> wasmtime::Result<()> {
-        let metrics = &self.req.app.metrics;
-        metrics.request(&self.req.instance.record.id, &method, &outcome);
-        self.req.note.with(|c| {
-            c.outcome = Some(outcome.clone());
-            c.method = Some(method.clone());
-        });
+        self.metrics.request(&self.info.id, &method, &outcome);
         if method == "SendMessage" {
-            metrics.send_latency(self.req.started.elapsed());
+            self.metrics.send_latency(self.started.elapsed());
         }
+        self.note.call(&method, &outcome);
         Ok(())
     }
 
     fn record_rejection(&mut self, reason: String) -> wasmtime::Result<()> {
-        self.req.app.metrics.rejection(&reason);
+        self.metrics.rejection(&reason);
         Ok(())
-    }
-
-    fn route(&mut self) -> wasmtime::Result<RouteKind> {
-        Ok(match self.req.route {
-            Route::Http(Kind::Card) => rc::RouteKind::Card,
-            Route::Http(Kind::Rpc) => rc::RouteKind::Rpc,
-            Route::Internal => rc::RouteKind::Internal,
-        })
     }
 }

@@ -1,40 +1,35 @@
-//! `a2a:edge/events`: the frame log, keyed by instance and task so an instance never reads or
-//! writes another's logs.
+//! `a2a:edge/events`: the frame logs, keyed by instance and task so an instance never reads or
+//! writes another's logs, and the hand-off of a stream's rest to the host.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 
-use super::EdgeView;
+use super::View;
 use super::bindings::events::{Frame, FrameKind, Host, HostSubscription};
-use crate::events::{self as hub, Subscription};
+use super::handoff;
+use crate::events::{EventHub, Subscription, log_key};
 use crate::store::Store;
 
-/// The hub key of a task of an instance.
-pub fn log_key(instance_id: &str, task_id: &str) -> String {
-    format!("{instance_id}/{task_id}")
+/// The events capability of one request.
+pub struct EventsCtx {
+    /// Every live task's log.
+    pub hub: Arc<EventHub>,
+    /// The store (a log is opened only for a task of the instance).
+    pub store: Arc<dyn Store>,
+    /// The instance.
+    pub instance_id: String,
+    /// Keep-alive interval of a handed-off stream.
+    pub keep_alive: Duration,
+    /// Where a handed-off stream waits for the host.
+    pub hand_off: handoff::Slot,
 }
 
-fn kind_from_wit(k: FrameKind) -> hub::FrameKind {
-    match k {
-        FrameKind::Task => hub::FrameKind::Task,
-        FrameKind::Message => hub::FrameKind::Message,
-        FrameKind::StatusUpdate => hub::FrameKind::StatusUpdate,
-        FrameKind::ArtifactUpdate => hub::FrameKind::ArtifactUpdate,
-    }
-}
-
-fn kind_to_wit(k: hub::FrameKind) -> FrameKind {
-    match k {
-        hub::FrameKind::Task => FrameKind::Task,
-        hub::FrameKind::Message => FrameKind::Message,
-        hub::FrameKind::StatusUpdate => FrameKind::StatusUpdate,
-        hub::FrameKind::ArtifactUpdate => FrameKind::ArtifactUpdate,
-    }
-}
-
-impl EdgeView<'_> {
+impl EventsCtx {
     fn key(&self, task_id: &str) -> String {
-        log_key(&self.req.instance.record.id, task_id)
+        log_key(&self.instance_id, task_id)
     }
 }
 
@@ -45,42 +40,42 @@ impl wasmtime_wasi::p2::Pollable for Subscription {
     }
 }
 
-impl Host for EdgeView<'_> {
+impl Host for View<'_, EventsCtx> {
     fn publish(&mut self, task_id: String, kind: FrameKind, json: String) -> wasmtime::Result<u64> {
-        Ok(self.req.app.events.publish(&self.key(&task_id), kind_from_wit(kind), json))
+        Ok(self.ctx.hub.publish(&self.ctx.key(&task_id), kind.into(), json))
     }
 
     fn close(&mut self, task_id: String) -> wasmtime::Result<()> {
-        self.req.app.events.close(&self.key(&task_id));
+        self.ctx.hub.close(&self.ctx.key(&task_id));
         Ok(())
     }
 
-    fn open(&mut self, task_id: String, after: Option<u64>) -> wasmtime::Result<Result<Resource<Subscription>, String>> {
-        if self.req.app.store.get_task(&task_id, Some(&self.req.instance.record.id)).ok().flatten().is_none() {
+    async fn open(&mut self, task_id: String, after: Option<u64>) -> wasmtime::Result<Result<Resource<Subscription>, String>> {
+        let known = self.ctx.store.get_task(task_id.clone(), Some(self.ctx.instance_id.clone())).await;
+        if !matches!(known, Ok(Some(_))) {
             return Ok(Err(format!("task {task_id} not found")));
         }
-        let sub = self.req.app.events.subscribe(&self.key(&task_id), after);
+        let sub = self.ctx.hub.subscribe(&self.ctx.key(&task_id), after);
         Ok(Ok(self.table.push(sub)?))
     }
 
     fn hand_off(&mut self, sub: Resource<Subscription>, request_id: String) -> wasmtime::Result<()> {
         let sub = self.table.delete(sub)?;
-        let instance = &self.req.instance.record;
-        let task_id = sub.key().strip_prefix(&format!("{}/", instance.id)).unwrap_or_default().to_owned();
+        let c = &self.ctx;
+        let task_id = sub.key().strip_prefix(&format!("{}/", c.instance_id)).unwrap_or_default().to_owned();
         let request_id = serde_json::from_str(&request_id).unwrap_or(serde_json::Value::Null);
-        let keep_alive = std::time::Duration::from_millis(instance.limits.keep_alive_ms.max(100));
-        *self.req.hand_off.lock().unwrap() = Some(super::handoff::Continuation { sub, request_id, task_id, instance_id: instance.id.clone(), keep_alive });
+        *c.hand_off.lock().unwrap() = Some(handoff::Continuation { sub, request_id, task_id, instance_id: c.instance_id.clone(), keep_alive: c.keep_alive });
         Ok(())
     }
 }
 
-impl HostSubscription for EdgeView<'_> {
+impl HostSubscription for View<'_, EventsCtx> {
     fn subscribe(&mut self, this: Resource<Subscription>) -> wasmtime::Result<Resource<DynPollable>> {
         subscribe(self.table, this)
     }
 
     fn try_next(&mut self, this: Resource<Subscription>) -> wasmtime::Result<Option<Frame>> {
-        Ok(self.table.get_mut(&this)?.try_next().map(|f| Frame { seq: f.seq, kind: kind_to_wit(f.kind), json: f.json.to_string() }))
+        Ok(self.table.get_mut(&this)?.try_next().map(|f| Frame { seq: f.seq, kind: f.kind.into(), json: f.json.to_string() }))
     }
 
     fn is_closed(&mut self, this: Resource<Subscription>) -> wasmtime::Result<bool> {
@@ -98,5 +93,36 @@ impl HostSubscription for EdgeView<'_> {
     fn drop(&mut self, this: Resource<Subscription>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::ResourceTable;
+
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    #[tokio::test]
+    async fn logs_replay_from_a_sequence_and_stay_within_the_instance() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        store.create_task(crate::store::contract::row("t", 1), None).await.unwrap();
+        let hub = Arc::new(EventHub::default());
+        let ctx = |instance: &str| EventsCtx { hub: hub.clone(), store: store.clone(), instance_id: instance.into(), keep_alive: Duration::from_secs(1), hand_off: Default::default() };
+        let (mut mine, mut theirs) = (ctx("i"), ctx("j"));
+        let mut table = ResourceTable::new();
+        let mut view = View { ctx: &mut mine, table: &mut table };
+        for n in 1..=3 {
+            assert_eq!(view.publish("t".into(), FrameKind::StatusUpdate, format!("{{\"n\":{n}}}")).unwrap(), n);
+        }
+        let sub = view.open("t".into(), Some(1)).await.unwrap().expect("the instance's own task");
+        let next = view.try_next(Resource::new_borrow(sub.rep())).unwrap().unwrap();
+        assert_eq!((next.seq, next.kind, next.json.as_str()), (2, FrameKind::StatusUpdate, "{\"n\":2}"), "replay starts after the given sequence");
+        assert_eq!(view.head(Resource::new_borrow(sub.rep())).unwrap(), 3);
+        view.close("t".into()).unwrap();
+        let _ = view.try_next(Resource::new_borrow(sub.rep())).unwrap();
+        assert!(view.is_closed(Resource::new_borrow(sub.rep())).unwrap());
+        let mut other = View { ctx: &mut theirs, table: &mut table };
+        assert_eq!(other.open("t".into(), None).await.unwrap().err().as_deref(), Some("task t not found"), "another instance cannot open the log");
     }
 }

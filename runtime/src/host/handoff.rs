@@ -15,9 +15,9 @@ use hyper::body::{Body as HttpBody, Frame};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::Body;
 use crate::events::Subscription;
-use crate::store::{SqliteStore, Store};
+use crate::responses::Body;
+use crate::store::Store;
 
 /// What the host needs to go on with a stream.
 pub struct Continuation {
@@ -37,14 +37,14 @@ pub struct Continuation {
 pub type Slot = Arc<Mutex<Option<Continuation>>>;
 
 /// A response body: the component's, then, if it handed off, the host's.
-pub fn chain(guest: Body, slot: Slot, store: Arc<SqliteStore>) -> Body {
+pub fn chain(guest: Body, slot: Slot, store: Arc<dyn Store>) -> Body {
     Chained { guest: Some(guest), slot, store, host: None }.boxed_unsync()
 }
 
 struct Chained {
     guest: Option<Body>,
     slot: Slot,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn Store>,
     host: Option<mpsc::Receiver<Bytes>>,
 }
 
@@ -74,7 +74,7 @@ impl HttpBody for Chained {
 
 /// Writes the rest of the stream until the log closes (then the settled snapshot) or the client
 /// goes away.
-async fn produce(mut c: Continuation, store: Arc<SqliteStore>, tx: mpsc::Sender<Bytes>) {
+async fn produce(mut c: Continuation, store: Arc<dyn Store>, tx: mpsc::Sender<Bytes>) {
     let send = |text: String| {
         let tx = tx.clone();
         async move { tx.send(Bytes::from(text)).await.is_ok() }
@@ -98,7 +98,7 @@ async fn produce(mut c: Continuation, store: Arc<SqliteStore>, tx: mpsc::Sender<
             _ = tx.closed() => return,
         }
     }
-    if let Ok(Some(row)) = store.get_task(&c.task_id, Some(&c.instance_id)) {
+    if let Ok(Some(row)) = store.get_task(c.task_id.clone(), Some(c.instance_id.clone())).await {
         send(sse::result_event(None, &c.request_id, sse::Member::Task.name(), &row.body)).await;
     }
 }

@@ -1,60 +1,77 @@
-//! The wasmtime host: one engine (pooling allocator, epoch interruption), one linker with WASI
-//! p2, WASI HTTP and the `a2a:edge` interfaces, the component registry, and the per-request
-//! store in which a component instance serves one HTTP request.
+//! The wasmtime glue of the `server` world: one linker with WASI p2, WASI HTTP and the
+//! `a2a:edge` interfaces, and the per-request store in which a component instance serves one HTTP
+//! request.
+//!
+//! Each interface is implemented on a narrow capability context of its own, built per request
+//! from the shared [`Services`] (link once, prepare per request): storage sees the store scoped
+//! to the instance, events the frame logs, sessions the session registry, admission the gate,
+//! request-context the instance record and the metrics. No capability sees another's, and none
+//! sees the application: each is unit-tested alone on an in-memory store.
 
 mod admission;
 mod attachments;
 pub mod bindings;
-pub mod client;
 mod context;
-pub mod egress;
 mod events;
 mod handoff;
-pub mod outbound_http;
-pub mod registry;
 mod sessions;
+mod settle;
 mod storage;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use wasmtime::component::{HasData, Linker, ResourceTable};
-use wasmtime::{CallHook, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use http_body_util::Full;
+use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
+use wasmtime::{Store, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
-use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
-use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
-use crate::app::App;
-use crate::config::RuntimeSettings;
+use crate::activity::Activity;
+use crate::admission::Admission;
+use crate::attachments::Attachments;
+use crate::config::Provider;
+use crate::engine::{Burst, Engine, Metered, Registry, trap_cause, wt};
+use crate::events::EventHub;
 use crate::instances::{Instance, RouteKind};
+use crate::responses::{Body, is_event_stream, rpc_failure};
+use crate::sessions::{Sessions, Toolbox};
+use crate::store::Store as TaskStore;
+use crate::telemetry::Metrics;
 
-pub use registry::Registry;
+pub use context::{Call, CallNote};
 
-/// Epoch tick; the CPU limit is counted in these.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// The engine, linker and components.
-pub struct Host {
-    /// Components by name.
-    pub registry: Arc<Registry>,
-    cpu_burst_ticks: u32,
-    memory_bytes: usize,
-    /// Instantiations so far.
-    pub instantiations: AtomicU64,
-    /// Time to create a request's store and instantiate its component.
-    pub instantiate_time: crate::histogram::Histogram,
-    /// Invocations that ended in a trap or limit.
-    pub traps: AtomicU64,
-    /// The outbound client component.
-    pub client: Arc<client::ClientHost>,
+/// The runtime services the capabilities reach, shared by every request.
+pub struct Services {
+    /// Durable state.
+    pub store: Arc<dyn TaskStore>,
+    /// Frame logs.
+    pub events: Arc<EventHub>,
+    /// Live sessions.
+    pub sessions: Arc<Sessions>,
+    /// Rate limits and slots.
+    pub admission: Arc<Admission>,
+    /// Stored attachments.
+    pub attachments: Arc<Attachments>,
+    /// Peers and open streams.
+    pub activity: Arc<Activity>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// The tools and secrets of session turns.
+    pub toolbox: Arc<dyn Toolbox>,
+    /// Provider shown on every card.
+    pub provider: Option<Provider>,
+    /// Emit the seed's error numbers (SPEC §13).
+    pub legacy_error_codes: bool,
+    /// How long a request waits for a free component instance.
+    pub instance_wait: Duration,
+    /// Component instances alive at once.
+    pub max_instances: u32,
 }
 
 /// How a request reached a component.
@@ -66,50 +83,26 @@ pub enum Route {
     Internal,
 }
 
-/// What a request turned out to be, as its component told the host: for the request log line.
-#[derive(Clone, Default)]
-pub struct CallNote(Arc<std::sync::Mutex<Call>>);
-
-/// The contents of a [`CallNote`].
-#[derive(Clone, Debug, Default)]
-pub struct Call {
-    /// The A2A method.
-    pub method: Option<String>,
-    /// `ok`, or the error's reason.
-    pub outcome: Option<String>,
-    /// The first task the request created or changed.
-    pub task_id: Option<String>,
+/// One request for an instance's component.
+pub struct Invocation {
+    /// The instance serving it.
+    pub instance: Arc<Instance>,
+    /// How it arrived.
+    pub route: Route,
+    /// The TCP peer.
+    pub peer: SocketAddr,
+    /// What the component tells of the request, for the log.
+    pub note: CallNote,
 }
 
-impl CallNote {
-    /// What was noted so far.
-    pub fn take(&self) -> Call {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-
-    fn with(&self, f: impl FnOnce(&mut Call)) {
-        f(&mut self.0.lock().unwrap());
-    }
-}
-
-/// Per-request state the `a2a:edge` interfaces see.
-pub struct RequestState {
-    app: Arc<App>,
-    instance: Arc<Instance>,
-    peer: SocketAddr,
-    /// The caller's stable id, derived from `peer` and the instance.
-    peer_id: String,
-    route: Route,
-    /// When the request arrived.
-    started: std::time::Instant,
-    /// Contexts this request worked in.
-    contexts: crate::activity::Contexts,
-    /// Tasks whose latest stored version this invocation wrote: id → version.
-    written: Vec<(String, u64)>,
-    /// What the request was, for the log.
-    note: CallNote,
-    /// Where the component leaves the rest of a stream it hands off.
-    hand_off: handoff::Slot,
+/// The capabilities of one request's store, one per `a2a:edge` interface.
+struct Capabilities {
+    context: context::ContextCtx,
+    storage: storage::StorageCtx,
+    events: events::EventsCtx,
+    sessions: sessions::SessionsCtx,
+    admission: admission::AdmissionCtx,
+    attachments: attachments::AttachmentsCtx,
 }
 
 /// The data of one request's store.
@@ -117,26 +110,10 @@ pub struct State {
     table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
-    hooks: outbound_http::Policy,
+    hooks: NoOutbound,
     limits: StoreLimits,
-    req: RequestState,
     burst: Burst,
-}
-
-/// CPU-burst accounting of a store (see [`meter`]).
-#[derive(Default)]
-pub struct Burst {
-    /// Epoch ticks since the guest last returned from a host function.
-    ticks: u32,
-    in_epoch_callback: bool,
-}
-
-/// Store data whose memory and CPU bursts are limited.
-pub trait Metered: Send + 'static {
-    /// Its burst accounting.
-    fn burst(&mut self) -> &mut Burst;
-    /// Its memory limits.
-    fn limits(&mut self) -> &mut StoreLimits;
+    caps: Capabilities,
 }
 
 impl Metered for State {
@@ -146,32 +123,6 @@ impl Metered for State {
     fn limits(&mut self) -> &mut StoreLimits {
         &mut self.limits
     }
-}
-
-/// Applies the memory limit and the CPU-burst limit: a guest computing for more than
-/// `max_ticks` epoch ticks without returning to the host traps.
-fn meter<T: Metered>(store: &mut Store<T>, max_ticks: u32) {
-    store.limiter(|s| s.limits());
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |mut ctx| {
-        let b = ctx.data_mut().burst();
-        b.ticks += 1;
-        b.in_epoch_callback = true;
-        if b.ticks > max_ticks {
-            wasmtime::bail!("CPU limit: the component computed for more than {} ms without waiting", max_ticks as u128 * EPOCH_TICK.as_millis());
-        }
-        Ok(UpdateDeadline::Yield(1))
-    });
-    store.call_hook(|mut ctx, hook| {
-        // The epoch callback itself is a host call: its return must not reset the count.
-        if matches!(hook, CallHook::ReturningFromHost) {
-            let b = ctx.data_mut().burst();
-            if !std::mem::take(&mut b.in_epoch_callback) {
-                b.ticks = 0;
-            }
-        }
-        Ok(())
-    });
 }
 
 impl WasiView for State {
@@ -186,107 +137,140 @@ impl WasiHttpView for State {
     }
 }
 
-/// The view the `a2a:edge` host traits are implemented on.
-pub struct EdgeView<'a> {
-    req: &'a mut RequestState,
+/// The server component may not call out: every outbound request is refused.
+struct NoOutbound;
+
+/// What a request sent through WASI HTTP resolves to.
+type Sent = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>), HttpError>;
+
+impl WasiHttpHooks for NoOutbound {
+    fn send_request(&mut self, request: http::Request<WasiBody>, _: Option<RequestOptions>, _: Box<dyn Future<Output = Result<(), HttpError>> + Send>) -> Box<dyn Future<Output = Sent> + Send> {
+        tracing::warn!(uri = %request.uri(), "refused an outbound request from a component: outbound HTTP is not allowed here");
+        Box::new(async { Err(ErrorCode::HttpRequestDenied.into()) })
+    }
+}
+
+/// A capability context next to the store's resource table (for interfaces with resources).
+pub struct View<'a, C> {
+    ctx: &'a mut C,
     table: &'a mut ResourceTable,
 }
 
-struct Edge;
+/// The [`HasData`] of a [`View`].
+struct WithTable<C>(std::marker::PhantomData<C>);
 
-impl HasData for Edge {
-    type Data<'a> = EdgeView<'a>;
+impl<C: Send + 'static> HasData for WithTable<C> {
+    type Data<'a> = View<'a, C>;
 }
 
-fn edge(s: &mut State) -> EdgeView<'_> {
-    EdgeView { req: &mut s.req, table: &mut s.table }
+/// The linker of the server world: WASI, WASI HTTP (without the default outgoing handler) and
+/// every `a2a:edge` interface on its capability.
+fn link(engine: &wasmtime::Engine) -> anyhow::Result<Linker<State>> {
+    let mut linker: Linker<State> = Linker::new(engine);
+    wt(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
+    wt(wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))?;
+    wt(bindings::request_context::add_to_linker::<State, HasSelf<context::ContextCtx>>(&mut linker, |s| &mut s.caps.context))?;
+    wt(bindings::storage::add_to_linker::<State, HasSelf<storage::StorageCtx>>(&mut linker, |s| &mut s.caps.storage))?;
+    wt(bindings::attachments::add_to_linker::<State, HasSelf<attachments::AttachmentsCtx>>(&mut linker, |s| &mut s.caps.attachments))?;
+    wt(bindings::events::add_to_linker::<State, WithTable<events::EventsCtx>>(&mut linker, |s| View { ctx: &mut s.caps.events, table: &mut s.table }))?;
+    wt(bindings::sessions::add_to_linker::<State, WithTable<sessions::SessionsCtx>>(&mut linker, |s| View { ctx: &mut s.caps.sessions, table: &mut s.table }))?;
+    wt(bindings::admission::add_to_linker::<State, WithTable<admission::AdmissionCtx>>(&mut linker, |s| View { ctx: &mut s.caps.admission, table: &mut s.table }))?;
+    Ok(linker)
 }
 
-/// A response body of any origin (guest or host).
-pub type Body = HyperOutgoingBody;
-
-/// A complete host-made response body.
-pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+/// The server world's host: its components, and the services their requests reach.
+pub struct Host {
+    engine: Arc<Engine>,
+    /// Components by name.
+    pub registry: Arc<Registry<State>>,
+    services: Services,
 }
 
 impl Host {
-    /// The engine (pooling allocator sized by `settings`), linker and registry with the
-    /// embedded components and `<data-dir>/components/*.wasm`.
-    pub fn new(settings: &RuntimeSettings, data_dir: &Path) -> anyhow::Result<Host> {
-        let memory_bytes = usize::try_from(settings.memory_mib.max(1) << 20).context("memoryMib is too large")?;
-        let max = settings.max_instances.max(1);
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(max)
-            .total_core_instances(max * 4)
-            .total_memories(max * 2)
-            .total_tables(max * 4)
-            .total_stacks(max)
-            .max_memory_size(memory_bytes)
-            .max_memories_per_component(4)
-            .max_tables_per_component(8)
-            .max_core_instances_per_component(16)
-            // Reset a slot's first pages with memset rather than madvise: a request touches about
-            // this much, and decommitting it costs a TLB shootdown across cores every time.
-            .linear_memory_keep_resident(512 << 10)
-            .table_keep_resident(16 << 10)
-            .async_stack_keep_resident(64 << 10)
-            .decommit_batch_size(64);
-        let mut config = Config::new();
-        config.wasm_component_model(true).epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = wt(Engine::new(&config)).context("cannot create the wasmtime engine (is enough virtual address space available?)")?;
-        spawn_epoch_ticker(&engine);
-        let mut linker: Linker<State> = Linker::new(&engine);
-        wt(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
-        wt(wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))?;
-        wt(bindings::request_context::add_to_linker::<State, Edge>(&mut linker, edge))?;
-        wt(bindings::storage::add_to_linker::<State, Edge>(&mut linker, edge))?;
-        wt(bindings::events::add_to_linker::<State, Edge>(&mut linker, edge))?;
-        wt(bindings::sessions::add_to_linker::<State, Edge>(&mut linker, edge))?;
-        wt(bindings::admission::add_to_linker::<State, Edge>(&mut linker, edge))?;
-        wt(bindings::attachments::add_to_linker::<State, Edge>(&mut linker, edge))?;
-        let cache_dir = settings.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"));
-        let registry = Arc::new(Registry::new(engine, linker, cache_dir, data_dir.join("components"))?);
-        let cpu_burst_ticks = u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64).unwrap_or(u32::MAX).max(1);
-        let client = Arc::new(client::ClientHost::new(&registry, cpu_burst_ticks, memory_bytes)?);
-        Ok(Host { registry, client, cpu_burst_ticks, memory_bytes, instantiations: AtomicU64::new(0), instantiate_time: Default::default(), traps: AtomicU64::new(0) })
+    /// Links the server world and loads the embedded components and `<data-dir>/components/*.wasm`.
+    pub fn new(engine: Arc<Engine>, data_dir: &Path, services: Services) -> anyhow::Result<Host> {
+        let linker = link(&engine.wasm)?;
+        let registry = Arc::new(Registry::new(engine.cache.clone(), linker, data_dir.join("components"))?);
+        Ok(Host { engine, registry, services })
+    }
+
+    /// The shared services.
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// Components compiled (not loaded from the cache) since start.
+    pub fn compilations(&self) -> u64 {
+        self.engine.cache.compilations.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The store of one request, its capabilities prepared from the services.
+    fn prepare(&self, call: &Invocation, started: Instant) -> (State, settle::Written, handoff::Slot, crate::activity::Contexts) {
+        let s = &self.services;
+        let instance = &call.instance;
+        let id = &instance.record.id;
+        let peer_id = crate::activity::peer_id(call.peer.ip(), id);
+        let written = settle::Written::default();
+        let hand_off = handoff::Slot::default();
+        let contexts = crate::activity::Contexts::default();
+        let caps = Capabilities {
+            context: context::ContextCtx::new(instance.clone(), s, call, peer_id.clone(), started),
+            storage: storage::StorageCtx {
+                store: s.store.clone(),
+                activity: s.activity.clone(),
+                instance_id: id.clone(),
+                peer_id,
+                written: written.clone(),
+                contexts: contexts.clone(),
+                note: call.note.clone(),
+            },
+            events: events::EventsCtx {
+                hub: s.events.clone(),
+                store: s.store.clone(),
+                instance_id: id.clone(),
+                keep_alive: Duration::from_millis(instance.record.limits.keep_alive_ms.max(100)),
+                hand_off: hand_off.clone(),
+            },
+            sessions: sessions::SessionsCtx {
+                sessions: s.sessions.clone(),
+                store: s.store.clone(),
+                toolbox: s.toolbox.clone(),
+                instance_id: id.clone(),
+                preset: instance.preset.id.clone(),
+            },
+            admission: admission::AdmissionCtx {
+                admission: s.admission.clone(),
+                metrics: s.metrics.clone(),
+                instance_id: id.clone(),
+                limits: instance.record.limits,
+                source: call.peer.ip(),
+            },
+            attachments: attachments::AttachmentsCtx(s.attachments.clone()),
+        };
+        let state = State {
+            table: ResourceTable::new(),
+            wasi: WasiCtx::builder().build(),
+            http: WasiHttpCtx::new(),
+            hooks: NoOutbound,
+            limits: self.engine.limits(),
+            burst: Burst::default(),
+            caps,
+        };
+        (state, written, hand_off, contexts)
     }
 
     /// Serves one request on the instance's component in a fresh store. The invocation may run
     /// on after the response head is sent (streams, `returnImmediately`); whatever way it ends,
     /// tasks it left unsettled are settled FAILED.
-    pub async fn handle(&self, app: &Arc<App>, instance: Arc<Instance>, route: Route, peer: SocketAddr, req: http::Request<Full<Bytes>>, note: &CallNote) -> http::Response<Body> {
-        let legacy = app.config.protocol.legacy_error_codes;
-        let failure = |message: &str| crate::server::rpc_failure(500, a2a_protocol::ErrorKind::Internal, message, legacy);
-        let Some(component) = self.registry.get(&instance.record.component) else {
-            return failure(&format!("component {:?} is not loaded", instance.record.component));
+    pub async fn handle(&self, call: Invocation, req: http::Request<Full<Bytes>>) -> http::Response<Body> {
+        let s = &self.services;
+        let failure = |message: &str| rpc_failure(500, a2a_protocol::ErrorKind::Internal, message, s.legacy_error_codes);
+        let Some(component) = self.registry.get(&call.instance.record.component) else {
+            return failure(&format!("component {:?} is not loaded", call.instance.record.component));
         };
-        let started = std::time::Instant::now();
-        let contexts = crate::activity::Contexts::default();
-        let hand_off = handoff::Slot::default();
-        let served = instance.clone();
-        let state = State {
-            table: ResourceTable::new(),
-            wasi: WasiCtx::builder().build(),
-            http: WasiHttpCtx::new(),
-            hooks: outbound_http::Policy::deny_all(),
-            limits: StoreLimitsBuilder::new().memory_size(self.memory_bytes).build(),
-            req: RequestState {
-                app: app.clone(),
-                peer_id: crate::activity::peer_id(peer.ip(), &instance.record.id),
-                instance,
-                peer,
-                route,
-                started,
-                contexts: contexts.clone(),
-                written: Vec::new(),
-                note: note.clone(),
-                hand_off: hand_off.clone(),
-            },
-            burst: Burst::default(),
-        };
-        let mut store = Store::new(self.registry.engine(), state);
-        meter(&mut store, self.cpu_burst_ticks);
+        let started = Instant::now();
+        let (state, written, hand_off, contexts) = self.prepare(&call, started);
+        let mut store = self.engine.store(state);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let prepared = (|| -> wasmtime::Result<_> {
             let request = store.data_mut().http().new_incoming_request(Scheme::Http, req)?;
@@ -298,40 +282,39 @@ impl Host {
             Err(e) => return failure(&format!("cannot prepare the request: {e}")),
         };
         let store_setup = started.elapsed();
-        self.instantiations.fetch_add(1, Ordering::Relaxed);
-        let pre = component.pre.clone();
-        let shared = app.clone();
-        let wait = Duration::from_millis(app.config.runtime.instance_wait_ms);
+        let (pre, wait, metrics) = (component.pre.clone(), s.instance_wait, s.metrics.clone());
+        let settle = settle::Settle { store: s.store.clone(), sessions: s.sessions.clone(), events: s.events.clone(), activity: s.activity.clone() };
+        let instance_id = call.instance.record.id.clone();
         let invocation = tokio::spawn(async move {
             let result = async {
-                let instantiating = std::time::Instant::now();
+                let instantiating = Instant::now();
                 let proxy = instantiate(&pre, &mut store, wait).await?;
-                shared.host.instantiate_time.record(store_setup + instantiating.elapsed());
+                metrics.instantiated(store_setup + instantiating.elapsed());
                 proxy.wasi_http_incoming_handler().call_handle(&mut store, request, out).await
             }
             .await;
             if let Err(e) = &result {
-                shared.host.traps.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(instance = %store.data().req.instance.record.id, error = %trap_cause(e), "component invocation failed");
+                metrics.trapped();
+                tracing::warn!(instance = %instance_id, error = %trap_cause(e), "component invocation failed");
             }
-            let req = &store.data().req;
-            storage::settle_abandoned(&shared, &req.instance.record.id, &req.written, result.as_ref().err().map(trap_cause)).await;
+            drop(store);
+            settle.abandoned(&instance_id, &written.take(), result.as_ref().err().map(trap_cause)).await;
             result
         });
         match rx.await {
             Ok(Ok(response)) if is_event_stream(&response) => {
                 let (parts, body) = response.into_parts();
-                let body = handoff::chain(body, hand_off, app.store.clone());
-                let (server_id, peer_id) = (&served.record.id, crate::activity::peer_id(peer.ip(), &served.record.id));
-                http::Response::from_parts(parts, app.activity.watch_stream(&peer_id, server_id, contexts, body))
+                let body = handoff::chain(body, hand_off, s.store.clone());
+                let (server_id, peer_id) = (&call.instance.record.id, crate::activity::peer_id(call.peer.ip(), &call.instance.record.id));
+                http::Response::from_parts(parts, s.activity.watch_stream(&peer_id, server_id, contexts, body))
             }
             Ok(Ok(response)) => response,
             Ok(Err(code)) => failure(&format!("the component failed the request: {code:?}")),
             Err(_) => {
                 let why = match invocation.await {
                     Ok(Err(e)) if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() => {
-                        let why = format!("all {} component instances stayed busy for {} ms; retry shortly", app.config.runtime.max_instances, wait.as_millis());
-                        return crate::server::rpc_failure(503, a2a_protocol::ErrorKind::Internal, &why, legacy);
+                        let why = format!("all {} component instances stayed busy for {} ms; retry shortly", s.max_instances, wait.as_millis());
+                        return rpc_failure(503, a2a_protocol::ErrorKind::Internal, &why, s.legacy_error_codes);
                     }
                     Ok(Err(e)) => trap_cause(&e),
                     Ok(Ok(())) => "the component returned without answering".into(),
@@ -346,49 +329,15 @@ impl Host {
 /// Instantiates a component; when every pooled instance is in use, waits for one to come free
 /// (up to `wait`) instead of failing at once.
 async fn instantiate(pre: &ProxyPre<State>, store: &mut Store<State>, wait: Duration) -> wasmtime::Result<wasmtime_wasi_http::p2::bindings::Proxy> {
-    let deadline = std::time::Instant::now() + wait;
+    let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(1);
     loop {
         match pre.instantiate_async(&mut *store).await {
-            Err(e) if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() && std::time::Instant::now() + pause < deadline => {
+            Err(e) if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() && Instant::now() + pause < deadline => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
             other => return other,
         }
     }
-}
-
-/// A wasmtime result as an anyhow one.
-pub fn wt<T>(r: wasmtime::Result<T>) -> anyhow::Result<T> {
-    r.map_err(Into::into)
-}
-
-/// Whether a response is an SSE stream.
-pub fn is_event_stream(r: &http::Response<Body>) -> bool {
-    r.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
-}
-
-/// The cause of a failed invocation in words (`wasm trap: wasm \`unreachable\` instruction
-/// executed`, `CPU limit: …`), without wasmtime's backtrace.
-fn trap_cause(e: &wasmtime::Error) -> String {
-    let root = e.root_cause().to_string();
-    let line = root.lines().next().unwrap_or("");
-    let prefix = if e.downcast_ref::<wasmtime::Trap>().is_some() { "wasm trap: " } else { "" };
-    format!("{prefix}{}", line.chars().take(300).collect::<String>())
-}
-
-/// Advances the engine's epoch every tick until the engine is gone.
-fn spawn_epoch_ticker(engine: &Engine) {
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("a2a-edge-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .expect("spawning the epoch thread");
 }

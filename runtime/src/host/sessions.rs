@@ -1,15 +1,27 @@
 //! `a2a:edge/sessions`: turns on the instance's preset backend.
 
+use std::sync::Arc;
+
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 
-use super::EdgeView;
-use super::bindings::sessions::{Host, HostTurn, ToolCallDelta, TurnEvent, TurnRequest};
-use crate::sessions::{self, Turn, TurnInput};
+use super::View;
+use super::bindings::sessions::{Host, HostTurn, TurnEvent, TurnRequest};
+use crate::sessions::{Sessions, Toolbox, Turn, TurnInput, history, task_key};
+use crate::store::Store;
 
-/// The running-turn key of a task of an instance.
-pub fn task_key(instance_id: &str, task_id: &str) -> String {
-    format!("{instance_id}/{task_id}")
+/// The sessions capability of one request.
+pub struct SessionsCtx {
+    /// Live sessions and running turns.
+    pub sessions: Arc<Sessions>,
+    /// The store (a context's history is rebuilt from its tasks).
+    pub store: Arc<dyn Store>,
+    /// The tools and secrets of a turn.
+    pub toolbox: Arc<dyn Toolbox>,
+    /// The instance.
+    pub instance_id: String,
+    /// Its preset.
+    pub preset: String,
 }
 
 #[wasmtime_wasi::async_trait]
@@ -19,60 +31,39 @@ impl wasmtime_wasi::p2::Pollable for Turn {
     }
 }
 
-fn event_to_wit(e: sessions::TurnEvent) -> TurnEvent {
-    use sessions::TurnEvent as E;
-    match e {
-        E::TextDelta(t) => TurnEvent::TextDelta(t),
-        E::Reasoning(t) => TurnEvent::Reasoning(t),
-        E::ToolCall(id, name, arguments) => TurnEvent::ToolCall(ToolCallDelta { id, name, arguments }),
-        E::Artifact(j) => TurnEvent::Artifact(j),
-        E::Message(j) => TurnEvent::Message(j),
-        E::InputRequired(t) => TurnEvent::InputRequired(t),
-        E::AuthRequired(t) => TurnEvent::AuthRequired(t),
-        E::Completed => TurnEvent::Completed,
-        E::Rejected(t) => TurnEvent::Rejected(t),
-        E::Failed(t) => TurnEvent::Failed(t),
-    }
-}
-
-impl Host for EdgeView<'_> {
-    fn start_turn(&mut self, req: TurnRequest) -> wasmtime::Result<Result<Resource<Turn>, String>> {
-        let instance = &self.req.instance;
-        let history = crate::sessions::history::rebuild(&*self.req.app.store, &instance.record.id, &req.context_id, &req.task_id);
-        let host = std::sync::Arc::new(crate::outbound::SessionTools {
-            app: self.req.app.clone(),
-            preset: instance.preset.id.clone(),
-            caller: format!("{}/{}", instance.record.id, req.context_id),
-        });
+impl Host for View<'_, SessionsCtx> {
+    async fn start_turn(&mut self, req: TurnRequest) -> wasmtime::Result<Result<Resource<Turn>, String>> {
+        let c = &self.ctx;
+        let history = history::rebuild(&*c.store, &c.instance_id, &req.context_id, &req.task_id).await;
         let input = TurnInput {
-            host,
+            host: c.toolbox.for_turn(&c.preset, format!("{}/{}", c.instance_id, req.context_id)),
             history,
-            instance_id: instance.record.id.clone(),
+            instance_id: c.instance_id.clone(),
             context_id: req.context_id,
-            task_id: task_key(&instance.record.id, &req.task_id),
+            task_id: task_key(&c.instance_id, &req.task_id),
             message_id: req.message_id,
             skill: req.skill,
             prompt: req.prompt,
             message: req.message,
         };
-        match self.req.app.sessions.start(&instance.preset.id, input) {
+        match c.sessions.start(&c.preset, input) {
             Ok(turn) => Ok(Ok(self.table.push(turn)?)),
             Err(e) => Ok(Err(e)),
         }
     }
 
     fn cancel_task(&mut self, task_id: String) -> wasmtime::Result<bool> {
-        Ok(self.req.app.sessions.cancel_task(&task_key(&self.req.instance.record.id, &task_id)))
+        Ok(self.ctx.sessions.cancel_task(&task_key(&self.ctx.instance_id, &task_id)))
     }
 }
 
-impl HostTurn for EdgeView<'_> {
+impl HostTurn for View<'_, SessionsCtx> {
     fn subscribe(&mut self, this: Resource<Turn>) -> wasmtime::Result<Resource<DynPollable>> {
         subscribe(self.table, this)
     }
 
     fn next(&mut self, this: Resource<Turn>) -> wasmtime::Result<Option<TurnEvent>> {
-        Ok(self.table.get_mut(&this)?.try_next().map(event_to_wit))
+        Ok(self.table.get_mut(&this)?.try_next().map(Into::into))
     }
 
     fn cancel(&mut self, this: Resource<Turn>) -> wasmtime::Result<()> {
@@ -83,5 +74,52 @@ impl HostTurn for EdgeView<'_> {
     fn drop(&mut self, this: Resource<Turn>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::ResourceTable;
+
+    use super::*;
+    use crate::sessions::NoHost;
+    use crate::sessions::preset::{Backend, Preset};
+    use crate::store::memory::MemoryStore;
+
+    fn request(task: &str, prompt: &str) -> TurnRequest {
+        TurnRequest { context_id: "c".into(), task_id: task.into(), message_id: prompt.into(), skill: "chat".into(), prompt: prompt.into(), message: "{}".into() }
+    }
+
+    #[tokio::test]
+    async fn a_turn_runs_on_the_preset_and_a_task_cancel_stops_it() {
+        let scripted = Preset::builtin("scripted", "Scripted", "", Backend::Scripted);
+        let mut ctx = SessionsCtx {
+            sessions: Arc::new(Sessions::new(&[Preset::builtin("echo", "Echo", "", Backend::Echo), scripted], None)),
+            store: Arc::new(MemoryStore::default()),
+            toolbox: Arc::new(NoHost),
+            instance_id: "i".into(),
+            preset: "echo".into(),
+        };
+        let mut table = ResourceTable::new();
+        let mut view = View { ctx: &mut ctx, table: &mut table };
+        let turn = view.start_turn(request("t1", "hello")).await.unwrap().expect("the echo preset runs");
+        let mut events = Vec::new();
+        while !matches!(events.last(), Some(TurnEvent::Completed | TurnEvent::Failed(_))) {
+            view.table.get_mut(&Resource::<Turn>::new_borrow(turn.rep())).unwrap().ready().await;
+            events.extend(view.next(Resource::new_borrow(turn.rep())).unwrap());
+        }
+        assert!(matches!(events.first(), Some(TurnEvent::TextDelta(t)) if t == "hello"), "{events:?}");
+        // A slow scripted turn, canceled by task id (as CancelTask from another request does).
+        view.ctx.preset = "scripted".into();
+        let slow = view.start_turn(request("t2", "tck-long-running")).await.unwrap().unwrap();
+        assert!(view.cancel_task("t2".into()).unwrap(), "a turn was running");
+        assert!(!view.cancel_task("nope".into()).unwrap());
+        let last = loop {
+            view.table.get_mut(&Resource::<Turn>::new_borrow(slow.rep())).unwrap().ready().await;
+            if let Some(e) = view.next(Resource::new_borrow(slow.rep())).unwrap().filter(|e| matches!(e, TurnEvent::Failed(_) | TurnEvent::Completed)) {
+                break e;
+            }
+        };
+        assert!(matches!(&last, TurnEvent::Failed(why) if why == "canceled"), "{last:?}");
     }
 }

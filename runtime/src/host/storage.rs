@@ -1,173 +1,41 @@
-//! `a2a:edge/storage`, scoped to the request's instance, and the safety net that settles
-//! tasks an invocation left behind.
+//! `a2a:edge/storage`, scoped to the request's instance: every read and write names the
+//! instance, so a guest never reaches another instance's tasks.
 
 use std::sync::Arc;
 
 use a2a_protocol::TaskState;
 
-use super::EdgeView;
 use super::bindings::storage::Host;
-use super::bindings::types::{self as wit, MessageClaim, MessageRecord, StoreError, TaskPage, TaskQuery, TaskRow};
-use crate::app::App;
-use crate::store::{self, PageStart, Store, TaskFilter, settled};
+use super::bindings::types::{MessageClaim, MessageRecord, StoreError, TaskPage, TaskQuery, TaskRow};
+use super::context::CallNote;
+use super::settle::Written;
+use crate::activity::{Activity, Contexts};
+use crate::store::{self, PageStart, Store, TaskFilter};
 
-fn state_from_wit(s: wit::TaskState) -> TaskState {
-    match s {
-        wit::TaskState::Submitted => TaskState::Submitted,
-        wit::TaskState::Working => TaskState::Working,
-        wit::TaskState::InputRequired => TaskState::InputRequired,
-        wit::TaskState::AuthRequired => TaskState::AuthRequired,
-        wit::TaskState::Completed => TaskState::Completed,
-        wit::TaskState::Failed => TaskState::Failed,
-        wit::TaskState::Canceled => TaskState::Canceled,
-        wit::TaskState::Rejected => TaskState::Rejected,
-    }
+/// The storage capability of one request.
+pub struct StorageCtx {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// Told of tasks created and settled (a peer's active tasks).
+    pub activity: Arc<Activity>,
+    /// The instance every call is scoped to.
+    pub instance_id: String,
+    /// The caller, recorded with the tasks it creates.
+    pub peer_id: String,
+    /// Tasks this request wrote last (settled FAILED if left running).
+    pub written: Written,
+    /// Contexts this request worked in (what its stream, if any, carries).
+    pub contexts: Contexts,
+    /// The first task written, for the log.
+    pub note: CallNote,
 }
 
-fn state_to_wit(s: TaskState) -> wit::TaskState {
-    match s {
-        TaskState::Unspecified | TaskState::Submitted => wit::TaskState::Submitted,
-        TaskState::Working => wit::TaskState::Working,
-        TaskState::InputRequired => wit::TaskState::InputRequired,
-        TaskState::AuthRequired => wit::TaskState::AuthRequired,
-        TaskState::Completed => wit::TaskState::Completed,
-        TaskState::Failed => wit::TaskState::Failed,
-        TaskState::Canceled => wit::TaskState::Canceled,
-        TaskState::Rejected => wit::TaskState::Rejected,
-    }
-}
-
-fn row_to_wit(r: store::TaskRow) -> TaskRow {
-    TaskRow {
-        id: r.id,
-        context_id: r.context_id,
-        state: state_to_wit(r.state),
-        skill: r.skill,
-        created_at: r.created_at,
-        updated_at: r.updated_at,
-        version: r.version,
-        body: r.body,
-    }
-}
-
-fn error_to_wit(e: store::StoreError) -> StoreError {
-    match e {
-        store::StoreError::DuplicateMessage(r) => StoreError::DuplicateMessage(record_to_wit(r)),
-        store::StoreError::Conflict(r) => StoreError::Conflict(row_to_wit(*r)),
-        store::StoreError::NotFound => StoreError::NotFound,
-        store::StoreError::Invalid(m) => StoreError::Invalid(m),
-        store::StoreError::Unavailable(m) => StoreError::Unavailable(m),
-    }
-}
-
-fn record_to_wit(r: store::MessageRecord) -> MessageRecord {
-    MessageRecord { task_id: r.task_id, fingerprint: r.fingerprint }
-}
-
-fn claim_from_wit(c: MessageClaim) -> store::MessageClaim {
-    let replaces = c.replaces.map(|r| store::MessageRecord { task_id: r.task_id, fingerprint: r.fingerprint });
-    store::MessageClaim { message_id: c.message_id, fingerprint: c.fingerprint, replaces }
-}
-
-impl EdgeView<'_> {
-    fn instance_id(&self) -> &str {
-        &self.req.instance.record.id
-    }
-
-    fn row_from_wit(&self, r: TaskRow) -> store::TaskRow {
-        store::TaskRow {
-            id: r.id,
-            instance_id: self.instance_id().to_owned(),
-            context_id: r.context_id,
-            state: state_from_wit(r.state),
-            skill: r.skill,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-            version: r.version,
-            body: r.body,
-            peer_id: Some(self.req.peer_id.clone()),
-        }
-    }
-
-    /// Remembers a context this request works in (what its stream, if any, carries).
-    fn touched(&mut self, context_id: String) {
-        let mut contexts = self.req.contexts.lock().unwrap();
+impl StorageCtx {
+    fn touched(&self, context_id: String) {
+        let mut contexts = self.contexts.lock().unwrap();
         if contexts.len() < 8 && !contexts.contains(&context_id) {
             contexts.push(context_id);
         }
-    }
-
-    fn wrote(&mut self, id: &str, version: u64) {
-        self.req.note.with(|c| {
-            c.task_id.get_or_insert_with(|| id.to_owned());
-        });
-        match self.req.written.iter_mut().find(|(t, _)| t == id) {
-            Some(w) => w.1 = version,
-            None => self.req.written.push((id.to_owned(), version)),
-        }
-    }
-}
-
-impl Host for EdgeView<'_> {
-    async fn create_task(&mut self, row: TaskRow, claim: Option<MessageClaim>) -> wasmtime::Result<Result<(), StoreError>> {
-        let row = self.row_from_wit(row);
-        let (id, context) = (row.id.clone(), row.context_id.clone());
-        let result = settled(self.req.app.store.create_task(row, claim.map(claim_from_wit))).await;
-        if result.is_ok() {
-            self.wrote(&id, 1);
-            self.touched(context);
-            self.req.app.activity.task_created(&self.req.peer_id, &id);
-        }
-        Ok(result.map_err(error_to_wit))
-    }
-
-    async fn update_task(&mut self, row: TaskRow, expected_version: u64, claim: Option<MessageClaim>) -> wasmtime::Result<Result<u64, StoreError>> {
-        let row = self.row_from_wit(row);
-        let (id, terminal) = (row.id.clone(), row.state.is_terminal());
-        let failure = (row.state == TaskState::Failed).then(|| status_text(&row.body));
-        let result = settled(self.req.app.store.update_task(row, expected_version, claim.map(claim_from_wit))).await;
-        if let Ok(v) = result {
-            if let Some(reason) = failure {
-                tracing::warn!(instance = %self.instance_id(), task = %id, %reason, "task FAILED");
-            }
-            self.wrote(&id, v);
-            if terminal {
-                self.req.app.activity.task_settled(&id);
-            }
-        }
-        Ok(result.map_err(error_to_wit))
-    }
-
-    fn get_task(&mut self, id: String) -> wasmtime::Result<Option<TaskRow>> {
-        let row = self.req.app.store.get_task(&id, Some(self.instance_id())).ok().flatten();
-        if let Some(r) = &row {
-            self.touched(r.context_id.clone());
-        }
-        Ok(row.map(row_to_wit))
-    }
-
-    fn list_tasks(&mut self, q: TaskQuery) -> wasmtime::Result<Result<TaskPage, StoreError>> {
-        let filter = TaskFilter {
-            instance_id: Some(self.instance_id().to_owned()),
-            context_id: q.context_id,
-            state: q.state.map(state_from_wit),
-            updated_after: q.updated_after,
-            limit: q.page_size.clamp(1, 100),
-            start: q.page_token.map_or(PageStart::First, PageStart::Token),
-            max_bytes: Some(a2a_protocol::list::MAX_PAGE_BYTES),
-            shape: Some((q.include_artifacts, q.history_length.map(i64::from))),
-        };
-        Ok(self
-            .req
-            .app
-            .store
-            .list_tasks(&filter)
-            .map(|p| TaskPage { tasks: p.tasks.into_iter().map(row_to_wit).collect(), next_page_token: p.next_token, total_size: p.total })
-            .map_err(error_to_wit))
-    }
-
-    fn find_message(&mut self, message_id: String) -> wasmtime::Result<Option<MessageRecord>> {
-        Ok(self.req.app.store.find_message(self.instance_id(), &message_id).ok().flatten().map(record_to_wit))
     }
 }
 
@@ -177,30 +45,153 @@ fn status_text(body: &str) -> String {
     v["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("(no status message)").chars().take(300).collect()
 }
 
-/// Settles FAILED every task an invocation wrote last and left SUBMITTED or WORKING with no
-/// turn running: the guest ended (trap, limit or bug) before settling it.
-pub async fn settle_abandoned(app: &Arc<App>, instance_id: &str, written: &[(String, u64)], error: Option<String>) {
-    for (task_id, version) in written {
-        let Ok(Some(row)) = app.store.get_task(task_id, Some(instance_id)) else { continue };
-        if row.version != *version || !matches!(row.state, TaskState::Submitted | TaskState::Working) {
-            continue;
+/// A stored row as the guest reads it; an unreadable one as the store error it is.
+fn to_guest(row: store::TaskRow) -> Result<TaskRow, StoreError> {
+    TaskRow::try_from(row).map_err(Into::into)
+}
+
+impl Host for StorageCtx {
+    async fn create_task(&mut self, row: TaskRow, claim: Option<MessageClaim>) -> wasmtime::Result<Result<(), StoreError>> {
+        let row = row.stored(&self.instance_id, &self.peer_id);
+        let (id, context, state) = (row.id.clone(), row.context_id.clone(), row.state);
+        let result = self.store.create_task(row, claim.map(Into::into)).await;
+        if result.is_ok() {
+            self.note.task(&id);
+            self.written.wrote(&id, 1, state);
+            self.touched(context);
+            self.activity.task_created(&self.peer_id, &id);
         }
-        app.sessions.cancel_task(&super::sessions::task_key(instance_id, task_id));
-        let why = match &error {
-            Some(e) => format!("the agent component failed: {}", e.lines().next().unwrap_or("trap")),
-            None => "the agent component ended before the task settled".to_owned(),
-        };
-        let now = crate::tasks::now_ms();
-        let (body, update) = crate::tasks::failed(&row.body, now, &why).unwrap_or_else(|| (row.body.clone(), String::new()));
-        let failed = store::TaskRow { state: TaskState::Failed, updated_at: now, body, ..row.clone() };
-        if settled(app.store.update_task(failed, row.version, None)).await.is_ok() {
-            app.activity.task_settled(task_id);
-            let key = super::events::log_key(instance_id, task_id);
-            if !update.is_empty() {
-                app.events.publish(&key, crate::events::FrameKind::StatusUpdate, update);
+        Ok(result.map_err(Into::into))
+    }
+
+    async fn update_task(&mut self, row: TaskRow, expected_version: u64, claim: Option<MessageClaim>) -> wasmtime::Result<Result<u64, StoreError>> {
+        let row = row.stored(&self.instance_id, &self.peer_id);
+        let (id, state) = (row.id.clone(), row.state);
+        let failure = (state == TaskState::Failed).then(|| status_text(&row.body));
+        let result = self.store.update_task(row, expected_version, claim.map(Into::into)).await;
+        if let Ok(v) = result {
+            if let Some(reason) = failure {
+                tracing::warn!(instance = %self.instance_id, task = %id, %reason, "task FAILED");
             }
-            app.events.close(&key);
-            tracing::warn!(instance = %instance_id, task = %task_id, reason = %why, "task FAILED: settled an abandoned task");
+            self.note.task(&id);
+            self.written.wrote(&id, v, state);
+            if state.is_terminal() {
+                self.activity.task_settled(&id);
+            }
         }
+        Ok(result.map_err(Into::into))
+    }
+
+    async fn get_task(&mut self, id: String) -> wasmtime::Result<Option<TaskRow>> {
+        let row = self.store.get_task(id, Some(self.instance_id.clone())).await.ok().flatten();
+        if let Some(r) = &row {
+            self.touched(r.context_id.clone());
+        }
+        Ok(row.and_then(|r| to_guest(r).ok()))
+    }
+
+    async fn list_tasks(&mut self, q: TaskQuery) -> wasmtime::Result<Result<TaskPage, StoreError>> {
+        let filter = TaskFilter {
+            instance_id: Some(self.instance_id.clone()),
+            context_id: q.context_id,
+            state: q.state.map(Into::into),
+            updated_after: q.updated_after,
+            limit: q.page_size.clamp(1, 100),
+            start: q.page_token.map_or(PageStart::First, PageStart::Token),
+            max_bytes: Some(a2a_protocol::list::MAX_PAGE_BYTES),
+            shape: Some((q.include_artifacts, q.history_length.map(i64::from))),
+        };
+        let page = match self.store.list_tasks(filter).await {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e.into())),
+        };
+        let tasks = page.tasks.into_iter().map(to_guest).collect::<Result<Vec<_>, _>>();
+        Ok(tasks.map(|tasks| TaskPage { tasks, next_page_token: page.next_token, total_size: page.total }))
+    }
+
+    async fn find_message(&mut self, message_id: String) -> wasmtime::Result<Option<MessageRecord>> {
+        Ok(self.store.find_message(self.instance_id.clone(), message_id).await.ok().flatten().map(Into::into))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bindings::types::TaskState as WitState;
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    pub fn ctx(store: Arc<dyn Store>, instance: &str) -> StorageCtx {
+        StorageCtx {
+            store,
+            activity: Arc::default(),
+            instance_id: instance.into(),
+            peer_id: "10.0.0.1@i".into(),
+            written: Written::default(),
+            contexts: Contexts::default(),
+            note: CallNote::default(),
+        }
+    }
+
+    fn row(id: &str, state: WitState, version: u64) -> TaskRow {
+        let body = format!(r#"{{"id":"{id}","contextId":"c","status":{{"state":"TASK_STATE_WORKING"}}}}"#);
+        TaskRow { id: id.into(), context_id: "c".into(), state, skill: "chat".into(), created_at: 1, updated_at: 1, version, body }
+    }
+
+    #[tokio::test]
+    async fn writes_compare_and_swap_and_are_scoped_to_the_instance() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let (mut mine, mut theirs) = (ctx(store.clone(), "i"), ctx(store.clone(), "j"));
+        mine.create_task(row("t", WitState::Working, 1), None).await.unwrap().unwrap();
+        assert!(matches!(mine.update_task(row("t", WitState::Completed, 2), 1, None).await.unwrap(), Ok(2)));
+        match mine.update_task(row("t", WitState::Failed, 2), 1, None).await.unwrap() {
+            Err(StoreError::Conflict(current)) => assert_eq!((current.version, current.state), (2, WitState::Completed)),
+            other => panic!("{other:?}"),
+        }
+        assert!(theirs.get_task("t".into()).await.unwrap().is_none(), "another instance never sees the task");
+        assert!(matches!(theirs.update_task(row("t", WitState::Failed, 3), 2, None).await.unwrap(), Err(StoreError::NotFound)));
+        assert_eq!(mine.get_task("t".into()).await.unwrap().unwrap().state, WitState::Completed);
+        assert_eq!(mine.contexts.lock().unwrap().as_slice(), ["c"], "the request worked in context c");
+        assert_eq!(mine.written.take(), [("t".to_owned(), 2, TaskState::Completed)], "the last write of each task is remembered");
+        assert_eq!(mine.note.take().task_id.as_deref(), Some("t"));
+    }
+
+    #[tokio::test]
+    async fn message_claims_are_the_idempotency_index() {
+        let mut c = ctx(Arc::new(MemoryStore::default()), "i");
+        let claim = |replaces: Option<MessageRecord>| Some(MessageClaim { message_id: "m".into(), fingerprint: "f".into(), replaces });
+        c.create_task(row("a", WitState::Working, 1), claim(None)).await.unwrap().unwrap();
+        let recorded = c.find_message("m".into()).await.unwrap().expect("the claim is recorded");
+        assert_eq!(recorded.task_id, "a");
+        match c.create_task(row("b", WitState::Working, 1), claim(None)).await.unwrap() {
+            Err(StoreError::DuplicateMessage(now)) => assert_eq!(now.task_id, "a"),
+            other => panic!("a second claim on the same id must lose: {other:?}"),
+        }
+        assert!(c.get_task("b".into()).await.unwrap().is_none(), "the losing write wrote nothing");
+        c.create_task(row("b", WitState::Working, 1), claim(Some(recorded))).await.unwrap().unwrap();
+        assert_eq!(c.find_message("m".into()).await.unwrap().unwrap().task_id, "b");
+    }
+
+    #[tokio::test]
+    async fn listing_pages_this_instance_only() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let mut c = ctx(store.clone(), "i");
+        for i in 0..3 {
+            c.create_task(row(&format!("t{i}"), WitState::Working, 1), None).await.unwrap().unwrap();
+        }
+        ctx(store, "j").create_task(row("other", WitState::Working, 1), None).await.unwrap().unwrap();
+        let q = |token: Option<String>| TaskQuery {
+            context_id: None,
+            state: Some(WitState::Working),
+            updated_after: None,
+            page_size: 2,
+            page_token: token,
+            include_artifacts: false,
+            history_length: None,
+        };
+        let first = c.list_tasks(q(None)).await.unwrap().unwrap();
+        assert_eq!((first.tasks.len(), first.total_size), (2, 3));
+        let second = c.list_tasks(q(first.next_page_token)).await.unwrap().unwrap();
+        assert_eq!((second.tasks.len(), second.next_page_token), (1, None));
+        assert!(matches!(c.list_tasks(q(Some("bogus".into()))).await.unwrap(), Err(StoreError::Invalid(_))));
     }
 }

@@ -11,7 +11,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use super::groups::{Groups, TURN_MARKER};
-use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput};
+use a2a_protocol::execution::Progress;
+
+use super::{Backend, BoxFuture, EventSink, TurnInput};
 
 /// How much of stderr a failure reports.
 const STDERR_TAIL: usize = 2048;
@@ -34,7 +36,7 @@ impl Backend for Command {
         Box::pin(async move {
             let outcome = match run(&argv, dir, timeout, &input, &events, &cancel, &groups).await {
                 Ok(o) => o,
-                Err(e) => TurnEvent::Failed(format!("could not run {:?}: {e}", argv[0])),
+                Err(e) => Progress::Failed(format!("could not run {:?}: {e}", argv[0])),
             };
             let _ = events.send(outcome);
         })
@@ -66,7 +68,7 @@ async fn run(
     events: &EventSink,
     cancel: &CancellationToken,
     groups: &Groups,
-) -> std::io::Result<TurnEvent> {
+) -> std::io::Result<Progress> {
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::piped())
@@ -120,10 +122,10 @@ async fn run(
                 Err(_) => pending.len(),
             };
             let text: Vec<u8> = pending.drain(..valid).collect();
-            let _ = events.send(TurnEvent::TextDelta(String::from_utf8_lossy(&text).into_owned()));
+            let _ = events.send(Progress::TextDelta(String::from_utf8_lossy(&text).into_owned()));
         }
         if !pending.is_empty() {
-            let _ = events.send(TurnEvent::TextDelta(String::from_utf8_lossy(&pending).into_owned()));
+            let _ = events.send(Progress::TextDelta(String::from_utf8_lossy(&pending).into_owned()));
         }
         child.wait().await
     };
@@ -137,19 +139,19 @@ async fn run(
             let status = status?;
             kill(); // children left behind in the group end with the turn
             if status.success() {
-                Ok(TurnEvent::Completed)
+                Ok(Progress::Completed)
             } else {
                 let tail = err_tail.await.unwrap_or_default();
-                Ok(TurnEvent::Failed(format!("the command {status}{}{tail}", if tail.is_empty() { "" } else { ": " })))
+                Ok(Progress::Failed(format!("the command {status}{}{tail}", if tail.is_empty() { "" } else { ": " })))
             }
         }
         _ = cancel.cancelled() => {
             kill();
-            Ok(TurnEvent::Failed("canceled".into()))
+            Ok(Progress::Failed("canceled".into()))
         }
         _ = tokio::time::sleep(timeout) => {
             kill();
-            Ok(TurnEvent::Failed(format!("the command ran longer than its {} ms timeout and was killed", timeout.as_millis())))
+            Ok(Progress::Failed(format!("the command ran longer than its {} ms timeout and was killed", timeout.as_millis())))
         }
     }
 }

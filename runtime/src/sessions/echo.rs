@@ -2,7 +2,9 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput};
+use a2a_protocol::execution::Progress;
+
+use super::{Backend, BoxFuture, EventSink, TurnInput};
 
 /// Replies with the prompt.
 pub struct Echo;
@@ -12,12 +14,12 @@ impl Backend for Echo {
         Box::pin(async move {
             for word in input.prompt.split_inclusive(char::is_whitespace) {
                 if cancel.is_cancelled() {
-                    let _ = events.send(TurnEvent::Failed("canceled".into()));
+                    let _ = events.send(Progress::Failed("canceled".into()));
                     return;
                 }
-                let _ = events.send(TurnEvent::TextDelta(word.to_owned()));
+                let _ = events.send(Progress::TextDelta(word.to_owned()));
             }
-            let _ = events.send(TurnEvent::Completed);
+            let _ = events.send(Progress::Completed);
         })
     }
 }
@@ -35,6 +37,6 @@ mod tests {
         while let Ok(e) = rx.try_recv() {
             got.push(e);
         }
-        assert_eq!(got, [TurnEvent::TextDelta("hello ".into()), TurnEvent::TextDelta("big ".into()), TurnEvent::TextDelta("world".into()), TurnEvent::Completed]);
+        assert_eq!(got, [Progress::TextDelta("hello ".into()), Progress::TextDelta("big ".into()), Progress::TextDelta("world".into()), Progress::Completed]);
     }
 }

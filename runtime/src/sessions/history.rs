@@ -20,10 +20,10 @@ pub struct Entry {
 
 /// The conversation of `context_id` on an instance, oldest first, without `exclude_task`: each
 /// task's user messages, then its output (artifact text, or the agent's status message).
-pub fn rebuild(store: &dyn Store, instance_id: &str, context_id: &str, exclude_task: &str) -> Vec<Entry> {
+pub async fn rebuild(store: &dyn Store, instance_id: &str, context_id: &str, exclude_task: &str) -> Vec<Entry> {
     let filter =
         TaskFilter { instance_id: Some(instance_id.to_owned()), context_id: Some(context_id.to_owned()), limit: MAX_TASKS, start: PageStart::First, ..TaskFilter::default() };
-    let Ok(page) = store.list_tasks(&filter) else { return Vec::new() };
+    let Ok(page) = store.list_tasks(filter).await else { return Vec::new() };
     let mut tasks: Vec<(u64, Task)> =
         page.tasks.iter().filter(|r| r.id != exclude_task).filter_map(|r| Some((r.created_at, serde_json::from_str::<Task>(&r.body).ok()?))).collect();
     tasks.sort_by_key(|(at, _)| *at);

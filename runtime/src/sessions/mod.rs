@@ -6,50 +6,17 @@ mod echo;
 pub mod groups;
 pub mod history;
 mod openai;
+pub mod preset;
 mod scripted;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use a2a_protocol::execution::Progress;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Preset;
-
-/// Names of the session backends this runtime has.
-pub const BACKENDS: &[&str] = &["echo", "scripted", "command", "openai"];
-
-/// What a turn reports (mirrors `a2a:edge/sessions.turn-event`).
-#[derive(Clone, Debug, PartialEq)]
-pub enum TurnEvent {
-    /// Assistant text to append.
-    TextDelta(String),
-    /// Reasoning (not projected).
-    Reasoning(String),
-    /// A tool-call delta: id, name, arguments delta.
-    ToolCall(String, String, String),
-    /// A whole artifact (ProtoJSON).
-    Artifact(String),
-    /// A direct message answer (ProtoJSON).
-    Message(String),
-    /// Needs input.
-    InputRequired(String),
-    /// Needs authentication.
-    AuthRequired(String),
-    /// Done.
-    Completed,
-    /// The backend rejects the task.
-    Rejected(String),
-    /// Failed.
-    Failed(String),
-}
-
-impl TurnEvent {
-    /// Whether this event ends the turn.
-    pub fn is_final(&self) -> bool {
-        !matches!(self, Self::TextDelta(_) | Self::Reasoning(_) | Self::ToolCall(..) | Self::Artifact(_))
-    }
-}
+use preset::{Backend as Settings, Preset};
 
 /// A tool a turn may call (an outbound remote skill, SPEC §7).
 #[derive(Clone, Debug, PartialEq)]
@@ -75,8 +42,22 @@ pub trait TurnHost: Send + Sync {
     fn call_tool(&self, name: &str, arguments: &str, cancel: CancellationToken) -> ToolResult;
 }
 
+/// Where a turn's [`TurnHost`] comes from: the runtime's outbound connections, narrowed to the
+/// preset and conversation of the turn.
+pub trait Toolbox: Send + Sync {
+    /// The services of a turn of `preset`, calling remote agents as `caller`
+    /// (`<instance>/<context>`, which keeps each remote conversation apart).
+    fn for_turn(&self, preset: &str, caller: String) -> Arc<dyn TurnHost>;
+}
+
 /// A host offering no tools and no secrets.
 pub struct NoHost;
+
+impl Toolbox for NoHost {
+    fn for_turn(&self, _: &str, _: String) -> Arc<dyn TurnHost> {
+        Arc::new(NoHost)
+    }
+}
 
 impl TurnHost for NoHost {
     fn secret(&self, _: &str) -> Option<String> {
@@ -132,8 +113,13 @@ impl TurnInput {
     }
 }
 
+/// The running-turn key of a task of an instance.
+pub fn task_key(instance_id: &str, task_id: &str) -> String {
+    format!("{instance_id}/{task_id}")
+}
+
 /// Sends a turn's events; the receiving side is the guest's `turn` resource.
-pub type EventSink = mpsc::UnboundedSender<TurnEvent>;
+pub type EventSink = mpsc::UnboundedSender<Progress>;
 
 /// A session backend: runs one turn, sending events and ending with a final one, and stops
 /// early when `cancel` fires.
@@ -150,8 +136,8 @@ pub const COALESCE_BYTES: usize = 16 << 10;
 
 /// A running turn, as the host hands it to the guest.
 pub struct Turn {
-    events: mpsc::UnboundedReceiver<TurnEvent>,
-    pending: Option<TurnEvent>,
+    events: mpsc::UnboundedReceiver<Progress>,
+    pending: Option<Progress>,
     finished: bool,
     cancel: CancellationToken,
 }
@@ -160,15 +146,15 @@ impl Turn {
     /// The next event if one is ready. Text deltas that are already queued come as one (up to
     /// [`COALESCE_BYTES`]), so a backend streaming many small pieces costs one crossing per
     /// batch, not per piece. A backend that stopped without a final event reads as failed, once.
-    pub fn try_next(&mut self) -> Option<TurnEvent> {
+    pub fn try_next(&mut self) -> Option<Progress> {
         if self.finished {
             return None;
         }
         let mut event = self.pending.take().or_else(|| self.recv_now())?;
-        if let TurnEvent::TextDelta(text) = &mut event {
+        if let Progress::TextDelta(text) = &mut event {
             while text.len() < COALESCE_BYTES {
                 match self.recv_now() {
-                    Some(TurnEvent::TextDelta(more)) => text.push_str(&more),
+                    Some(Progress::TextDelta(more)) => text.push_str(&more),
                     other => {
                         self.pending = other;
                         break;
@@ -180,11 +166,11 @@ impl Turn {
         Some(event)
     }
 
-    fn recv_now(&mut self) -> Option<TurnEvent> {
+    fn recv_now(&mut self) -> Option<Progress> {
         match self.events.try_recv() {
             Ok(e) => Some(e),
             Err(mpsc::error::TryRecvError::Empty) => None,
-            Err(mpsc::error::TryRecvError::Disconnected) => Some(TurnEvent::Failed("the session ended without an answer".into())),
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(Progress::Failed("the session ended without an answer".into())),
         }
     }
 
@@ -195,7 +181,7 @@ impl Turn {
         }
         match self.events.recv().await {
             Some(e) => self.pending = Some(e),
-            None => self.pending = Some(TurnEvent::Failed("the session ended without an answer".into())),
+            None => self.pending = Some(Progress::Failed("the session ended without an answer".into())),
         }
     }
 
@@ -218,19 +204,18 @@ pub struct SessionInfo {
     pub turns: u64,
 }
 
-/// The backend a preset names (one of [`BACKENDS`]), with its settings.
-fn backend(preset: &Preset, groups: &Arc<groups::Groups>) -> Option<Arc<dyn Backend>> {
-    match preset.backend.as_str() {
-        "echo" => Some(Arc::new(echo::Echo)),
-        "scripted" => Some(Arc::new(scripted::Scripted)),
-        "command" if !preset.command.is_empty() => Some(Arc::new(command::Command {
-            argv: preset.command.clone(),
-            working_dir: preset.working_dir.clone(),
-            timeout: std::time::Duration::from_millis(preset.timeout_ms.unwrap_or(300_000)),
+/// The backend a preset names, with its settings.
+fn backend(preset: &Preset, groups: &Arc<groups::Groups>) -> Arc<dyn Backend> {
+    match &preset.backend {
+        Settings::Echo => Arc::new(echo::Echo),
+        Settings::Scripted => Arc::new(scripted::Scripted),
+        Settings::Command(c) => Arc::new(command::Command {
+            argv: c.command.clone(),
+            working_dir: c.working_dir.clone(),
+            timeout: std::time::Duration::from_millis(c.timeout_ms.unwrap_or(300_000)),
             groups: groups.clone(),
-        })),
-        "openai" => Some(Arc::new(openai::OpenAi::new(preset))),
-        _ => None,
+        }),
+        Settings::OpenAi(o) => Arc::new(openai::OpenAi::new(o)),
     }
 }
 
@@ -247,7 +232,7 @@ impl Sessions {
     /// `run_dir` (see [`groups`]).
     pub fn new(presets: &[Preset], run_dir: Option<std::path::PathBuf>) -> Sessions {
         let groups = Arc::new(groups::Groups::new(run_dir));
-        let backends = presets.iter().filter_map(|p| Some((p.id.clone(), backend(p, &groups)?))).collect();
+        let backends = presets.iter().map(|p| (p.id.clone(), backend(p, &groups))).collect();
         Sessions { backends, groups, live: Mutex::default(), running: Arc::default() }
     }
 
@@ -259,7 +244,7 @@ impl Sessions {
     /// Starts a turn on `preset`'s backend.
     pub fn start(&self, preset: &str, input: TurnInput) -> Result<Turn, String> {
         let backend = self.backends.get(preset).cloned().ok_or_else(|| format!("preset {preset:?} does not exist"))?;
-        let now = crate::tasks::now_ms();
+        let now = crate::clock::now_ms();
         self.live
             .lock()
             .unwrap()
@@ -321,20 +306,20 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut turn = Turn { events: rx, pending: None, finished: false, cancel: CancellationToken::new() };
         for w in ["a ", "b ", "c"] {
-            tx.send(TurnEvent::TextDelta(w.into())).unwrap();
+            tx.send(Progress::TextDelta(w.into())).unwrap();
         }
-        tx.send(TurnEvent::Reasoning("r".into())).unwrap();
-        tx.send(TurnEvent::TextDelta("d".into())).unwrap();
-        tx.send(TurnEvent::Completed).unwrap();
+        tx.send(Progress::Reasoning("r".into())).unwrap();
+        tx.send(Progress::TextDelta("d".into())).unwrap();
+        tx.send(Progress::Completed).unwrap();
         let got: Vec<_> = std::iter::from_fn(|| turn.try_next()).collect();
-        assert_eq!(got, [TurnEvent::TextDelta("a b c".into()), TurnEvent::Reasoning("r".into()), TurnEvent::TextDelta("d".into()), TurnEvent::Completed]);
+        assert_eq!(got, [Progress::TextDelta("a b c".into()), Progress::Reasoning("r".into()), Progress::TextDelta("d".into()), Progress::Completed]);
         let (tx, rx) = mpsc::unbounded_channel();
         let mut turn = Turn { events: rx, pending: None, finished: false, cancel: CancellationToken::new() };
         let piece = "x".repeat(1000);
         for _ in 0..40 {
-            tx.send(TurnEvent::TextDelta(piece.clone())).unwrap();
+            tx.send(Progress::TextDelta(piece.clone())).unwrap();
         }
-        let TurnEvent::TextDelta(first) = turn.try_next().unwrap() else { panic!() };
+        let Progress::TextDelta(first) = turn.try_next().unwrap() else { panic!() };
         assert!(first.len() >= COALESCE_BYTES && first.len() < COALESCE_BYTES + 1000, "bounded: {}", first.len());
     }
 }

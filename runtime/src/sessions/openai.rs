@@ -10,8 +10,10 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput};
-use crate::config::Preset;
+use a2a_protocol::execution::Progress;
+
+use super::{Backend, BoxFuture, EventSink, TurnInput};
+use super::preset::OpenAiSettings;
 
 /// Default API base (DeepSeek's OpenAI-compatible endpoint).
 pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
@@ -34,8 +36,8 @@ pub struct OpenAi {
 }
 
 impl OpenAi {
-    /// The backend configured by `preset`.
-    pub fn new(preset: &Preset) -> OpenAi {
+    /// The backend with a preset's settings.
+    pub fn new(preset: &OpenAiSettings) -> OpenAi {
         let timeout = Duration::from_millis(preset.timeout_ms.unwrap_or(120_000));
         OpenAi {
             http: reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).read_timeout(timeout).build().expect("a plain HTTP client builds"),
@@ -77,11 +79,11 @@ struct Step {
 fn apply(chunk: &Value, step: &mut Step, events: &EventSink) {
     let delta = &chunk["choices"][0]["delta"];
     if let Some(r) = delta["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
-        let _ = events.send(TurnEvent::Reasoning(r.to_owned()));
+        let _ = events.send(Progress::Reasoning(r.to_owned()));
     }
     if let Some(t) = delta["content"].as_str().filter(|t| !t.is_empty()) {
         step.text.push_str(t);
-        let _ = events.send(TurnEvent::TextDelta(t.to_owned()));
+        let _ = events.send(Progress::TextDelta(t.to_owned()));
     }
     for tc in delta["tool_calls"].as_array().into_iter().flatten() {
         let index = tc["index"].as_u64().unwrap_or(step.calls.len() as u64) as usize;
@@ -100,7 +102,7 @@ fn apply(chunk: &Value, step: &mut Step, events: &EventSink) {
         }
         let args = tc["function"]["arguments"].as_str().unwrap_or("");
         call.arguments.push_str(args);
-        let _ = events.send(TurnEvent::ToolCall(call.id.clone(), call.name.clone(), args.to_owned()));
+        let _ = events.send(Progress::ToolCall { id: call.id.clone(), name: call.name.clone(), arguments: args.to_owned() });
     }
 }
 
@@ -140,9 +142,9 @@ impl OpenAi {
         Ok(step)
     }
 
-    async fn turn(&self, input: TurnInput, events: &EventSink, cancel: &CancellationToken) -> TurnEvent {
+    async fn turn(&self, input: TurnInput, events: &EventSink, cancel: &CancellationToken) -> Progress {
         let Some(key) = input.host.secret(&self.key_env) else {
-            return TurnEvent::Failed(format!("the model API key is not set: store it as {} (credentials file or environment)", self.key_env));
+            return Progress::Failed(format!("the model API key is not set: store it as {} (credentials file or environment)", self.key_env));
         };
         let tools: Vec<Value> = input
             .host
@@ -153,28 +155,28 @@ impl OpenAi {
         let mut messages = opening(self.system.as_deref(), &input);
         for _ in 0..self.max_steps {
             let step = tokio::select! {
-                _ = cancel.cancelled() => return TurnEvent::Failed("canceled".into()),
+                _ = cancel.cancelled() => return Progress::Failed("canceled".into()),
                 s = self.request(&key, &messages, &tools, events) => s,
             };
             let step = match step {
                 Ok(s) => s,
-                Err(e) => return TurnEvent::Failed(e),
+                Err(e) => return Progress::Failed(e),
             };
             if step.calls.is_empty() {
-                return TurnEvent::Completed;
+                return Progress::Completed;
             }
             let calls: Vec<Value> = step.calls.iter().map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } })).collect();
             messages.push(json!({ "role": "assistant", "content": step.text, "tool_calls": calls }));
             for c in &step.calls {
                 let answer = input.host.call_tool(&c.name, &c.arguments, cancel.clone()).await;
                 if cancel.is_cancelled() {
-                    return TurnEvent::Failed("canceled".into());
+                    return Progress::Failed("canceled".into());
                 }
                 let content = answer.unwrap_or_else(|e| format!("error: {e}"));
                 messages.push(json!({ "role": "tool", "tool_call_id": c.id, "content": content }));
             }
         }
-        TurnEvent::Failed(format!("the model kept calling tools: stopped after {} requests (maxSteps)", self.max_steps))
+        Progress::Failed(format!("the model kept calling tools: stopped after {} requests (maxSteps)", self.max_steps))
     }
 }
 
@@ -211,9 +213,9 @@ mod tests {
         while let Ok(e) = rx.try_recv() {
             got.push(e);
         }
-        assert_eq!(got[0], TurnEvent::Reasoning("hmm".into()));
-        assert_eq!(got[1], TurnEvent::TextDelta("Let me ".into()));
-        assert_eq!(got[3], TurnEvent::ToolCall("call_1".into(), "a2a__r__echo".into(), "{\"pro".into()));
+        assert_eq!(got[0], Progress::Reasoning("hmm".into()));
+        assert_eq!(got[1], Progress::TextDelta("Let me ".into()));
+        assert_eq!(got[3], Progress::ToolCall { id: "call_1".into(), name: "a2a__r__echo".into(), arguments: "{\"pro".into() });
         assert_eq!(got.len(), 5);
     }
 

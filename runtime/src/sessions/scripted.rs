@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Backend, BoxFuture, EventSink, TurnEvent, TurnInput, echo};
+use a2a_protocol::execution::Progress;
+
+use super::{Backend, BoxFuture, EventSink, TurnInput, echo};
 
 /// Deterministic conformance behaviours.
 pub struct Scripted;
@@ -37,8 +39,9 @@ pub fn behaviour(message_id: &str, first_text: &str) -> Option<&'static str> {
     BEHAVIOURS.iter().copied().filter(|b| message_id.starts_with(b) || first_text.starts_with(b)).max_by_key(|b| b.len())
 }
 
-fn artifact(id: &str, part: serde_json::Value) -> TurnEvent {
-    TurnEvent::Artifact(json!({ "artifactId": id, "parts": [part] }).to_string())
+fn artifact(id: &str, part: serde_json::Value) -> Progress {
+    let parts = vec![serde_json::from_value(part).expect("the scripted parts are valid")];
+    Progress::Artifact(a2a_protocol::Artifact { artifact_id: id.into(), name: None, description: None, parts, metadata: None, extensions: Vec::new() })
 }
 
 /// Sleeps unless canceled first; false when canceled.
@@ -54,71 +57,68 @@ impl Backend for Scripted {
         Box::pin(async move {
             let message: serde_json::Value = serde_json::from_str(&input.message).unwrap_or_default();
             let first_text = message["parts"].as_array().and_then(|p| p.iter().find_map(|p| p["text"].as_str())).unwrap_or("").to_owned();
-            let send = |e: TurnEvent| {
+            let send = |e: Progress| {
                 let _ = events.send(e);
             };
-            let canceled = || TurnEvent::Failed("canceled".into());
+            let canceled = || Progress::Failed("canceled".into());
             match behaviour(&input.message_id, &first_text) {
                 Some("tck-complete-task") => {
-                    send(TurnEvent::TextDelta("Hello from TCK".into()));
-                    send(TurnEvent::Completed);
+                    send(Progress::TextDelta("Hello from TCK".into()));
+                    send(Progress::Completed);
                 }
                 Some("tck-delayed-complete") => {
                     if !wait(&cancel, Duration::from_millis(1500)).await {
                         return send(canceled());
                     }
-                    send(TurnEvent::TextDelta("Hello from TCK".into()));
-                    send(TurnEvent::Completed);
+                    send(Progress::TextDelta("Hello from TCK".into()));
+                    send(Progress::Completed);
                 }
                 Some("tck-artifact-text") => {
                     send(artifact("text-artifact", json!({ "text": "Generated text content" })));
-                    send(TurnEvent::Completed);
+                    send(Progress::Completed);
                 }
                 Some("tck-artifact-file") => {
                     send(artifact("file-artifact", json!({ "raw": "SGVsbG8gZnJvbSBUQ0s=", "filename": "output.txt", "mediaType": "text/plain" })));
-                    send(TurnEvent::Completed);
+                    send(Progress::Completed);
                 }
                 Some("tck-artifact-file-url") => {
                     send(artifact("file-url-artifact", json!({ "url": "https://example.com/output.txt", "filename": "output.txt", "mediaType": "text/plain" })));
-                    send(TurnEvent::Completed);
+                    send(Progress::Completed);
                 }
                 Some("tck-artifact-data") => {
                     send(artifact("data-artifact", json!({ "data": { "key": "value", "count": 42 }, "mediaType": "application/json" })));
-                    send(TurnEvent::Completed);
+                    send(Progress::Completed);
                 }
                 Some("tck-message-response") => {
-                    let m = json!({
-                        "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_AGENT",
-                        "contextId": input.context_id, "parts": [{ "text": "Direct message response" }],
-                    });
-                    send(TurnEvent::Message(m.to_string()));
+                    let m = a2a_protocol::Message::agent_text(uuid::Uuid::new_v4().to_string(), &input.context_id, "", "Direct message response");
+                    send(Progress::Message(a2a_protocol::Message { task_id: None, ..m }));
                 }
-                Some("tck-input-required") => send(TurnEvent::InputRequired("Please provide more input".into())),
-                Some("tck-auth-required") => send(TurnEvent::AuthRequired("Please authenticate to continue".into())),
+                Some("tck-input-required") => send(Progress::InputRequired("Please provide more input".into())),
+                Some("tck-auth-required") => send(Progress::AuthRequired("Please authenticate to continue".into())),
                 Some("tck-multi-turn") if first_text.trim_start().starts_with("done") => {
-                    send(TurnEvent::TextDelta("Conversation complete".into()));
-                    send(TurnEvent::Completed);
+                    send(Progress::TextDelta("Conversation complete".into()));
+                    send(Progress::Completed);
                 }
-                Some("tck-multi-turn") => send(TurnEvent::InputRequired("Tell me more, or say \"done\"".into())),
-                Some("tck-reject-task") => send(TurnEvent::Rejected("Task rejected by the agent".into())),
-                Some("tck-task-failure") => send(TurnEvent::Failed("Task failed as requested".into())),
+                Some("tck-multi-turn") => send(Progress::InputRequired("Tell me more, or say \"done\"".into())),
+                Some("tck-reject-task") => send(Progress::Rejected("Task rejected by the agent".into())),
+                Some("tck-task-failure") => send(Progress::Failed("Task failed as requested".into())),
                 Some("tck-stream-artifact-chunked") | Some("tck-stream-") => {
                     for chunk in ["Streaming ", "chunk ", "one, ", "chunk ", "two, ", "done."] {
                         if !wait(&cancel, Duration::from_millis(50)).await {
                             return send(canceled());
                         }
-                        send(TurnEvent::TextDelta(chunk.into()));
+                        send(Progress::TextDelta(chunk.into()));
                     }
-                    send(TurnEvent::Completed);
+                    send(Progress::Completed);
                 }
                 Some("tck-long-running") | Some("test-resubscribe-message-id") => {
                     for step in 1..=4 {
                         if !wait(&cancel, Duration::from_secs(1)).await {
                             return send(canceled());
                         }
-                        send(TurnEvent::TextDelta(format!("step {step} ")));
+                        send(Progress::TextDelta(format!("step {step} ")));
                     }
-                    send(TurnEvent::Completed);
+                    send(Progress::Completed);
                 }
                 _ => return echo::Echo.run(input, events, cancel).await,
             }

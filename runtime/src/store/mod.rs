@@ -1,14 +1,20 @@
-//! Durable state: inbound instance records, tasks (indexed columns + JSON body + CAS version),
-//! the message-id index and context bindings. SQLite is the embedded implementation.
+//! Durable state: inbound instance and connection records, tasks (indexed columns + JSON body +
+//! CAS version), the message-id index and context bindings. SQLite is the embedded
+//! implementation; an in-memory one serves the host's unit tests.
 
+#[cfg(test)]
+pub mod contract;
+#[cfg(test)]
+pub mod memory;
 mod migrations;
 mod sqlite;
 
 pub use sqlite::SqliteStore;
 
 use a2a_protocol::TaskState;
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
+
+pub use crate::records::{ConnectionRecord, InstanceRecord};
 
 /// One stored task.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,95 +157,47 @@ pub struct ContextSummary {
     pub last_seen: u64,
 }
 
-/// A stored inbound instance.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct InstanceRecord {
-    /// Id (`<slug>-<8 hex>`, or explicit).
-    pub id: String,
-    /// Agent name.
-    pub name: String,
-    /// Agent description.
-    pub description: String,
-    /// Agent version.
-    pub version: String,
-    /// JSON-RPC endpoint path.
-    pub endpoint_path: String,
-    /// Session preset.
-    pub preset: String,
-    /// Name of the secret holding the bearer token (never the token).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth_token_env: Option<String>,
-    /// Routes are served.
-    pub enabled: bool,
-    /// Component name.
-    pub component: String,
-    /// Limits.
-    pub limits: crate::config::Limits,
-    /// Creation time, ms.
-    pub created_at: u64,
-    /// Last change, ms.
-    pub updated_at: u64,
+/// A store call in flight; resolves once it is answered (a write: once it is durable).
+pub struct Pending<T>(oneshot::Receiver<Result<T, StoreError>>);
+
+/// The answering side of a [`Pending`].
+pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+impl<T> Pending<T> {
+    /// A call and the reply that answers it.
+    pub fn new() -> (Reply<T>, Pending<T>) {
+        let (tx, rx) = oneshot::channel();
+        (tx, Pending(rx))
+    }
+
+    /// A call answered already.
+    pub fn ready(result: Result<T, StoreError>) -> Pending<T> {
+        let (tx, p) = Pending::new();
+        let _ = tx.send(result);
+        p
+    }
+
+    /// Waits from synchronous code (start-up); never on a runtime worker.
+    pub fn wait(self) -> Result<T, StoreError> {
+        self.0.blocking_recv().unwrap_or_else(|_| Err(gone()))
+    }
 }
 
-/// A stored outbound connection (SPEC §2.2).
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ConnectionRecord {
-    /// Id (`<slug>-<8 hex>`).
-    pub id: String,
-    /// Name (tools are named after it).
-    pub name: String,
-    /// The remote AgentCard URL (never changed by an update).
-    pub agent_card_url: String,
-    /// Name of the secret holding the bearer token sent to the remote (never the token).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bearer_token_env: Option<String>,
-    /// The preset whose sessions may use these tools (none: every preset).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<String>,
-    /// Connected and offering tools.
-    pub enabled: bool,
-    /// Longest a remote call may take, ms.
-    pub timeout_ms: u64,
-    /// Skills that register no tool.
-    #[serde(default)]
-    pub disabled_skills: Vec<String>,
-    /// What a skill's tool shows instead of the remote's name and description.
-    #[serde(default)]
-    pub skill_overrides: std::collections::BTreeMap<String, SkillOverride>,
-    /// Endpoints the remote card announces (and redirects) may reach internal addresses
-    /// (loopback, private ranges); link-local ones stay refused.
-    #[serde(default)]
-    pub allow_private: bool,
-    /// Creation time, ms.
-    pub created_at: u64,
-    /// Last change, ms.
-    pub updated_at: u64,
+fn gone() -> StoreError {
+    StoreError::Unavailable("the store is shutting down".into())
 }
 
-/// A skill's tool description override.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SkillOverride {
-    /// Shown name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Shown description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+impl<T> std::future::Future for Pending<T> {
+    type Output = Result<T, StoreError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx).map(|r| r.unwrap_or_else(|_| Err(gone())))
+    }
 }
 
-/// A write in flight; resolves once it is durable (committed).
-pub type Pending<T> = oneshot::Receiver<Result<T, StoreError>>;
-
-/// Waits for a write; a dropped writer reads as unavailable.
-pub async fn settled<T>(p: Pending<T>) -> Result<T, StoreError> {
-    p.await.unwrap_or_else(|_| Err(StoreError::Unavailable("the store is shutting down".into())))
-}
-
-/// What the runtime needs from a store. Reads answer at once; writes are queued and resolve
-/// once committed.
+/// What the runtime needs from a store. Every call is answered through a [`Pending`]: reads run
+/// off the async runtime (a blocking database never stalls a worker), writes are queued and
+/// answered once committed.
 pub trait Store: Send + Sync {
     /// Insert a task at version 1, applying the message claim atomically when given, and bind
     /// its context to its instance.
@@ -255,22 +213,24 @@ pub trait Store: Send + Sync {
     fn put_connection(&self, record: ConnectionRecord) -> Pending<()>;
     /// Delete an outbound connection record.
     fn delete_connection(&self, id: String) -> Pending<()>;
-    /// Every outbound connection record.
-    fn connections(&self) -> Result<Vec<ConnectionRecord>, StoreError>;
-    /// Settle every SUBMITTED/WORKING task FAILED with `body_message`; returns how many.
+    /// Settle every SUBMITTED/WORKING task FAILED with `status_text`; returns how many.
     fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64>;
-    /// One task; scoped to an instance when `instance_id` is given.
-    fn get_task(&self, id: &str, instance_id: Option<&str>) -> Result<Option<TaskRow>, StoreError>;
-    /// A filtered page of tasks.
-    fn list_tasks(&self, filter: &TaskFilter) -> Result<TaskPage, StoreError>;
-    /// What the idempotency index holds for a message id on an instance.
-    fn find_message(&self, instance_id: &str, message_id: &str) -> Result<Option<MessageRecord>, StoreError>;
-    /// Conversations, newest `last_seen` first, optionally one instance's or one context's.
-    fn contexts(&self, instance_id: Option<&str>, context_id: Option<&str>, limit: u32) -> Result<Vec<ContextSummary>, StoreError>;
-    /// Task counts by instance and state.
-    fn state_counts(&self) -> Result<Vec<(String, TaskState, u64)>, StoreError>;
-    /// Every instance record.
-    fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError>;
-    /// Waits until every queued write is committed.
+    /// Answers once every write queued before it is committed.
     fn flush(&self) -> Pending<()>;
+    /// One task; scoped to an instance when `instance_id` is given.
+    fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>>;
+    /// A filtered page of tasks.
+    fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage>;
+    /// What the idempotency index holds for a message id on an instance.
+    fn find_message(&self, instance_id: String, message_id: String) -> Pending<Option<MessageRecord>>;
+    /// Conversations, newest `last_seen` first, optionally one instance's or one context's.
+    fn contexts(&self, instance_id: Option<String>, context_id: Option<String>, limit: u32) -> Pending<Vec<ContextSummary>>;
+    /// Task counts by instance and state.
+    fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>>;
+    /// Every instance record.
+    fn instances(&self) -> Pending<Vec<InstanceRecord>>;
+    /// Every outbound connection record.
+    fn connections(&self) -> Pending<Vec<ConnectionRecord>>;
+    /// Commits what is queued and stops; later calls fail as unavailable.
+    fn close(&self);
 }

@@ -3,23 +3,8 @@
 //! without bound), `task-then-trap` (stores a WORKING task named by `x-task-id`, then traps);
 //! anything else answers 200 `{"component":"misbehave"}` (a valid stand-in for swap tests).
 
-mod bindings {
-    wit_bindgen::generate!({
-        world: "server",
-        path: "../../../wit",
-        with: {
-            "wasi:io/poll@0.2.12": wasip2::io::poll,
-            "wasi:io/error@0.2.12": wasip2::io::error,
-            "wasi:io/streams@0.2.12": wasip2::io::streams,
-            "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
-            "wasi:http/types@0.2.12": wasip2::http::types,
-        },
-        generate_all,
-    });
-}
-
-use bindings::a2a::edge::storage;
-use bindings::a2a::edge::types::{TaskRow, TaskState};
+use a2a_guest::server::a2a::edge::storage;
+use a2a_guest::server::a2a::edge::types::{TaskRow, TaskState};
 use wasip2::http::types::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam};
 
 struct Component;
@@ -28,7 +13,7 @@ fn header(request: &IncomingRequest, name: &str) -> String {
     request.headers().get(name).into_iter().next().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default()
 }
 
-impl bindings::exports::wasi::http::incoming_handler::Guest for Component {
+impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Component {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
         match header(&request, "x-misbehave").as_str() {
             "trap" => core::arch::wasm32::unreachable(),
@@ -65,4 +50,4 @@ impl bindings::exports::wasi::http::incoming_handler::Guest for Component {
     }
 }
 
-bindings::export!(Component with_types_in bindings);
+a2a_guest::server::export_server!(Component);

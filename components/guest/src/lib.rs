@@ -1,0 +1,23 @@
+//! The guests' side of the `a2a:edge` contract (`wit/edge.wit`): the bindings of each world, and
+//! the conversions between its records and the protocol crate's types, written once here for
+//! every component.
+//!
+//! A component enables the feature of its world and exports itself with that world's macro:
+//! `a2a_guest::server::export_server!(Component)` or `a2a_guest::client::export_client!(Component)`.
+
+#[cfg(feature = "client")]
+pub mod client;
+#[cfg(feature = "server")]
+pub mod server;
+
+/// Milliseconds since the Unix epoch (`wasi:clocks/wall-clock`).
+pub fn now_ms() -> u64 {
+    let t = wasip2::clocks::wall_clock::now();
+    t.seconds * 1000 + u64::from(t.nanoseconds / 1_000_000)
+}
+
+/// A random (v4) UUID, from `wasi:random`.
+pub fn uuid() -> String {
+    let bytes = wasip2::random::random::get_random_bytes(16);
+    a2a_protocol::ids::uuid_v4(bytes.try_into().unwrap_or([0; 16]))
+}

@@ -1,0 +1,145 @@
+//! The `server` world: the A2A server component's bindings, and its records as protocol types.
+
+use a2a_protocol::execution::Progress;
+use a2a_protocol::sse::Member;
+use a2a_protocol::{ErrorKind, RpcError, Task, TaskState, card};
+
+wit_bindgen::generate!({
+    world: "server",
+    path: "../../wit",
+    with: {
+        "wasi:io/poll@0.2.12": wasip2::io::poll,
+        "wasi:io/error@0.2.12": wasip2::io::error,
+        "wasi:io/streams@0.2.12": wasip2::io::streams,
+        "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+        "wasi:http/types@0.2.12": wasip2::http::types,
+    },
+    generate_all,
+    pub_export_macro: true,
+    export_macro_name: "export_server",
+    default_bindings_module: "a2a_guest::server",
+});
+
+use a2a::edge::events::FrameKind;
+use a2a::edge::request_context::InstanceInfo;
+use a2a::edge::sessions::TurnEvent;
+use a2a::edge::types::{self as wit, StoreError, TaskRow};
+
+impl From<wit::TaskState> for TaskState {
+    fn from(s: wit::TaskState) -> TaskState {
+        match s {
+            wit::TaskState::Submitted => TaskState::Submitted,
+            wit::TaskState::Working => TaskState::Working,
+            wit::TaskState::InputRequired => TaskState::InputRequired,
+            wit::TaskState::AuthRequired => TaskState::AuthRequired,
+            wit::TaskState::Completed => TaskState::Completed,
+            wit::TaskState::Failed => TaskState::Failed,
+            wit::TaskState::Canceled => TaskState::Canceled,
+            wit::TaskState::Rejected => TaskState::Rejected,
+        }
+    }
+}
+
+/// UNSPECIFIED is no state a task can be in: it has no WIT counterpart.
+impl TryFrom<TaskState> for wit::TaskState {
+    type Error = RpcError;
+
+    fn try_from(s: TaskState) -> Result<wit::TaskState, RpcError> {
+        Ok(match s {
+            TaskState::Unspecified => return Err(RpcError::new(ErrorKind::Internal, "a task cannot be stored in TASK_STATE_UNSPECIFIED")),
+            TaskState::Submitted => wit::TaskState::Submitted,
+            TaskState::Working => wit::TaskState::Working,
+            TaskState::InputRequired => wit::TaskState::InputRequired,
+            TaskState::AuthRequired => wit::TaskState::AuthRequired,
+            TaskState::Completed => wit::TaskState::Completed,
+            TaskState::Failed => wit::TaskState::Failed,
+            TaskState::Canceled => wit::TaskState::Canceled,
+            TaskState::Rejected => wit::TaskState::Rejected,
+        })
+    }
+}
+
+impl From<Member> for FrameKind {
+    fn from(m: Member) -> FrameKind {
+        match m {
+            Member::Task => FrameKind::Task,
+            Member::Message => FrameKind::Message,
+            Member::StatusUpdate => FrameKind::StatusUpdate,
+            Member::ArtifactUpdate => FrameKind::ArtifactUpdate,
+        }
+    }
+}
+
+impl From<FrameKind> for Member {
+    fn from(k: FrameKind) -> Member {
+        match k {
+            FrameKind::Task => Member::Task,
+            FrameKind::Message => Member::Message,
+            FrameKind::StatusUpdate => Member::StatusUpdate,
+            FrameKind::ArtifactUpdate => Member::ArtifactUpdate,
+        }
+    }
+}
+
+/// A turn event as the state machine takes it; an artifact or message that does not parse fails
+/// the turn, saying what was wrong.
+impl From<TurnEvent> for Progress {
+    fn from(e: TurnEvent) -> Progress {
+        let invalid = |what: &str, err: serde_json::Error| Progress::Failed(format!("the session sent an invalid {what}: {err}"));
+        match e {
+            TurnEvent::TextDelta(t) => Progress::TextDelta(t),
+            TurnEvent::Reasoning(t) => Progress::Reasoning(t),
+            TurnEvent::ToolCall(c) => Progress::ToolCall { id: c.id, name: c.name, arguments: c.arguments },
+            TurnEvent::Artifact(j) => serde_json::from_str(&j).map_or_else(|e| invalid("artifact", e), Progress::Artifact),
+            TurnEvent::Message(j) => serde_json::from_str(&j).map_or_else(|e| invalid("message", e), Progress::Message),
+            TurnEvent::InputRequired(t) => Progress::InputRequired(t),
+            TurnEvent::AuthRequired(t) => Progress::AuthRequired(t),
+            TurnEvent::Completed => Progress::Completed,
+            TurnEvent::Rejected(t) => Progress::Rejected(t),
+            TurnEvent::Failed(t) => Progress::Failed(t),
+        }
+    }
+}
+
+/// A store failure as the JSON-RPC error a client reads (INTERNAL, or INVALID_PARAMS for a bad
+/// argument such as a page token).
+impl From<StoreError> for RpcError {
+    fn from(e: StoreError) -> RpcError {
+        let (kind, msg) = match e {
+            StoreError::Invalid(m) => (ErrorKind::InvalidParams, m),
+            StoreError::Unavailable(m) => (ErrorKind::Internal, m),
+            StoreError::NotFound => (ErrorKind::Internal, "not found".into()),
+            StoreError::DuplicateMessage(r) => (ErrorKind::Internal, format!("message already recorded for task {}", r.task_id)),
+            StoreError::Conflict(row) => (ErrorKind::Internal, format!("task {} changed concurrently", row.id)),
+        };
+        RpcError::new(kind, format!("task store: {msg}"))
+    }
+}
+
+/// The row of a task at `version`.
+pub fn row(task: &Task, skill: &str, created_at: u64, updated_at: u64, version: u64) -> Result<TaskRow, RpcError> {
+    let body = serde_json::to_string(task).map_err(|e| RpcError::new(ErrorKind::Internal, format!("task {} does not serialise: {e}", task.id)))?;
+    Ok(TaskRow { id: task.id.clone(), context_id: task.context_id.clone(), state: task.status.state.try_into()?, skill: skill.to_owned(), created_at, updated_at, version, body })
+}
+
+/// The task a row stores.
+pub fn task(row: &TaskRow) -> Result<Task, RpcError> {
+    serde_json::from_str(&row.body).map_err(|e| RpcError::new(ErrorKind::Internal, format!("stored task {} is unreadable: {e}", row.id)))
+}
+
+/// The card input of an instance record.
+impl From<&InstanceInfo> for card::CardInput {
+    fn from(i: &InstanceInfo) -> card::CardInput {
+        card::CardInput {
+            name: i.name.clone(),
+            description: i.description.clone(),
+            version: i.version.clone(),
+            endpoint_url: i.endpoint_url.clone(),
+            skills: i.skills.iter().map(|s| card::Skill { id: s.id.clone(), name: s.name.clone(), description: s.description.clone(), tags: s.tags.clone() }).collect(),
+            auth_required: i.auth_required,
+            attachments: i.attachments,
+            provider_organization: i.provider_organization.clone(),
+            provider_url: i.provider_url.clone(),
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! The control API's actions (SPEC §2.2) as typed values, shared by the server (which parses
+//! bodies) and the CLI (which writes them). A wrong type, a missing field or an unknown one is a
+//! message naming the field, never a crash. Pure (serde only), so the parser is fuzzed and
+//! property-tested on its own.
+
+mod fields;
+
+pub use fields::{Bounded, Flag, Names, Object, Refusal, Str, Text, auth_change, check_secret_name, secret_name, type_name};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Declares the actions: the enum, its wire names and the parser that dispatches on them.
+macro_rules! actions {
+    ($($wire:literal => $variant:ident($fields:ident),)+) => {
+        /// One control action, as `{"action": "<name>", …fields}`.
+        #[derive(Clone, Debug, PartialEq, Serialize)]
+        #[serde(tag = "action")]
+        pub enum Action {
+            $(
+                #[doc = concat!("`", $wire, "`")]
+                #[serde(rename = $wire)]
+                $variant($fields),
+            )+
+        }
+
+        impl Action {
+            /// Every action's name, as bodies spell it.
+            pub const NAMES: &[&str] = &[$($wire),+];
+
+            /// The action's name.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Action::$variant(_) => $wire,)+
+                }
+            }
+
+            fn read(name: &str, fields: Value) -> Option<Result<Action, serde_path_to_error::Error<serde_json::Error>>> {
+                Some(match name {
+                    $($wire => serde_path_to_error::deserialize(fields).map(Action::$variant),)+
+                    _ => return None,
+                })
+            }
+        }
+    };
+}
+
+actions! {
+    "inbound.create" => InboundCreate(InboundCreate),
+    "inbound.update" => InboundUpdate(InboundUpdate),
+    "inbound.remove" => InboundRemove(Id),
+    "inbound.enable" => InboundEnable(Id),
+    "inbound.disable" => InboundDisable(Id),
+    "inbound.setAuth" => InboundSetAuth(InboundSetAuth),
+    "inbound.sendTest" => InboundSendTest(SendTest),
+    "inbound.close" => InboundClose(Id),
+    "task.cancel" => TaskCancel(Id),
+    "session.cancel" => SessionCancel(Session),
+    "session.close" => SessionClose(Session),
+    "component.reload" => ComponentReload(Component),
+    "outbound.create" => OutboundCreate(OutboundCreate),
+    "outbound.update" => OutboundUpdate(OutboundUpdate),
+    "outbound.remove" => OutboundRemove(Id),
+    "outbound.enable" => OutboundEnable(Id),
+    "outbound.disable" => OutboundDisable(Id),
+    "outbound.refresh" => OutboundRefresh(Id),
+    "outbound.setAuth" => OutboundSetAuth(OutboundSetAuth),
+    "outbound.discover" => OutboundDiscover(Discover),
+    "outbound.call" => OutboundCall(Call),
+}
+
+/// An action on one record.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Id {
+    /// The record's id.
+    pub id: Text,
+}
+
+/// Declares an inbound action struct: its own fields, then the fields create and update share.
+macro_rules! inbound_action {
+    ($(#[$meta:meta])* $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            $($own)*
+            /// JSON-RPC endpoint path.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub endpoint_path: Option<Text>,
+            /// Session preset.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub preset: Option<Text>,
+            /// The secret holding the bearer token.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub auth_token_env: Option<Text>,
+            /// Component name.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub component: Option<Text>,
+            /// Largest request body (also settable in `limits`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub max_body_bytes: Option<Bounded<1024, { 64 << 20 }>>,
+            /// Limits to change (the others keep their values).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub limits: Option<Object>,
+        }
+
+        impl $name {
+            /// The fields create and update share.
+            pub fn settings(&self) -> InboundSettings {
+                InboundSettings {
+                    endpoint_path: self.endpoint_path.clone(),
+                    preset: self.preset.clone(),
+                    auth_token_env: self.auth_token_env.clone(),
+                    component: self.component.clone(),
+                    max_body_bytes: self.max_body_bytes,
+                    limits: self.limits.clone(),
+                }
+            }
+        }
+    };
+}
+
+inbound_action! {
+    /// `inbound.create`.
+    InboundCreate {
+        /// Agent name.
+        pub name: Text,
+        /// Agent description.
+        pub description: Text,
+        /// Agent version.
+        pub version: Text,
+        /// Whether it serves at once (default true).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub enabled: Option<Flag>,
+    }
+}
+
+inbound_action! {
+    /// `inbound.update` (never `enabled`: that is `inbound.enable` / `inbound.disable`).
+    InboundUpdate {
+        /// The instance.
+        pub id: Text,
+        /// New agent name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<Text>,
+        /// New agent description.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub description: Option<Text>,
+        /// New agent version.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub version: Option<Text>,
+    }
+}
+
+/// The optional fields `inbound.create` and `inbound.update` share.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InboundSettings {
+    /// JSON-RPC endpoint path.
+    pub endpoint_path: Option<Text>,
+    /// Session preset.
+    pub preset: Option<Text>,
+    /// The secret holding the bearer token.
+    pub auth_token_env: Option<Text>,
+    /// Component name.
+    pub component: Option<Text>,
+    /// Largest request body.
+    pub max_body_bytes: Option<Bounded<1024, { 64 << 20 }>>,
+    /// Limits to change.
+    pub limits: Option<Object>,
+}
+
+/// `inbound.setAuth`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboundSetAuth {
+    /// The instance.
+    pub id: Text,
+    /// The new token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Str>,
+    /// Remove the token instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear: Option<Flag>,
+    /// Accept a token shorter than 16 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_weak: Option<Flag>,
+}
+
+/// `inbound.sendTest`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendTest {
+    /// The instance.
+    pub id: Text,
+    /// The message text.
+    pub text: Text,
+    /// Continue this context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<Text>,
+    /// Run this skill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<Text>,
+}
+
+/// `session.cancel` / `session.close`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Session {
+    /// The context id.
+    pub id: Text,
+    /// Only on this instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_id: Option<Text>,
+}
+
+/// `component.reload`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Component {
+    /// The component's name.
+    pub name: Text,
+}
+
+/// Declares an outbound action struct: its own fields, then the fields create and update share.
+macro_rules! outbound_action {
+    ($(#[$meta:meta])* $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            $($own)*
+            /// Only sessions of this preset see its tools.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub preset: Option<Text>,
+            /// Longest a remote call may take, ms.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub timeout_ms: Option<Bounded<100, 3_600_000>>,
+            /// Skills that register no tool.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub disabled_skills: Option<Names>,
+            /// Tool name/description overrides by skill id.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub skill_overrides: Option<Object>,
+            /// Let endpoints the remote card announces reach internal addresses.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub allow_private: Option<Flag>,
+        }
+
+        impl $name {
+            /// The fields create and update share.
+            pub fn settings(&self) -> OutboundSettings {
+                OutboundSettings {
+                    preset: self.preset.clone(),
+                    timeout_ms: self.timeout_ms,
+                    disabled_skills: self.disabled_skills.clone(),
+                    skill_overrides: self.skill_overrides.clone(),
+                    allow_private: self.allow_private,
+                }
+            }
+        }
+    };
+}
+
+outbound_action! {
+    /// `outbound.create`.
+    OutboundCreate {
+        /// Name (tools are named after it).
+        pub name: Text,
+        /// The remote AgentCard URL.
+        pub agent_card_url: Text,
+        /// The secret holding the bearer token sent to the remote.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub bearer_token_env: Option<Text>,
+        /// Connect at once (default true).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub enabled: Option<Flag>,
+    }
+}
+
+outbound_action! {
+    /// `outbound.update` (never the card URL: a present `agentCardUrl` is refused).
+    OutboundUpdate {
+        /// The connection.
+        pub id: Text,
+        /// New name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<Text>,
+        /// Refused when present (remove and create the connection instead).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub agent_card_url: Option<Value>,
+    }
+}
+
+/// The optional fields `outbound.create` and `outbound.update` share.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OutboundSettings {
+    /// Only sessions of this preset see its tools.
+    pub preset: Option<Text>,
+    /// Longest a remote call may take, ms.
+    pub timeout_ms: Option<Bounded<100, 3_600_000>>,
+    /// Skills that register no tool.
+    pub disabled_skills: Option<Names>,
+    /// Tool name/description overrides by skill id.
+    pub skill_overrides: Option<Object>,
+    /// Let endpoints the remote card announces reach internal addresses.
+    pub allow_private: Option<Flag>,
+}
+
+/// `outbound.setAuth`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutboundSetAuth {
+    /// The connection.
+    pub id: Text,
+    /// The new token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Str>,
+    /// Remove the token instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear: Option<Flag>,
+}
+
+/// `outbound.discover`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Discover {
+    /// The remote AgentCard URL.
+    pub agent_card_url: Text,
+    /// A bearer token for the remote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Str>,
+    /// Let the card's endpoints reach internal addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_private: Option<Flag>,
+}
+
+/// `outbound.call`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Call {
+    /// The connection.
+    pub id: Text,
+    /// The remote skill.
+    pub skill: Text,
+    /// What to ask.
+    pub prompt: Text,
+    /// Continue this remote task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Text>,
+    /// The remote context (default: the control API's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<Text>,
+}
+
+impl Action {
+    /// The action as a request body.
+    pub fn to_body(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(body)) => body,
+            _ => unreachable!("an action serialises to an object"),
+        }
+    }
+}
+
+/// The action a body names, with its fields read; a refusal names the action, the field and
+/// what is wrong with it.
+pub fn parse(body: &Map<String, Value>) -> Result<Action, Refusal> {
+    let name = match body.get("action") {
+        None | Some(Value::Null) => return Err("missing field \"action\"".into()),
+        Some(Value::String(s)) => s.as_str(),
+        Some(v) => return Err(format!("field \"action\" must be a string, not {}", type_name(v))),
+    };
+    let mut fields = body.clone();
+    fields.remove("action");
+    let shown: String = name.chars().take(64).collect();
+    match Action::read(name, Value::Object(fields)) {
+        Some(Ok(action)) => Ok(action),
+        Some(Err(e)) => Err(refusal(&shown, &e)),
+        None => Err(format!("unknown action {shown:?}; known actions: {}", Action::NAMES.join(", "))),
+    }
+}
+
+/// A field error in words: `missing field "x"`, `<action> has no field "x"; its fields are …`,
+/// or `field "x" <what is wrong>`.
+fn refusal(action: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> Refusal {
+    let message = e.inner().to_string();
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        return format!("missing field \"{}\"", rest.trim_end_matches('`'));
+    }
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let (field, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let shown: String = field.chars().take(64).collect();
+        let known = expected.trim_start_matches(", expected ").trim_start_matches("one of ").replace('`', "");
+        return format!("{action} has no field {shown:?}; its fields are {known}");
+    }
+    format!("field \"{}\" {message}", e.path())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn refused(v: Value) -> String {
+        parse(v.as_object().unwrap()).unwrap_err()
+    }
+
+    #[test]
+    fn refusals_name_the_action_and_the_field() {
+        let create = json!({"action": "inbound.create", "name": "n", "description": "d", "version": "1"});
+        let with = |k: &str, v: Value| {
+            let mut b = create.clone();
+            b[k] = v;
+            b
+        };
+        assert!(matches!(parse(create.as_object().unwrap()), Ok(Action::InboundCreate(_))));
+        assert_eq!(refused(json!({"action": "inbound.create", "description": "d", "version": "1"})), "missing field \"name\"");
+        assert_eq!(refused(with("name", json!(7))), "field \"name\" must be a string, not a number");
+        assert_eq!(refused(with("name", json!(" "))), "field \"name\" must not be empty");
+        assert_eq!(refused(with("enabled", json!("yes"))), "field \"enabled\" must be a boolean, not a string");
+        assert_eq!(refused(with("maxBodyBytes", json!(10))), "field \"maxBodyBytes\" must be a whole number from 1024 to 67108864, not 10");
+        let colour = refused(with("colour", json!("red")));
+        assert!(colour.starts_with("inbound.create has no field \"colour\"; its fields are name, description, version"), "{colour}");
+        assert!(refused(json!({"action": "inbound.update", "id": "x", "enabled": false})).contains("has no field \"enabled\""));
+        assert!(refused(json!({"action": "inbound.explode"})).starts_with("unknown action \"inbound.explode\"; known actions: inbound.create,"));
+        assert_eq!(refused(json!({"action": 5})), "field \"action\" must be a string, not a number");
+        assert_eq!(refused(json!({"action": "task.cancel"})), "missing field \"id\"");
+        assert_eq!(refused(json!({"action": "inbound.sendTest", "id": "x"})), "missing field \"text\"");
+        assert_eq!(refused(json!({"action": "session.cancel", "id": "c", "serverId": 3})), "field \"serverId\" must be a string, not a number");
+        assert_eq!(refused(json!({"action": "outbound.create", "name": "n", "agentCardUrl": "u", "disabledSkills": [1]})), "field \"disabledSkills\" must be a list of strings");
+    }
+
+    #[test]
+    fn null_is_absent_for_optional_fields() {
+        let a = parse(json!({"action": "inbound.update", "id": "x", "name": null}).as_object().unwrap()).unwrap();
+        let Action::InboundUpdate(u) = a else { panic!() };
+        assert_eq!(u.name, None);
+    }
+
+    #[test]
+    fn every_name_reaches_its_action() {
+        for name in Action::NAMES {
+            let e = refused(json!({"action": name, "zzz": 1}));
+            assert!(!e.starts_with("unknown action"), "{name}: {e}");
+        }
+        let a = parse(json!({"action": "outbound.refresh", "id": "c"}).as_object().unwrap()).unwrap();
+        assert_eq!((a.name(), a.to_body()), ("outbound.refresh", json!({"action": "outbound.refresh", "id": "c"}).as_object().unwrap().clone()));
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            "\\PC{0,20}".prop_map(Value::from)
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map("[a-zA-Z]{1,8}", inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect()))
+            ]
+        })
+    }
+
+    fn field_name() -> impl Strategy<Value = String> {
+        let known = ["id", "name", "description", "version", "enabled", "endpointPath", "preset", "authTokenEnv", "component", "maxBodyBytes", "limits", "token", "clear"];
+        prop_oneof![prop::sample::select(known.map(str::to_owned).to_vec()), "[a-zA-Z]{1,10}"]
+    }
+
+    proptest! {
+        /// Any body is parsed or refused with a message; what parses, written back as the CLI
+        /// writes it, parses to the same action.
+        #[test]
+        fn any_action_body_is_parsed_or_refused_in_words(action in prop_oneof![prop::sample::select(Action::NAMES.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>()), "\\PC{0,80}"], fields in prop::collection::btree_map(field_name(), value(), 0..6)) {
+            let mut body: Map<String, Value> = fields.into_iter().collect();
+            body.insert("action".into(), Value::from(action));
+            match parse(&body) {
+                Ok(a) => {
+                    prop_assert!(Action::NAMES.contains(&a.name()));
+                    prop_assert_eq!(parse(&a.to_body()), Ok(a));
+                }
+                Err(m) => prop_assert!(!m.is_empty() && m.len() < 2000),
+            }
+        }
+    }
+}

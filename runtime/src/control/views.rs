@@ -1,0 +1,102 @@
+//! The control API's own shapes (SPEC §2.1): inbound views, TaskRecords (never the protocol
+//! Task), session rows.
+
+use std::collections::HashSet;
+
+use a2a_protocol::{Role, Task, TaskState};
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::instances::Instance;
+use crate::records::InstanceRecord;
+use crate::store::{ContextSummary, TaskRow};
+
+/// An inbound instance as the snapshot shows it.
+pub fn inbound(app: &App, r: &InstanceRecord, assembled: Option<&Instance>) -> Value {
+    let presets = app.config.all_presets();
+    let skills: Vec<Value> = presets
+        .iter()
+        .find(|p| p.id == r.preset)
+        .map(|p| {
+            if p.skills.is_empty() {
+                let chat = a2a_protocol::card::DEFAULT_SKILL;
+                vec![json!({"id": chat, "name": chat})]
+            } else {
+                p.skills.iter().map(|s| json!({"id": s.id, "name": s.name.clone().unwrap_or_else(|| s.id.clone()), "description": s.description})).collect()
+            }
+        })
+        .unwrap_or_default();
+    json!({
+        "id": r.id, "name": r.name, "description": r.description, "version": r.version,
+        "endpointPath": r.endpoint_path, "cardPath": format!("{}/agent-card.json", r.endpoint_path),
+        "cardUrl": format!("{}{}/agent-card.json", app.base_url, r.endpoint_path), "endpointUrl": format!("{}{}", app.base_url, r.endpoint_path), "preset": r.preset,
+        "authTokenEnv": r.auth_token_env, "enabled": r.enabled, "skills": skills,
+        "component": r.component, "maxBodyBytes": r.limits.max_body_bytes, "limits": r.limits,
+        "served": assembled.is_some_and(|i| i.record.enabled),
+        "createdAt": r.created_at, "updatedAt": r.updated_at,
+    })
+}
+
+/// A stored task as a TaskRecord: the input parts of its first message, its artifacts, the ids
+/// of its user messages, and `error` when it FAILED or was REJECTED.
+pub fn task_record(row: &TaskRow) -> Value {
+    let task = serde_json::from_str::<Task>(&row.body).ok();
+    let users: Vec<_> = task.iter().flat_map(|t| t.history.iter().filter(|m| m.role == Role::User)).collect();
+    let error = task.as_ref().filter(|_| matches!(row.state, TaskState::Failed | TaskState::Rejected)).map(|t| {
+        let message = t.status.message.as_ref().map(|m| a2a_protocol::prompt::render(&m.parts)).unwrap_or_default();
+        json!({ "code": row.state.as_str(), "message": message })
+    });
+    json!({
+        "taskId": row.id,
+        "contextId": row.context_id,
+        "serverId": row.instance_id,
+        "skill": row.skill,
+        "state": row.state.as_str(),
+        "createdAt": row.created_at,
+        "updatedAt": row.updated_at,
+        "parts": users.first().map(|m| json!(m.parts)).unwrap_or_else(|| json!([])),
+        "artifacts": task.as_ref().map(|t| json!(t.artifacts)).unwrap_or_else(|| json!([])),
+        "messageIds": users.iter().map(|m| m.message_id.clone()).collect::<Vec<_>>(),
+        "peerId": row.peer_id,
+        "error": error,
+    })
+}
+
+/// One session row: a conversation on an instance (`instances` are the stored records) with its
+/// live and streaming flags.
+pub fn session(app: &App, c: &ContextSummary, instances: &[InstanceRecord], streaming: &HashSet<(String, String)>) -> Value {
+    let instance = instances.iter().find(|i| i.id == c.instance_id);
+    json!({
+        "contextId": c.context_id,
+        "serverId": c.instance_id,
+        "serverName": instance.as_ref().map(|i| i.name.clone()),
+        "preset": instance.as_ref().map(|i| i.preset.clone()),
+        "status": if c.active_count > 0 { "running" } else { "idle" },
+        "taskCount": c.task_count,
+        "activeCount": c.active_count,
+        "firstSeen": c.first_seen,
+        "lastSeen": c.last_seen,
+        "streaming": streaming.contains(&(c.instance_id.clone(), c.context_id.clone())),
+        "live": app.services().sessions.is_live(&c.instance_id, &c.context_id),
+    })
+}
+
+/// A task-state filter: the protocol name (`TASK_STATE_WORKING`) or its short form
+/// (`working`, `input-required`, `input_required`).
+pub fn parse_state(s: &str) -> Option<TaskState> {
+    TaskState::from_name(s).or_else(|| TaskState::from_name(&format!("TASK_STATE_{}", s.to_ascii_uppercase().replace('-', "_")))).filter(|s| *s != TaskState::Unspecified)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_parse_in_both_forms() {
+        assert_eq!(parse_state("TASK_STATE_WORKING"), Some(TaskState::Working));
+        assert_eq!(parse_state("input-required"), Some(TaskState::InputRequired));
+        assert_eq!(parse_state("completed"), Some(TaskState::Completed));
+        assert_eq!(parse_state("unspecified"), None);
+        assert_eq!(parse_state("nope"), None);
+    }
+}

@@ -1,0 +1,142 @@
+//! The wasmtime engine every component runs on: the pooling allocator sized by the runtime
+//! settings, epoch interruption with per-store CPU-burst metering and memory limits, the compile
+//! cache, and the registry of named components. Knows nothing of what the components do.
+
+mod cache;
+pub mod registry;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use wasmtime::{CallHook, Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+
+pub use cache::Cache;
+pub use registry::Registry;
+
+use crate::config::RuntimeSettings;
+
+/// Epoch tick; the CPU limit is counted in these.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The engine, its compile cache and the limits every store gets.
+pub struct Engine {
+    /// The wasmtime engine.
+    pub wasm: wasmtime::Engine,
+    /// Compiled components on disk.
+    pub cache: Arc<Cache>,
+    cpu_burst_ticks: u32,
+    memory_bytes: usize,
+}
+
+impl Engine {
+    /// The engine (pooling allocator sized by `settings`) with its epoch ticker, and the compile
+    /// cache (`settings.cache_dir`, default `<data-dir>/cache`).
+    pub fn new(settings: &RuntimeSettings, data_dir: &Path) -> anyhow::Result<Engine> {
+        let memory_bytes = usize::try_from(settings.memory_mib.max(1) << 20).context("memoryMib is too large")?;
+        let max = settings.max_instances.max(1);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(max)
+            .total_core_instances(max * 4)
+            .total_memories(max * 2)
+            .total_tables(max * 4)
+            .total_stacks(max)
+            .max_memory_size(memory_bytes)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .max_core_instances_per_component(16)
+            // Reset a slot's first pages with memset rather than madvise: a request touches about
+            // this much, and decommitting it costs a TLB shootdown across cores every time.
+            .linear_memory_keep_resident(512 << 10)
+            .table_keep_resident(16 << 10)
+            .async_stack_keep_resident(64 << 10)
+            .decommit_batch_size(64);
+        let mut config = Config::new();
+        config.wasm_component_model(true).epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let wasm = wt(wasmtime::Engine::new(&config)).context("cannot create the wasmtime engine (is enough virtual address space available?)")?;
+        spawn_epoch_ticker(&wasm);
+        let cache = Arc::new(Cache::new(wasm.clone(), settings.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache")))?);
+        let cpu_burst_ticks = u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64).unwrap_or(u32::MAX).max(1);
+        Ok(Engine { wasm, cache, cpu_burst_ticks, memory_bytes })
+    }
+
+    /// The memory limits of one store.
+    pub fn limits(&self) -> StoreLimits {
+        StoreLimitsBuilder::new().memory_size(self.memory_bytes).build()
+    }
+
+    /// A store for `data`, metered: memory limited, and trapping when the guest computes for
+    /// more than the CPU burst without returning to the host.
+    pub fn store<T: Metered>(&self, data: T) -> Store<T> {
+        let mut store = Store::new(&self.wasm, data);
+        let max_ticks = self.cpu_burst_ticks;
+        store.limiter(|s| s.limits());
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut ctx| {
+            let b = ctx.data_mut().burst();
+            b.ticks += 1;
+            b.in_epoch_callback = true;
+            if b.ticks > max_ticks {
+                wasmtime::bail!("CPU limit: the component computed for more than {} ms without waiting", max_ticks as u128 * EPOCH_TICK.as_millis());
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        store.call_hook(|mut ctx, hook| {
+            // The epoch callback itself is a host call: its return must not reset the count.
+            if matches!(hook, CallHook::ReturningFromHost) {
+                let b = ctx.data_mut().burst();
+                if !std::mem::take(&mut b.in_epoch_callback) {
+                    b.ticks = 0;
+                }
+            }
+            Ok(())
+        });
+        store
+    }
+}
+
+/// CPU-burst accounting of a store (see [`Engine::store`]).
+#[derive(Default)]
+pub struct Burst {
+    /// Epoch ticks since the guest last returned from a host function.
+    ticks: u32,
+    in_epoch_callback: bool,
+}
+
+/// Store data whose memory and CPU bursts are limited.
+pub trait Metered: Send + 'static {
+    /// Its burst accounting.
+    fn burst(&mut self) -> &mut Burst;
+    /// Its memory limits.
+    fn limits(&mut self) -> &mut StoreLimits;
+}
+
+/// A wasmtime result as an anyhow one.
+pub fn wt<T>(r: wasmtime::Result<T>) -> anyhow::Result<T> {
+    r.map_err(Into::into)
+}
+
+/// The cause of a failed invocation in words (`wasm trap: wasm \`unreachable\` instruction
+/// executed`, `CPU limit: …`), without wasmtime's backtrace.
+pub fn trap_cause(e: &wasmtime::Error) -> String {
+    let root = e.root_cause().to_string();
+    let line = root.lines().next().unwrap_or("");
+    let prefix = if e.downcast_ref::<wasmtime::Trap>().is_some() { "wasm trap: " } else { "" };
+    format!("{prefix}{}", line.chars().take(300).collect::<String>())
+}
+
+/// Advances the engine's epoch every tick until the engine is gone.
+fn spawn_epoch_ticker(engine: &wasmtime::Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("a2a-edge-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawning the epoch thread");
+}

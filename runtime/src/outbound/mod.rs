@@ -1,0 +1,292 @@
+//! Outbound connections (SPEC §2.2, §7): remote A2A agents whose skills become tools. Records
+//! live in the store (and a copy here); the connection state (connected, failed with the last
+//! error, the remote card) lives here. Every remote exchange goes through the outbound client
+//! component ([`client`]), whose requests pass the outbound policy ([`policy`]) and the SSRF
+//! guard ([`egress`]).
+
+pub mod client;
+pub mod egress;
+pub mod policy;
+mod tools;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::credentials::{Credentials, outbound_name};
+use crate::host::bindings::client_world::exports::a2a::edge::client::CallRequest;
+use crate::host::bindings::outbound::ConnectionInfo;
+use crate::records::ConnectionRecord;
+use crate::store::{Store, StoreError};
+use client::{ClientHost, Target};
+use policy::origin;
+pub use tools::{SessionToolbox, Tool, context_for, tools};
+
+/// Default time a remote call may take, ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+
+/// Where a connection stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Status {
+    /// Never connected, or disabled.
+    #[default]
+    Disconnected,
+    /// The remote card was read and validated.
+    Connected,
+    /// The last connect failed (`last_error` says why).
+    Failed,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Disconnected => "disconnected",
+            Status::Connected => "connected",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// The live side of a connection.
+#[derive(Clone, Debug, Default)]
+pub struct Live {
+    /// Where it stands.
+    pub status: Status,
+    /// Why the last connect failed.
+    pub last_error: Option<String>,
+    /// The remote card, once read.
+    pub card: Option<Arc<Value>>,
+}
+
+/// The outbound connections: their records (as stored), their live state, and the client
+/// component that talks to them.
+pub struct Outbound {
+    store: Arc<dyn Store>,
+    credentials: Arc<Credentials>,
+    client: ClientHost,
+    records: RwLock<Vec<ConnectionRecord>>,
+    live: RwLock<HashMap<String, Live>>,
+}
+
+/// The SSRF guard of a connection: its card URL's host is trusted as the operator gave it.
+fn reach(card_url: &str, allow_private: bool) -> egress::Reach {
+    let trusted_host = card_url.parse::<http::Uri>().ok().as_ref().and_then(egress::host_of);
+    egress::Reach { trusted_host, allow_private }
+}
+
+/// The secret holding a connection's bearer token.
+pub fn secret_name(r: &ConnectionRecord) -> String {
+    r.bearer_token_env.clone().unwrap_or_else(|| outbound_name(&r.id))
+}
+
+impl Outbound {
+    /// The connections the store holds, served by `client`.
+    pub async fn new(store: Arc<dyn Store>, credentials: Arc<Credentials>, client: ClientHost) -> Result<Outbound, StoreError> {
+        let records = RwLock::new(store.connections().await?);
+        Ok(Outbound { store, credentials, client, records, live: RwLock::default() })
+    }
+
+    /// Every connection record, by id.
+    pub fn records(&self) -> Vec<ConnectionRecord> {
+        self.records.read().unwrap().clone()
+    }
+
+    /// A connection record by id; the error says where the ids are listed.
+    pub fn record(&self, id: &str) -> Result<ConnectionRecord, String> {
+        self.records.read().unwrap().iter().find(|r| r.id == id).cloned().ok_or_else(|| format!("unknown outbound id {id:?}; GET /a2a/api lists the connections"))
+    }
+
+    /// Stores a record (new or changed).
+    pub async fn save(&self, r: ConnectionRecord) -> Result<(), StoreError> {
+        self.store.put_connection(r.clone()).await?;
+        let mut records = self.records.write().unwrap();
+        match records.iter_mut().find(|x| x.id == r.id) {
+            Some(x) => *x = r,
+            None => {
+                records.push(r);
+                records.sort_by(|a, b| a.id.cmp(&b.id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a record and forgets its live state.
+    pub async fn remove(&self, id: &str) -> Result<(), StoreError> {
+        self.store.delete_connection(id.to_owned()).await?;
+        self.records.write().unwrap().retain(|r| r.id != id);
+        self.live.write().unwrap().remove(id);
+        Ok(())
+    }
+
+    /// A connection's live state.
+    pub fn live(&self, id: &str) -> Live {
+        self.live.read().unwrap().get(id).cloned().unwrap_or_default()
+    }
+
+    fn set(&self, id: &str, live: Live) {
+        self.live.write().unwrap().insert(id.to_owned(), live);
+    }
+
+    /// Marks a connection disconnected (disabled).
+    pub fn disconnect(&self, id: &str) {
+        self.set(id, Live::default());
+    }
+
+    /// What the client component needs for a connection: its info, the token, the origins.
+    fn target(&self, r: &ConnectionRecord, card: Option<&Value>) -> Target {
+        let bearer = self.credentials.resolve(&secret_name(r));
+        let mut origins: Vec<String> = r.agent_card_url.parse::<http::Uri>().ok().as_ref().and_then(origin).into_iter().collect();
+        if let Some(ep) = card.and_then(|c| a2a_protocol::client::endpoint(c).ok()) {
+            origins.extend(ep.url.parse::<http::Uri>().ok().as_ref().and_then(origin));
+        }
+        Target {
+            info: ConnectionInfo { id: r.id.clone(), name: r.name.clone(), agent_card_url: r.agent_card_url.clone(), timeout_ms: r.timeout_ms, has_credential: bearer.is_some() },
+            bearer,
+            origins,
+            reach: reach(&r.agent_card_url, r.allow_private),
+        }
+    }
+
+    /// Reads the remote card and records the outcome; the error says why it failed.
+    pub async fn connect(&self, r: &ConnectionRecord) -> Result<(), String> {
+        let result = self.client.discover(self.target(r, None)).await;
+        let live = match &result {
+            Ok(card) => Live { status: Status::Connected, last_error: None, card: Some(Arc::new(card.clone())) },
+            Err(e) => Live { status: Status::Failed, last_error: Some(e.clone()), card: self.live(&r.id).card },
+        };
+        match &result {
+            Ok(_) => tracing::info!(connection = %r.id, "outbound connection connected"),
+            Err(e) => tracing::warn!(connection = %r.id, error = %e, "outbound connection failed"),
+        }
+        self.set(&r.id, live);
+        result.map(|_| ())
+    }
+
+    /// Connects every enabled connection (on start).
+    pub async fn connect_all(self: Arc<Self>) {
+        for r in self.records().into_iter().filter(|r| r.enabled) {
+            let _ = self.connect(&r).await;
+        }
+    }
+
+    /// A connection as the snapshot shows it.
+    pub fn view(&self, r: &ConnectionRecord) -> Value {
+        let live = self.live(&r.id);
+        let tools = tools(r, &live);
+        let card = live.card.as_deref();
+        json!({
+            "id": r.id, "name": r.name, "agentCardUrl": r.agent_card_url, "preset": r.preset, "enabled": r.enabled,
+            "timeoutMs": r.timeout_ms, "state": live.status.as_str(), "bearerTokenEnv": r.bearer_token_env,
+            "skillCount": card.map_or(0, |c| a2a_protocol::client::skill_ids(c).len()), "toolCount": tools.len(),
+            "tools": tools.iter().map(|t| json!({ "name": t.name, "skill": t.skill, "title": t.title, "description": t.description })).collect::<Vec<_>>(),
+            "disabledSkills": r.disabled_skills, "skillOverrides": r.skill_overrides,
+            "lastError": live.last_error, "agentVersion": card.and_then(|c| c["version"].as_str()),
+            "createdAt": r.created_at, "updatedAt": r.updated_at,
+        })
+    }
+
+    /// Fetches a remote card without creating anything: its preview.
+    pub async fn discover(&self, url: &str, token: Option<String>, allow_private: bool) -> Result<Value, String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("agentCardUrl {url:?} is not a URL: {e}"))?;
+        let Some(o) = origin(&uri).filter(|o| o.starts_with("http://") || o.starts_with("https://")) else {
+            return Err(format!("agentCardUrl {url:?} must be an http(s) URL"));
+        };
+        let target = Target {
+            info: ConnectionInfo { id: "discover".into(), name: "discover".into(), agent_card_url: url.to_owned(), timeout_ms: 10_000, has_credential: token.is_some() },
+            bearer: token,
+            origins: vec![o],
+            reach: reach(url, allow_private),
+        };
+        let card = self.client.discover(target).await?;
+        a2a_protocol::client::preview(&card)
+    }
+
+    /// Runs a remote skill as a tool would; the tool text. `context_id` is the caller's stable
+    /// conversation with that agent.
+    pub async fn call(&self, id: &str, skill: &str, prompt: &str, task_id: Option<String>, context_id: String, abort: CancellationToken) -> Result<String, String> {
+        let r = self.record(id)?;
+        if !r.enabled {
+            return Err(format!("outbound {id:?} is disabled; enable it first"));
+        }
+        if self.live(id).status != Status::Connected {
+            self.connect(&r).await.map_err(|e| format!("outbound {id:?} is not connected: {e}"))?;
+        }
+        let live = self.live(id);
+        let offered = tools(&r, &live);
+        if !offered.iter().any(|t| t.skill == skill) {
+            let offered: Vec<String> = offered.into_iter().map(|t| t.skill).collect();
+            return Err(format!("outbound {id:?} offers no skill {skill:?} (offered: {})", offered.join(", ")));
+        }
+        let req = CallRequest { skill: skill.to_owned(), prompt: prompt.to_owned(), context_id, task_id };
+        self.client.call(self.target(&r, live.card.as_deref()), req, abort).await
+    }
+
+    /// A secret by name (credentials file, then environment).
+    pub fn secret(&self, name: &str) -> Option<String> {
+        self.credentials.resolve(name)
+    }
+}
+
+/// The longest `timeoutMs` a connection may set.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// Checks a card URL: http(s) with a host.
+pub fn check_card_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    a2a_protocol::client::split_url(url).map(|_| url.to_owned()).map_err(|_| format!("must be an http(s) URL with a host, not {:?}", url.chars().take(200).collect::<String>()))
+}
+
+/// The record a declared connection should have: `stored` with every declared field applied,
+/// or a new record.
+pub fn reconcile(
+    d: &crate::config::ConnectionDecl,
+    stored: Option<&ConnectionRecord>,
+    config: &crate::config::Config,
+    now: u64,
+) -> Result<ConnectionRecord, crate::instances::DeclError> {
+    let mut r = stored.cloned().unwrap_or_else(|| ConnectionRecord {
+        id: d.id.clone().unwrap_or_else(|| crate::instances::new_id(&d.name)),
+        enabled: true,
+        timeout_ms: DEFAULT_TIMEOUT_MS,
+        created_at: now,
+        updated_at: now,
+        ..ConnectionRecord::default()
+    });
+    let before = r.clone();
+    r.name = crate::instances::declared_name(&d.name)?;
+    r.agent_card_url = check_card_url(&d.agent_card_url).map_err(|e| ("agentCardUrl", e))?;
+    if let Some(name) = &d.bearer_token_env {
+        r.bearer_token_env = Some(crate::credentials::check_secret_name(name).map_err(|e| ("bearerTokenEnv", e))?);
+    }
+    if let Some(p) = &d.preset {
+        if !config.all_presets().iter().any(|x| &x.id == p) {
+            return Err(("preset", format!("unknown preset {p:?}")));
+        }
+        r.preset = Some(p.clone());
+    }
+    if let Some(e) = d.enabled {
+        r.enabled = e;
+    }
+    if let Some(t) = d.timeout_ms {
+        if !(100..=MAX_TIMEOUT_MS).contains(&t) {
+            return Err(("timeoutMs", format!("must be from 100 to {MAX_TIMEOUT_MS}")));
+        }
+        r.timeout_ms = t;
+    }
+    if let Some(list) = &d.disabled_skills {
+        r.disabled_skills = list.clone();
+    }
+    if let Some(o) = &d.skill_overrides {
+        r.skill_overrides = o.clone();
+    }
+    if let Some(a) = d.allow_private {
+        r.allow_private = a;
+    }
+    if stored.is_some() && r != before {
+        r.updated_at = now;
+    }
+    Ok(r)
+}
+

@@ -1,0 +1,106 @@
+//! Outbound HTTP policy of the client component (`wasi:http/outgoing-handler`): it may reach
+//! http/https URLs only, past the SSRF guard, within its connection's timeout and a response
+//! size cap; the bearer credential is added here, by the host, and only for the connection's own
+//! origins — the guest never holds it and cannot choose where it goes.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body as HttpBody, Frame};
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+type Sent = Result<super::egress::Sent, Error>;
+
+/// What an outbound client may do.
+pub struct Rules {
+    /// Bearer token for the connection's origins.
+    pub bearer: Option<String>,
+    /// `scheme://authority` origins the token is sent to.
+    pub origins: Vec<String>,
+    /// Connect, first-byte and between-bytes timeout.
+    pub timeout: Duration,
+    /// Largest response body.
+    pub max_response_bytes: u64,
+    /// Which addresses requests may reach (the SSRF guard).
+    pub reach: super::egress::Reach,
+}
+
+/// The outbound policy of a client component's store: its requests, under its rules.
+pub struct Policy(pub Rules);
+
+/// `scheme://authority` of a URI (lower-cased), if it has both.
+pub fn origin(uri: &http::Uri) -> Option<String> {
+    Some(format!("{}://{}", uri.scheme_str()?, uri.authority()?).to_ascii_lowercase())
+}
+
+impl WasiHttpHooks for Policy {
+    fn send_request(
+        &mut self,
+        mut request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> Box<dyn Future<Output = Sent> + Send> {
+        let rules = &self.0;
+        if !matches!(request.uri().scheme_str(), Some("http" | "https")) {
+            return Box::new(async { Err(ErrorCode::HttpRequestUriInvalid.into()) });
+        }
+        // Guests never choose credentials: only the host's, and only to the connection's origins.
+        request.headers_mut().remove(http::header::AUTHORIZATION);
+        if let (Some(token), Some(o)) = (&rules.bearer, origin(request.uri()))
+            && rules.origins.contains(&o)
+            && let Ok(v) = http::HeaderValue::from_str(&format!("Bearer {token}"))
+        {
+            request.headers_mut().insert(http::header::AUTHORIZATION, v);
+        }
+        // The guest may ask for shorter timeouts, never longer ones.
+        let t = options.and_then(|o| o.connect_timeout.into_iter().chain(o.first_byte_timeout).min()).map_or(rules.timeout, |d| d.min(rules.timeout));
+        let (cap, reach) = (rules.max_response_bytes, rules.reach.clone());
+        Box::new(async move {
+            let addrs = super::egress::resolve(request.uri(), &reach, t).await?;
+            let (response, io) = super::egress::send(request, addrs, t).await?;
+            let response = response.map(|body| Capped { inner: body, left: cap, cap, idle: t, timer: Box::pin(tokio::time::sleep(t)) }.boxed_unsync());
+            Ok((response, io))
+        })
+    }
+}
+
+/// A response body that fails once it exceeds its cap, or when no byte came for `idle`.
+struct Capped {
+    inner: WasiBody,
+    left: u64,
+    cap: u64,
+    idle: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl HttpBody for Capped {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(frame) => frame,
+            Poll::Pending => {
+                std::task::ready!(self.timer.as_mut().poll(cx));
+                return Poll::Ready(Some(Err(Error::ConnectionReadTimeout)));
+            }
+        };
+        let deadline = tokio::time::Instant::now() + self.idle;
+        self.timer.as_mut().reset(deadline);
+        if let Some(Ok(f)) = &frame
+            && let Some(data) = f.data_ref()
+        {
+            let n = data.len() as u64;
+            if n > self.left {
+                let cap = self.cap;
+                return Poll::Ready(Some(Err(ErrorCode::HttpResponseBodySize(Some(cap)).into())));
+            }
+            self.left -= n;
+        }
+        Poll::Ready(frame)
+    }
+}

@@ -1,0 +1,144 @@
+//! The records the runtime keeps about its agents: inbound instances and their limits, outbound
+//! connections and their skill overrides. Plain data: the config declares them, the store keeps
+//! them, the control API edits them.
+
+use serde::{Deserialize, Serialize};
+
+/// Per-instance limits.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest JSON-RPC request body (413 above).
+    pub max_body_bytes: u64,
+    /// Longest a task may run (it ends FAILED after).
+    pub execution_timeout_ms: u64,
+    /// Most tasks running at once per instance (the next ends FAILED).
+    pub max_concurrent_tasks: u32,
+    /// Sustained requests per second per source address; 0 turns the rate limit off.
+    pub rate_per_second: f64,
+    /// Burst size of the per-source token bucket.
+    pub rate_burst: u32,
+    /// Idle time after which an open stream gets a keep-alive comment.
+    pub keep_alive_ms: u64,
+    /// Most parts one message may carry (INVALID_PARAMS above).
+    pub max_parts: u32,
+    /// Most open SSE streams of the instance (the next is refused at once with HTTP 429).
+    pub max_streams: u32,
+}
+
+impl Limits {
+    /// Checks the ranges; the error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1024..=64 << 20).contains(&self.max_body_bytes) {
+            return Err("maxBodyBytes must be from 1024 to 67108864".into());
+        }
+        if self.execution_timeout_ms == 0 || self.max_concurrent_tasks == 0 {
+            return Err("executionTimeoutMs and maxConcurrentTasks must be at least 1".into());
+        }
+        if !self.rate_per_second.is_finite() || self.rate_per_second < 0.0 {
+            return Err("ratePerSecond must be 0 (off) or positive".into());
+        }
+        if self.keep_alive_ms < 100 {
+            return Err("keepAliveMs must be at least 100".into());
+        }
+        if !(1..=100_000).contains(&self.max_parts) {
+            return Err("maxParts must be from 1 to 100000".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 1 << 20,
+            execution_timeout_ms: 300_000,
+            max_concurrent_tasks: 256,
+            rate_per_second: 0.0,
+            rate_burst: 60,
+            keep_alive_ms: 15_000,
+            max_parts: a2a_protocol::bounds::DEFAULT_MAX_PARTS,
+            max_streams: 1000,
+        }
+    }
+}
+
+/// A stored inbound instance.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceRecord {
+    /// Id (`<slug>-<8 hex>`, or explicit).
+    pub id: String,
+    /// Agent name.
+    pub name: String,
+    /// Agent description.
+    pub description: String,
+    /// Agent version.
+    pub version: String,
+    /// JSON-RPC endpoint path.
+    pub endpoint_path: String,
+    /// Session preset.
+    pub preset: String,
+    /// Name of the secret holding the bearer token (never the token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_token_env: Option<String>,
+    /// Routes are served.
+    pub enabled: bool,
+    /// Component name.
+    pub component: String,
+    /// Limits.
+    pub limits: Limits,
+    /// Creation time, ms.
+    pub created_at: u64,
+    /// Last change, ms.
+    pub updated_at: u64,
+}
+
+/// A stored outbound connection (SPEC §2.2).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionRecord {
+    /// Id (`<slug>-<8 hex>`).
+    pub id: String,
+    /// Name (tools are named after it).
+    pub name: String,
+    /// The remote AgentCard URL (never changed by an update).
+    pub agent_card_url: String,
+    /// Name of the secret holding the bearer token sent to the remote (never the token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_env: Option<String>,
+    /// The preset whose sessions may use these tools (none: every preset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Connected and offering tools.
+    pub enabled: bool,
+    /// Longest a remote call may take, ms.
+    pub timeout_ms: u64,
+    /// Skills that register no tool.
+    #[serde(default)]
+    pub disabled_skills: Vec<String>,
+    /// What a skill's tool shows instead of the remote's name and description.
+    #[serde(default)]
+    pub skill_overrides: std::collections::BTreeMap<String, SkillOverride>,
+    /// Endpoints the remote card announces (and redirects) may reach internal addresses
+    /// (loopback, private ranges); link-local ones stay refused.
+    #[serde(default)]
+    pub allow_private: bool,
+    /// Creation time, ms.
+    pub created_at: u64,
+    /// Last change, ms.
+    pub updated_at: u64,
+}
+
+/// A skill's tool description override.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillOverride {
+    /// Shown name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Shown description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+

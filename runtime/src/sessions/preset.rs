@@ -1,0 +1,226 @@
+//! Presets: named session configurations instances run on, each with its backend and that
+//! backend's settings.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// A named session configuration.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(try_from = "PresetDecl", into = "PresetDecl")]
+pub struct Preset {
+    /// Id instances refer to.
+    pub id: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// What it is for.
+    pub description: Option<String>,
+    /// Skills announced by instances on this preset (default: `chat`).
+    pub skills: Vec<SkillDecl>,
+    /// The preset of instances that name none.
+    pub default: bool,
+    /// The session backend and its settings.
+    pub backend: Backend,
+}
+
+/// A session backend with its settings.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Backend {
+    /// Replies with the prompt, word by word.
+    Echo,
+    /// Deterministic conformance behaviours.
+    Scripted,
+    /// A program run once per turn.
+    Command(CommandSettings),
+    /// An OpenAI-compatible chat model.
+    OpenAi(OpenAiSettings),
+}
+
+/// The `command` backend's settings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CommandSettings {
+    /// The program and its arguments (never empty).
+    pub command: Vec<String>,
+    /// Working directory (default: the runtime's).
+    pub working_dir: Option<PathBuf>,
+    /// Longest a turn may run before its process group is killed (default 300 s), ms.
+    pub timeout_ms: Option<u64>,
+}
+
+/// The `openai` backend's settings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OpenAiSettings {
+    /// The API base URL, up to `/chat/completions` (default `https://api.deepseek.com`).
+    pub base_url: Option<String>,
+    /// The model (default `deepseek-chat`).
+    pub model: Option<String>,
+    /// The secret holding the API key (default `DEEPSEEK_API_KEY`).
+    pub api_key_env: Option<String>,
+    /// The system prompt.
+    pub system_prompt: Option<String>,
+    /// Most model requests of one turn (tool rounds + the answer; default 8).
+    pub max_steps: Option<u32>,
+    /// Longest one model request may take (default 120 s), ms.
+    pub timeout_ms: Option<u64>,
+}
+
+/// An announced skill.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillDecl {
+    /// Id clients select with `metadata.skill`.
+    pub id: String,
+    /// Display name (default: the id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// The backends this runtime has, as presets name them.
+pub const BACKENDS: &[&str] = &["echo", "scripted", "command", "openai"];
+
+impl Backend {
+    /// The name presets give it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Echo => "echo",
+            Backend::Scripted => "scripted",
+            Backend::Command(_) => "command",
+            Backend::OpenAi(_) => "openai",
+        }
+    }
+}
+
+impl Preset {
+    /// A built-in preset without settings.
+    pub fn builtin(id: &str, name: &str, description: &str, backend: Backend) -> Preset {
+        Preset { id: id.into(), name: Some(name.into()), description: Some(description.into()), skills: Vec::new(), default: false, backend }
+    }
+}
+
+/// A preset as the config file writes it: one flat table, `backend` naming which of the
+/// backend-specific keys apply.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PresetDecl {
+    id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    backend: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    skills: Vec<SkillDecl>,
+    #[serde(default)]
+    default: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    command: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    working_dir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    api_key_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    system_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_steps: Option<u32>,
+}
+
+impl TryFrom<PresetDecl> for Preset {
+    type Error = String;
+
+    fn try_from(d: PresetDecl) -> Result<Preset, String> {
+        let given = |keys: &[(&'static str, bool)]| keys.iter().filter(|(_, set)| *set).map(|(k, _)| *k).collect::<Vec<_>>();
+        let command_keys = given(&[("command", !d.command.is_empty()), ("workingDir", d.working_dir.is_some())]);
+        let openai_keys =
+            given(&[("baseUrl", d.base_url.is_some()), ("model", d.model.is_some()), ("apiKeyEnv", d.api_key_env.is_some()), ("systemPrompt", d.system_prompt.is_some()), ("maxSteps", d.max_steps.is_some())]);
+        let foreign = |keys: Vec<&str>, owner: &str| -> Result<(), String> {
+            match keys.first() {
+                Some(k) => Err(format!("preset {:?}: `{k}` is a setting of the {owner} backend, not of {:?}", d.id, d.backend)),
+                None => Ok(()),
+            }
+        };
+        let backend = match d.backend.as_str() {
+            "echo" | "scripted" => {
+                foreign(command_keys, "command")?;
+                foreign(openai_keys, "openai")?;
+                if d.timeout_ms.is_some() {
+                    return Err(format!("preset {:?}: `timeoutMs` is a setting of the command and openai backends", d.id));
+                }
+                if d.backend == "echo" { Backend::Echo } else { Backend::Scripted }
+            }
+            "command" => {
+                foreign(openai_keys, "openai")?;
+                if d.command.is_empty() {
+                    return Err(format!("preset {:?}: the command backend needs `command = [\"program\", \"arg\", …]`", d.id));
+                }
+                Backend::Command(CommandSettings { command: d.command, working_dir: d.working_dir, timeout_ms: d.timeout_ms })
+            }
+            "openai" => {
+                foreign(command_keys, "command")?;
+                Backend::OpenAi(OpenAiSettings {
+                    base_url: d.base_url,
+                    model: d.model,
+                    api_key_env: d.api_key_env,
+                    system_prompt: d.system_prompt,
+                    max_steps: d.max_steps,
+                    timeout_ms: d.timeout_ms,
+                })
+            }
+            other => return Err(format!("preset {:?}: unknown backend {other:?} (known: {})", d.id, BACKENDS.join(", "))),
+        };
+        Ok(Preset { id: d.id, name: d.name, description: d.description, skills: d.skills, default: d.default, backend })
+    }
+}
+
+impl From<Preset> for PresetDecl {
+    fn from(p: Preset) -> PresetDecl {
+        let mut d = PresetDecl { id: p.id, name: p.name, description: p.description, backend: p.backend.name().into(), skills: p.skills, default: p.default, ..PresetDecl::default() };
+        match p.backend {
+            Backend::Echo | Backend::Scripted => {}
+            Backend::Command(c) => (d.command, d.working_dir, d.timeout_ms) = (c.command, c.working_dir, c.timeout_ms),
+            Backend::OpenAi(o) => {
+                (d.base_url, d.model, d.api_key_env, d.system_prompt, d.max_steps, d.timeout_ms) = (o.base_url, o.model, o.api_key_env, o.system_prompt, o.max_steps, o.timeout_ms)
+            }
+        }
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preset(toml_text: &str) -> Result<Preset, String> {
+        toml::from_str::<Preset>(toml_text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_backend_takes_its_own_settings() {
+        let c = preset("id = \"c\"\nbackend = \"command\"\ncommand = [\"cat\"]\ntimeoutMs = 5").unwrap();
+        assert_eq!(c.backend, Backend::Command(CommandSettings { command: vec!["cat".into()], working_dir: None, timeout_ms: Some(5) }));
+        let o = preset("id = \"o\"\nbackend = \"openai\"\nmodel = \"m\"").unwrap();
+        assert!(matches!(&o.backend, Backend::OpenAi(s) if s.model.as_deref() == Some("m")));
+        assert!(preset("id = \"e\"\nbackend = \"echo\"\nmodel = \"m\"").unwrap_err().contains("`model` is a setting of the openai backend"));
+        assert!(preset("id = \"o\"\nbackend = \"openai\"\ncommand = [\"x\"]").unwrap_err().contains("`command` is a setting of the command backend"));
+        assert!(preset("id = \"c\"\nbackend = \"command\"").unwrap_err().contains("needs `command"));
+        assert!(preset("id = \"x\"\nbackend = \"telepathy\"").unwrap_err().contains("unknown backend \"telepathy\""));
+        assert!(preset("id = \"x\"\nbackend = \"echo\"\ncolour = 1").unwrap_err().contains("unknown field `colour`"));
+    }
+
+    #[test]
+    fn round_trips_as_the_file_writes_it() {
+        let o = preset("id = \"o\"\nbackend = \"openai\"\nmodel = \"m\"\nmaxSteps = 3\ndefault = true").unwrap();
+        assert_eq!(preset(&toml::to_string(&o).unwrap()).unwrap(), o);
+    }
+}

@@ -1,0 +1,214 @@
+//! The SQLite store: WAL, one writer thread that commits queued writes in groups (see
+//! [`writes`]), and a pool of reader threads, each with its own read-only connection, that run
+//! the reads off the async runtime.
+
+mod reads;
+mod writes;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+
+use a2a_protocol::TaskState;
+use rusqlite::Connection;
+
+use super::*;
+use writes::{Table, Write};
+
+/// Reader threads (and connections).
+const READERS: usize = 4;
+
+/// A read waiting for a reader connection.
+type Job = Box<dyn FnOnce(Result<&Connection, StoreError>) + Send>;
+
+/// SQLite at `<data-dir>/a2a-edge.db`.
+pub struct SqliteStore {
+    writes: Mutex<Option<mpsc::Sender<Write>>>,
+    reads: Mutex<Option<mpsc::Sender<Job>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn open(path: &Path, fsync: bool) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", if fsync { "FULL" } else { "NORMAL" })?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let c = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    c.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(c)
+}
+
+/// Runs reads from the shared queue until it closes; the connection is opened on first use (and
+/// again after a failure to open).
+fn read_loop(path: &Path, jobs: &Mutex<mpsc::Receiver<Job>>) {
+    let mut conn: Option<Connection> = None;
+    loop {
+        let job = jobs.lock().unwrap().recv();
+        let Ok(job) = job else { return };
+        if conn.is_none() {
+            match open_reader(path) {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    job(Err(e));
+                    continue;
+                }
+            }
+        }
+        job(Ok(conn.as_ref().expect("opened above")));
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating and migrating) the database and starts the writer and reader threads.
+    pub fn open(path: &Path, fsync: bool) -> anyhow::Result<SqliteStore> {
+        let mut conn = open(path, fsync).map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", path.display()))?;
+        super::migrations::migrate(&mut conn).map_err(|e| anyhow::anyhow!("cannot migrate database {}: {e}", path.display()))?;
+        let (tx, rx) = mpsc::channel();
+        let mut threads = vec![std::thread::Builder::new().name("a2a-edge-sqlite-writer".into()).spawn(move || writes::write_loop(conn, rx))?];
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for n in 0..READERS {
+            let (path, queue) = (path.to_owned(), queue.clone());
+            threads.push(std::thread::Builder::new().name(format!("a2a-edge-sqlite-reader-{n}")).spawn(move || read_loop(&path, &queue))?);
+        }
+        Ok(SqliteStore { writes: Mutex::new(Some(tx)), reads: Mutex::new(Some(jobs)), threads: Mutex::new(threads) })
+    }
+
+    fn stop(&self) {
+        drop(self.writes.lock().unwrap().take());
+        drop(self.reads.lock().unwrap().take());
+        for t in std::mem::take(&mut *self.threads.lock().unwrap()) {
+            let _ = t.join();
+        }
+    }
+
+    fn send<T>(&self, make: impl FnOnce(Reply<T>) -> Write) -> Pending<T> {
+        let (reply, pending) = Pending::new();
+        if let Some(w) = self.writes.lock().unwrap().as_ref() {
+            let _ = w.send(make(reply));
+        }
+        pending
+    }
+
+    /// Runs `f` on a reader connection.
+    fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static) -> Pending<T> {
+        let (reply, pending) = Pending::new();
+        let job: Job = Box::new(move |conn| {
+            let _ = reply.send(conn.and_then(f));
+        });
+        if let Some(r) = self.reads.lock().unwrap().as_ref() {
+            let _ = r.send(job);
+        }
+        pending
+    }
+
+    /// Queues an insert-or-replace of a JSON record.
+    fn put_record(&self, table: Table, id: String, record: &impl serde::Serialize) -> Pending<()> {
+        match serde_json::to_string(record) {
+            Ok(body) => self.send(|r| Write::PutRecord(table, id, body, r)),
+            Err(e) => Pending::ready(Err(StoreError::Invalid(e.to_string()))),
+        }
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Store for SqliteStore {
+    fn create_task(&self, row: TaskRow, claim: Option<MessageClaim>) -> Pending<()> {
+        self.send(|r| Write::CreateTask(row, claim, r))
+    }
+
+    fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>) -> Pending<u64> {
+        self.send(|r| Write::UpdateTask(row, expected, claim, r))
+    }
+
+    fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
+        self.put_record(Table::Instances, record.id.clone(), &record)
+    }
+
+    fn delete_instance(&self, id: String) -> Pending<()> {
+        self.send(|r| Write::DeleteRecord(Table::Instances, id, r))
+    }
+
+    fn put_connection(&self, record: ConnectionRecord) -> Pending<()> {
+        self.put_record(Table::Connections, record.id.clone(), &record)
+    }
+
+    fn delete_connection(&self, id: String) -> Pending<()> {
+        self.send(|r| Write::DeleteRecord(Table::Connections, id, r))
+    }
+
+    fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
+        self.send(|r| Write::FailUnsettled(now, status_text, r))
+    }
+
+    fn flush(&self) -> Pending<()> {
+        self.send(Write::Flush)
+    }
+
+    fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
+        self.read(move |c| reads::get_task(c, &id, instance_id.as_deref()))
+    }
+
+    fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage> {
+        self.read(move |c| reads::list_tasks(c, &filter))
+    }
+
+    fn find_message(&self, instance_id: String, message_id: String) -> Pending<Option<MessageRecord>> {
+        self.read(move |c| Ok(reads::find_message(c, &instance_id, &message_id)?))
+    }
+
+    fn contexts(&self, instance_id: Option<String>, context_id: Option<String>, limit: u32) -> Pending<Vec<ContextSummary>> {
+        self.read(move |c| reads::contexts(c, instance_id.as_deref(), context_id.as_deref(), limit))
+    }
+
+    fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>> {
+        self.read(reads::state_counts)
+    }
+
+    fn instances(&self) -> Pending<Vec<InstanceRecord>> {
+        self.read(|c| reads::records(c, Table::Instances.name()))
+    }
+
+    fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
+        self.read(|c| reads::records(c, Table::Connections.name()))
+    }
+
+    fn close(&self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(&dir.path().join("t.db"), false).unwrap();
+        (dir, s)
+    }
+
+    #[tokio::test]
+    async fn keeps_the_store_contract() {
+        let (_d, s) = store();
+        crate::store::contract::check(&s).await;
+    }
+
+    #[tokio::test]
+    async fn reads_after_close_fail_as_unavailable() {
+        let (_d, s) = store();
+        s.close();
+        assert!(matches!(s.get_task("t".into(), None).await, Err(StoreError::Unavailable(_))));
+        assert!(matches!(s.flush().await, Err(StoreError::Unavailable(_))));
+    }
+}

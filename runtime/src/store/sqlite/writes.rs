@@ -1,0 +1,206 @@
+//! The writer thread: queued writes committed in groups, one transaction and one fsync for every
+//! write that arrived meanwhile, each in a savepoint of its own so one failing write fails alone.
+
+use std::sync::mpsc;
+
+use a2a_protocol::TaskState;
+use rusqlite::{Connection, params};
+
+use super::reads::{find_message, get_task};
+use crate::store::{MessageClaim, Reply, StoreError, TaskRow};
+
+/// Most writes committed in one transaction.
+const MAX_GROUP: usize = 512;
+
+/// A queued write and the reply that answers it.
+pub enum Write {
+    CreateTask(TaskRow, Option<MessageClaim>, Reply<()>),
+    UpdateTask(TaskRow, u64, Option<MessageClaim>, Reply<u64>),
+    PutRecord(Table, String, String, Reply<()>),
+    DeleteRecord(Table, String, Reply<()>),
+    FailUnsettled(u64, String, Reply<u64>),
+    Flush(Reply<()>),
+}
+
+/// Answers a queued write once its group commits (or fails with the group's error).
+type Answer = Box<dyn FnOnce(Option<&StoreError>)>;
+
+/// The tables of JSON records (`id`, `body`).
+#[derive(Clone, Copy, Debug)]
+pub enum Table {
+    Instances,
+    Connections,
+}
+
+impl Table {
+    /// The table's SQL name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Instances => "instances",
+            Table::Connections => "connections",
+        }
+    }
+}
+
+/// Commits queued writes in groups until the queue closes.
+pub fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Write>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(w) => group.push(w),
+                Err(_) => break,
+            }
+        }
+        commit_group(&mut conn, group);
+    }
+}
+
+/// Runs a group in one transaction; each write in its own savepoint, so one failing write
+/// fails alone. Replies go out only after the commit.
+fn commit_group(conn: &mut Connection, group: Vec<Write>) {
+    let mut replies: Vec<Answer> = Vec::with_capacity(group.len());
+    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => {
+            let err = StoreError::from(e);
+            for w in group {
+                fail(w, err.clone());
+            }
+            return;
+        }
+    };
+    for w in group {
+        match w {
+            Write::CreateTask(row, mid, reply) => replies.push(run(&tx, reply, |c| create_task(c, &row, mid.as_ref()))),
+            Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| update_task(c, &row, expected, mid.as_ref()))),
+            Write::PutRecord(table, id, body, reply) => replies.push(run(&tx, reply, |c| {
+                c.execute(&format!("INSERT OR REPLACE INTO {} (id, body) VALUES (?1, ?2)", table.name()), params![id, body])?;
+                Ok(())
+            })),
+            Write::DeleteRecord(table, id, reply) => replies.push(run(&tx, reply, |c| {
+                c.execute(&format!("DELETE FROM {} WHERE id = ?1", table.name()), params![id])?;
+                Ok(())
+            })),
+            Write::FailUnsettled(now, text, reply) => replies.push(run(&tx, reply, |c| fail_unsettled(c, now, &text))),
+            Write::Flush(reply) => replies.push(Box::new(move |err| {
+                let _ = reply.send(err.map_or(Ok(()), |e| Err(e.clone())));
+            })),
+        }
+    }
+    let commit_err = tx.commit().err().map(StoreError::from);
+    for r in replies {
+        r(commit_err.as_ref());
+    }
+}
+
+/// Runs one write in a savepoint; returns the reply to send once the group committed.
+fn run<T: Send + 'static>(tx: &rusqlite::Transaction<'_>, reply: Reply<T>, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Answer {
+    let result = (|| {
+        tx.prepare_cached("SAVEPOINT w")?.execute([])?;
+        let r = f(tx);
+        if r.is_err() {
+            tx.prepare_cached("ROLLBACK TO w")?.execute([])?;
+        }
+        tx.prepare_cached("RELEASE w")?.execute([])?;
+        r
+    })();
+    Box::new(move |commit_err| {
+        let _ = reply.send(match commit_err {
+            Some(e) => Err(e.clone()),
+            None => result,
+        });
+    })
+}
+
+fn fail(w: Write, e: StoreError) {
+    match w {
+        Write::CreateTask(.., r) | Write::PutRecord(.., r) | Write::DeleteRecord(.., r) | Write::Flush(r) => {
+            let _ = r.send(Err(e));
+        }
+        Write::UpdateTask(.., r) | Write::FailUnsettled(.., r) => {
+            let _ = r.send(Err(e));
+        }
+    }
+}
+
+fn create_task(c: &Connection, row: &TaskRow, claim: Option<&MessageClaim>) -> Result<(), StoreError> {
+    if let Some(claim) = claim {
+        check_claim(c, &row.instance_id, claim)?;
+    }
+    touch_context(c, row)?;
+    c.prepare_cached(
+        "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9)",
+    )?
+    .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.body])
+    .map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => StoreError::Invalid(format!("task {} already exists", row.id)),
+        e => e.into(),
+    })?;
+    if let Some(claim) = claim {
+        record_claim(c, &row.instance_id, claim, &row.id)?;
+    }
+    Ok(())
+}
+
+fn update_task(c: &Connection, row: &TaskRow, expected: u64, claim: Option<&MessageClaim>) -> Result<u64, StoreError> {
+    if let Some(claim) = claim {
+        check_claim(c, &row.instance_id, claim)?;
+    }
+    let changed = c
+        .prepare_cached(
+            "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7
+             WHERE id = ?1 AND instance_id = ?2 AND version = ?8",
+        )?
+        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64])?;
+    if changed == 0 {
+        return match get_task(c, &row.id, Some(&row.instance_id))? {
+            Some(current) => Err(StoreError::Conflict(Box::new(current))),
+            None => Err(StoreError::NotFound),
+        };
+    }
+    if let Some(claim) = claim {
+        record_claim(c, &row.instance_id, claim, &row.id)?;
+    }
+    touch_context(c, row)?;
+    Ok(expected + 1)
+}
+
+/// The compare-and-swap of a claim: the index must still hold what the claim replaces.
+fn check_claim(c: &Connection, instance_id: &str, claim: &MessageClaim) -> Result<(), StoreError> {
+    match find_message(c, instance_id, &claim.message_id)? {
+        Some(current) if Some(&current) != claim.replaces.as_ref() => Err(StoreError::DuplicateMessage(current)),
+        _ => Ok(()),
+    }
+}
+
+/// Records a claimed message id for a task (replacing what it held).
+fn record_claim(c: &Connection, instance_id: &str, claim: &MessageClaim, task_id: &str) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "INSERT INTO message_ids (instance_id, message_id, task_id, fingerprint) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (instance_id, message_id) DO UPDATE SET task_id = excluded.task_id, fingerprint = excluded.fingerprint",
+    )?
+    .execute(params![instance_id, claim.message_id, task_id, claim.fingerprint])
+}
+
+/// Binds a task's context to its instance (first seen, last seen).
+fn touch_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "INSERT INTO contexts (instance_id, context_id, first_seen, last_seen) VALUES (?1, ?2, ?3, ?3)
+         ON CONFLICT (instance_id, context_id) DO UPDATE SET last_seen = excluded.last_seen",
+    )?
+    .execute(params![row.instance_id, row.context_id, row.updated_at as i64])
+}
+
+fn fail_unsettled(c: &Connection, now: u64, text: &str) -> Result<u64, StoreError> {
+    let mut stmt = c.prepare("SELECT id, body FROM tasks WHERE state IN (?1, ?2)")?;
+    let rows: Vec<(String, String)> =
+        stmt.query_map(params![TaskState::Submitted.number(), TaskState::Working.number()], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+    for (id, body) in &rows {
+        let body = crate::tasks::fail_body(body, now, text);
+        c.execute("UPDATE tasks SET state = ?2, updated_at = ?3, version = version + 1, body = ?4 WHERE id = ?1", params![id, TaskState::Failed.number(), now as i64, body])?;
+    }
+    Ok(rows.len() as u64)
+}
+

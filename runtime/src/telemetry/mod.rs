@@ -1,0 +1,244 @@
+//! What the runtime counts, and its two renderings: JSON for the control API, and the
+//! OpenMetrics text format (which Prometheus reads) through `prometheus-client`.
+
+mod histogram;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, EncodeMetric, LabelValueEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+use serde_json::{Value, json};
+
+pub use histogram::Histogram;
+
+/// Method names counted as themselves; anything else counts as `other` (bounded label sets).
+const METHODS: &[&str] = &[
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "GetExtendedAgentCard",
+    "GetAgentCard",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+];
+
+/// Gate reasons counted as themselves.
+const REASONS: &[&str] = &["skill", "rate", "quota", "timeout", "auth", "streams"];
+
+/// The runtime's counters.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(String, &'static str, String), u64>>,
+    rejections: Mutex<BTreeMap<&'static str, u64>>,
+    /// SendMessage latency, request in to answer out.
+    pub send_latency: Histogram,
+    /// Time to create a request's store and instantiate its component.
+    pub instantiate_time: Histogram,
+    traps: AtomicU64,
+}
+
+/// Counts that live elsewhere, gathered when a snapshot is taken.
+#[derive(Clone, Debug, Default)]
+pub struct Gauges {
+    /// Tasks by instance and state name.
+    pub tasks: Vec<(String, &'static str, u64)>,
+    /// Open SSE streams.
+    pub open_streams: usize,
+    /// Database and WAL bytes.
+    pub store_bytes: u64,
+    /// Attachment bytes.
+    pub attachment_bytes: u64,
+    /// Live sessions.
+    pub live_sessions: usize,
+}
+
+impl Metrics {
+    /// Counts one request; unknown method names count as `other`, outcomes are capped.
+    pub fn request(&self, instance: &str, method: &str, outcome: &str) {
+        let method = METHODS.iter().find(|m| **m == method).copied().unwrap_or("other");
+        let outcome: String = outcome.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(40).collect();
+        *self.requests.lock().unwrap().entry((instance.to_owned(), method, outcome)).or_default() += 1;
+    }
+
+    /// Counts one gate rejection.
+    pub fn rejection(&self, reason: &str) {
+        let reason = REASONS.iter().find(|r| **r == reason).copied().unwrap_or("other");
+        *self.rejections.lock().unwrap().entry(reason).or_default() += 1;
+    }
+
+    /// Gate rejections by reason.
+    pub fn rejections(&self) -> BTreeMap<&'static str, u64> {
+        self.rejections.lock().unwrap().clone()
+    }
+
+    /// Records the latency of one SendMessage.
+    pub fn send_latency(&self, d: Duration) {
+        self.send_latency.record(d);
+    }
+
+    /// Records one instantiation and how long it took.
+    pub fn instantiated(&self, d: Duration) {
+        self.instantiate_time.record(d);
+    }
+
+    /// Counts an invocation that trapped or hit a limit.
+    pub fn trapped(&self) {
+        self.traps.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Invocations that trapped or hit a limit.
+    pub fn traps(&self) -> u64 {
+        self.traps.load(Ordering::Relaxed)
+    }
+
+    /// The JSON snapshot.
+    pub fn json(&self, g: &Gauges) -> Value {
+        let requests: Vec<Value> = self.requests.lock().unwrap().iter().map(|((i, m, o), n)| json!({ "instance": i, "method": m, "outcome": o, "count": n })).collect();
+        let mut by_state: BTreeMap<&str, u64> = BTreeMap::new();
+        for (_, s, n) in &g.tasks {
+            *by_state.entry(s).or_default() += n;
+        }
+        let h = &self.send_latency;
+        json!({
+            "requests": requests,
+            "tasksByState": by_state,
+            "activeTasks": active(&g.tasks),
+            "openStreams": g.open_streams,
+            "liveSessions": g.live_sessions,
+            "gateRejections": self.rejections(),
+            "sendMessageLatency": { "count": h.count(), "p50Us": h.quantile_us(0.5), "p90Us": h.quantile_us(0.9), "p99Us": h.quantile_us(0.99) },
+            "components": { "instantiations": self.instantiate_time.count(), "traps": self.traps() },
+            "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes },
+        })
+    }
+
+    /// The OpenMetrics text exposition (`application/openmetrics-text; version=1.0.0`).
+    pub fn openmetrics(&self, g: &Gauges) -> String {
+        let scrape = Scrape {
+            requests: self.requests.lock().unwrap().clone(),
+            rejections: self.rejections(),
+            gauges: g.clone(),
+            send_latency: self.send_latency.clone(),
+            instantiate_time: self.instantiate_time.clone(),
+            traps: self.traps(),
+        };
+        let mut registry = Registry::with_prefix("a2a_edge");
+        registry.register_collector(Box::new(scrape));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String never fails");
+        out
+    }
+}
+
+/// Tasks in an active state.
+fn active(tasks: &[(String, &'static str, u64)]) -> u64 {
+    tasks.iter().filter(|(_, s, _)| a2a_protocol::TaskState::from_name(s).is_some_and(|s| s.is_active())).map(|(_, _, n)| n).sum()
+}
+
+/// A label value escaped as the text format requires (`\\`, `\"`, `\n`): prometheus-client
+/// writes label values as they are.
+struct Escaped<'a>(&'a str);
+
+impl EncodeLabelValue for Escaped<'_> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The values of one scrape, encoded as metric families.
+#[derive(Debug)]
+struct Scrape {
+    requests: BTreeMap<(String, &'static str, String), u64>,
+    rejections: BTreeMap<&'static str, u64>,
+    gauges: Gauges,
+    send_latency: Histogram,
+    instantiate_time: Histogram,
+    traps: u64,
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let g = &self.gauges;
+        let mut requests = e.encode_descriptor("requests", "A2A requests by instance, method and outcome.", None, MetricType::Counter)?;
+        for ((i, m, o), n) in &self.requests {
+            let labels = [("instance", Escaped(i)), ("method", Escaped(m)), ("outcome", Escaped(o))];
+            requests.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let mut tasks = e.encode_descriptor("tasks", "Stored tasks by instance and state.", None, MetricType::Gauge)?;
+        for (i, s, n) in &g.tasks {
+            tasks.encode_family(&[("instance", Escaped(i)), ("state", Escaped(s))])?.encode_gauge(n)?;
+        }
+        e.encode_descriptor("active_tasks", "Tasks not yet in a terminal state.", None, MetricType::Gauge)?.encode_gauge(&active(&g.tasks))?;
+        e.encode_descriptor("open_streams", "Open SSE streams.", None, MetricType::Gauge)?.encode_gauge(&g.open_streams)?;
+        e.encode_descriptor("live_sessions", "Live agent sessions.", None, MetricType::Gauge)?.encode_gauge(&g.live_sessions)?;
+        let mut rejections = e.encode_descriptor("gate_rejections", "Requests or tasks refused by the gate, by reason.", None, MetricType::Counter)?;
+        for (r, n) in &self.rejections {
+            rejections.encode_family(&[("reason", *r)])?.encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        self.send_latency.encode(e.encode_descriptor("send_message", "SendMessage latency, request in to answer out.", Some(&Unit::Seconds), MetricType::Histogram)?)?;
+        let instantiate = e.encode_descriptor("component_instantiation", "Time to prepare a store and instantiate a component.", Some(&Unit::Seconds), MetricType::Histogram)?;
+        self.instantiate_time.encode(instantiate)?;
+        e.encode_descriptor("component_traps", "Component invocations that trapped or hit a limit.", None, MetricType::Counter)?.encode_counter::<NoLabelSet, _, u64>(&self.traps, None)?;
+        e.encode_descriptor("store", "Database and WAL size.", Some(&Unit::Bytes), MetricType::Gauge)?.encode_gauge(&g.store_bytes)?;
+        e.encode_descriptor("attachment", "Stored attachment bytes.", Some(&Unit::Bytes), MetricType::Gauge)?.encode_gauge(&g.attachment_bytes)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_both_formats_with_bounded_labels() {
+        let m = Metrics::default();
+        m.request("a", "SendMessage", "ok");
+        m.request("a", "SendMessage", "ok");
+        m.request("a\"b\\c\nd", "Bogus\"Method", "x\ny");
+        m.rejection("rate");
+        m.send_latency(Duration::from_micros(1500));
+        m.instantiated(Duration::from_micros(300));
+        let g = Gauges {
+            tasks: vec![("a".into(), "TASK_STATE_WORKING", 2), ("a".into(), "TASK_STATE_COMPLETED", 3)],
+            open_streams: 1,
+            store_bytes: 10,
+            attachment_bytes: 0,
+            live_sessions: 1,
+        };
+        let j = m.json(&g);
+        assert_eq!(j["activeTasks"], 2);
+        assert_eq!(j["gateRejections"]["rate"], 1);
+        assert_eq!(j["requests"][0]["method"], "SendMessage");
+        assert_eq!(j["requests"][0]["count"], 2);
+        assert_eq!(j["components"]["instantiations"], 1);
+        let p = m.openmetrics(&g);
+        assert!(p.contains("a2a_edge_requests_total{instance=\"a\",method=\"SendMessage\",outcome=\"ok\"} 2"), "{p}");
+        assert!(p.contains("instance=\"a\\\"b\\\\c\\nd\",method=\"other\",outcome=\"xy\""), "label values are escaped: {p}");
+        assert!(p.contains("a2a_edge_active_tasks 2"), "{p}");
+        assert!(p.contains("# TYPE a2a_edge_send_message_seconds histogram"), "{p}");
+        assert!(p.contains("a2a_edge_send_message_seconds_count 1"), "{p}");
+        assert!(p.contains("a2a_edge_send_message_seconds_sum 0.0015"), "{p}");
+        assert!(p.contains("a2a_edge_send_message_seconds_bucket{le=\"+Inf\"} 1"), "{p}");
+        assert!(p.contains("a2a_edge_send_message_seconds_bucket{le=\"0.002048\"} 1") && p.contains("a2a_edge_send_message_seconds_bucket{le=\"0.001024\"} 0"), "{p}");
+        assert!(p.ends_with("# EOF\n"));
+    }
+}
