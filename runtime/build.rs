@@ -3,7 +3,9 @@
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("runtime/ lives in the workspace root");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("runtime/ lives in the workspace root");
     let wit = root.join("wit");
     let guests = root.join("components");
     let server = guest_build::build(&guests, "a2a-server", &wit);

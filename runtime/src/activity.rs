@@ -103,7 +103,9 @@ impl Activity {
             closer: CancellationToken::new(),
         });
         peer.view.last_seen = now;
-        peer.view.label = label.map(|l| l.chars().take(80).collect()).unwrap_or_else(|| source.to_string());
+        peer.view.label = label
+            .map(|l| l.chars().take(80).collect())
+            .unwrap_or_else(|| source.to_string());
     }
 
     /// A known peer created a task.
@@ -112,7 +114,9 @@ impl Activity {
         if let Some(peer) = inner.peers.get_mut(peer_id) {
             peer.view.task_count += 1;
             peer.active.insert(task_id.to_owned());
-            inner.task_peer.insert(task_id.to_owned(), peer_id.to_owned());
+            inner
+                .task_peer
+                .insert(task_id.to_owned(), peer_id.to_owned());
         }
     }
 
@@ -129,8 +133,15 @@ impl Activity {
     /// Every peer, most recently seen first.
     pub fn peers(&self) -> Vec<PeerView> {
         let inner = self.inner.lock().unwrap();
-        let mut out: Vec<PeerView> =
-            inner.peers.values().map(|p| PeerView { active_task_ids: p.active.iter().cloned().collect(), streaming: p.streams > 0, ..p.view.clone() }).collect();
+        let mut out: Vec<PeerView> = inner
+            .peers
+            .values()
+            .map(|p| PeerView {
+                active_task_ids: p.active.iter().cloned().collect(),
+                streaming: p.streams > 0,
+                ..p.view.clone()
+            })
+            .collect();
         out.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then_with(|| a.id.cmp(&b.id)));
         out
     }
@@ -146,7 +157,13 @@ impl Activity {
 
     /// Ends every open stream of an instance (it was disabled or removed).
     pub fn close_instance(&self, server_id: &str) {
-        if let Some(t) = self.inner.lock().unwrap().instance_closers.remove(server_id) {
+        if let Some(t) = self
+            .inner
+            .lock()
+            .unwrap()
+            .instance_closers
+            .remove(server_id)
+        {
             t.cancel();
         }
     }
@@ -159,22 +176,50 @@ impl Activity {
     /// The (instance, context) pairs that have a stream open now.
     pub fn streaming_contexts(&self) -> HashSet<(String, String)> {
         let inner = self.inner.lock().unwrap();
-        inner.streams.values().flat_map(|s| s.contexts.lock().unwrap().iter().map(|c| (s.server_id.clone(), c.clone())).collect::<Vec<_>>()).collect()
+        inner
+            .streams
+            .values()
+            .flat_map(|s| {
+                s.contexts
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|c| (s.server_id.clone(), c.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// Wraps an SSE response body: counted as open while it lasts, ended cleanly when its peer is
     /// closed or its instance disabled. Internal callers (no known peer) are only tied to the
     /// instance.
-    pub fn watch_stream(&self, peer_id: &str, server_id: &str, contexts: Contexts, body: Body) -> Body {
+    pub fn watch_stream(
+        &self,
+        peer_id: &str,
+        server_id: &str,
+        contexts: Contexts,
+        body: Body,
+    ) -> Body {
         let mut inner = self.inner.lock().unwrap();
-        let instance = inner.instance_closers.entry(server_id.to_owned()).or_default().clone();
+        let instance = inner
+            .instance_closers
+            .entry(server_id.to_owned())
+            .or_default()
+            .clone();
         let peer = inner.peers.get_mut(peer_id).map(|p| {
             p.streams += 1;
             p.closer.clone()
         });
         let id = inner.next_stream;
         inner.next_stream += 1;
-        inner.streams.insert(id, OpenStream { peer_id: peer_id.to_owned(), server_id: server_id.to_owned(), contexts });
+        inner.streams.insert(
+            id,
+            OpenStream {
+                peer_id: peer_id.to_owned(),
+                server_id: server_id.to_owned(),
+                contexts,
+            },
+        );
         drop(inner);
         let stop = CancellationToken::new();
         let (a, b, s) = (instance, peer, stop.clone());
@@ -187,12 +232,27 @@ impl Activity {
             s.cancel();
         });
         use http_body_util::BodyExt;
-        Watched { inner: body, stop: Box::pin(stop.clone().cancelled_owned()), _guard: Guard { activity: self.inner.clone(), id, stop } }.boxed_unsync()
+        Watched {
+            inner: body,
+            stop: Box::pin(stop.clone().cancelled_owned()),
+            _guard: Guard {
+                activity: self.inner.clone(),
+                id,
+                stop,
+            },
+        }
+        .boxed_unsync()
     }
 }
 
 fn evict_oldest(inner: &mut Inner) {
-    if let Some(oldest) = inner.peers.values().filter(|p| p.streams == 0 && p.active.is_empty()).min_by_key(|p| p.view.last_seen).map(|p| p.view.id.clone()) {
+    if let Some(oldest) = inner
+        .peers
+        .values()
+        .filter(|p| p.streams == 0 && p.active.is_empty())
+        .min_by_key(|p| p.view.last_seen)
+        .map(|p| p.view.id.clone())
+    {
         inner.peers.remove(&oldest);
     }
 }
@@ -227,7 +287,10 @@ impl HttpBody for Watched {
     type Data = Bytes;
     type Error = <Body as HttpBody>::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if self.stop.as_mut().poll(cx).is_ready() {
             return Poll::Ready(None);
         }
@@ -255,7 +318,10 @@ mod tests {
         a.task_settled("t1");
         let peers = a.peers();
         assert_eq!(peers.len(), 1);
-        assert_eq!((peers[0].task_count, peers[0].active_task_ids.clone()), (2, vec!["t2".to_owned()]));
+        assert_eq!(
+            (peers[0].task_count, peers[0].active_task_ids.clone()),
+            (2, vec!["t2".to_owned()])
+        );
         assert_eq!(peers[0].label, "a2a-sdk/1.3");
         assert_eq!(a.close_peer(&id), Some(vec!["t2".to_owned()]));
         assert_eq!(a.close_peer("nobody"), None);

@@ -50,10 +50,18 @@ impl Admission {
         let mut buckets = self.buckets.lock().unwrap();
         if buckets.len() > 100_000 {
             // Forget full buckets: they carry no state.
-            buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * limits.rate_per_second < burst);
+            buckets.retain(|_, b| {
+                b.tokens + now.duration_since(b.at).as_secs_f64() * limits.rate_per_second < burst
+            });
         }
-        let b = buckets.entry((instance.to_owned(), source)).or_insert(Bucket { tokens: burst, at: now });
-        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * limits.rate_per_second).min(burst);
+        let b = buckets
+            .entry((instance.to_owned(), source))
+            .or_insert(Bucket {
+                tokens: burst,
+                at: now,
+            });
+        b.tokens =
+            (b.tokens + now.duration_since(b.at).as_secs_f64() * limits.rate_per_second).min(burst);
         b.at = now;
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
@@ -65,17 +73,37 @@ impl Admission {
 
     /// Holds one of the instance's `max` slots; `Err(max)` when all are taken.
     pub fn acquire(&self, instance: &str, max: u32) -> Result<Slot, u32> {
-        let counter = self.slots.lock().unwrap().entry(instance.to_owned()).or_default().clone();
+        let counter = self
+            .slots
+            .lock()
+            .unwrap()
+            .entry(instance.to_owned())
+            .or_default()
+            .clone();
         take(&counter, max).ok_or(max)
     }
 
     /// Holds one open-stream slot of `instance` (at most `per_instance`) and of the runtime (at
     /// most `total`); when either is full, the refusal says which.
-    pub fn acquire_stream(&self, instance: &str, per_instance: u32, total: u32) -> Result<StreamSlot, String> {
-        let counter = self.streams.lock().unwrap().entry(instance.to_owned()).or_default().clone();
+    pub fn acquire_stream(
+        &self,
+        instance: &str,
+        per_instance: u32,
+        total: u32,
+    ) -> Result<StreamSlot, String> {
+        let counter = self
+            .streams
+            .lock()
+            .unwrap()
+            .entry(instance.to_owned())
+            .or_default()
+            .clone();
         let mine = take(&counter, per_instance).ok_or_else(|| format!("this agent already serves its maximum of {per_instance} open streams; retry later, or poll GetTask"))?;
         let all = take(&self.all_streams, total).ok_or_else(|| format!("the server already serves its maximum of {total} open streams; retry later, or poll GetTask"))?;
-        Ok(StreamSlot { _instance: mine, _all: all })
+        Ok(StreamSlot {
+            _instance: mine,
+            _all: all,
+        })
     }
 
     /// Open streams of the whole runtime.
@@ -85,13 +113,22 @@ impl Admission {
 
     /// Tasks running on an instance.
     pub fn active(&self, instance: &str) -> u32 {
-        self.slots.lock().unwrap().get(instance).map_or(0, |c| c.load(Ordering::Acquire))
+        self.slots
+            .lock()
+            .unwrap()
+            .get(instance)
+            .map_or(0, |c| c.load(Ordering::Acquire))
     }
 }
 
 /// One more of `counter` when it is below `max`.
 fn take(counter: &Arc<AtomicU32>, max: u32) -> Option<Slot> {
-    counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).ok().map(|_| Slot(counter.clone()))
+    counter
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Slot(counter.clone()))
 }
 
 #[cfg(test)]
@@ -101,9 +138,17 @@ mod tests {
         let a = Admission::default();
         let one = a.acquire_stream("i", 2, 3).unwrap();
         let _two = a.acquire_stream("i", 2, 3).unwrap();
-        assert!(a.acquire_stream("i", 2, 3).unwrap_err().contains("this agent"));
+        assert!(
+            a.acquire_stream("i", 2, 3)
+                .unwrap_err()
+                .contains("this agent")
+        );
         let _three = a.acquire_stream("j", 2, 3).unwrap();
-        assert!(a.acquire_stream("j", 2, 3).unwrap_err().contains("the server"));
+        assert!(
+            a.acquire_stream("j", 2, 3)
+                .unwrap_err()
+                .contains("the server")
+        );
         assert_eq!(a.open_streams(), 3);
         drop(one);
         assert!(a.acquire_stream("j", 2, 3).is_ok(), "freed on drop");
@@ -114,15 +159,26 @@ mod tests {
     #[test]
     fn bucket_refuses_past_burst_and_says_when() {
         let a = Admission::default();
-        let limits = Limits { rate_per_second: 1.0, rate_burst: 2, ..Limits::default() };
+        let limits = Limits {
+            rate_per_second: 1.0,
+            rate_burst: 2,
+            ..Limits::default()
+        };
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         assert!(a.check_rate("i", ip, &limits).is_ok());
         assert!(a.check_rate("i", ip, &limits).is_ok());
         let wait = a.check_rate("i", ip, &limits).unwrap_err();
         assert!((900..=1000).contains(&wait), "{wait}");
-        assert!(a.check_rate("i", "10.0.0.2".parse().unwrap(), &limits).is_ok(), "buckets are per source");
+        assert!(
+            a.check_rate("i", "10.0.0.2".parse().unwrap(), &limits)
+                .is_ok(),
+            "buckets are per source"
+        );
         assert!(a.check_rate("j", ip, &limits).is_ok(), "and per instance");
-        assert!(a.check_rate("i", ip, &Limits::default()).is_ok(), "rate 0 is off");
+        assert!(
+            a.check_rate("i", ip, &Limits::default()).is_ok(),
+            "rate 0 is off"
+        );
     }
 
     #[test]

@@ -53,42 +53,70 @@ struct Table {
 impl App {
     /// Opens the data directory, recovers interrupted tasks, reconciles the declarations, loads
     /// components, and assembles the instances.
-    pub async fn start(config: Config, data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<Arc<App>> {
-        std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&data_dir.join("a2a-edge.db"), config.storage.fsync)?);
+    pub async fn start(
+        config: Config,
+        data_dir: PathBuf,
+        listen: SocketAddr,
+    ) -> anyhow::Result<Arc<App>> {
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(
+            &data_dir.join("a2a-edge.db"),
+            config.storage.fsync,
+        )?);
         let run_dir = data_dir.join("run");
         let reaped = crate::sessions::groups::reap(&run_dir);
         if reaped > 0 {
-            tracing::warn!(processes = reaped, "killed command processes a previous runtime left running");
+            tracing::warn!(
+                processes = reaped,
+                "killed command processes a previous runtime left running"
+            );
         }
-        let recovered = store.fail_unsettled(now_ms(), "interrupted by runtime restart".into()).await?;
+        let recovered = store
+            .fail_unsettled(now_ms(), "interrupted by runtime restart".into())
+            .await?;
         if recovered > 0 {
-            tracing::warn!(tasks = recovered, "settled tasks left running by a previous process as FAILED");
+            tracing::warn!(
+                tasks = recovered,
+                "settled tasks left running by a previous process as FAILED"
+            );
         }
         crate::declared::seed_connections(&config, &*store).await?;
-        let engine = Arc::new(tokio::task::block_in_place(|| Engine::new(&config.runtime, &data_dir))?);
+        let engine = Arc::new(tokio::task::block_in_place(|| {
+            Engine::new(&config.runtime, &data_dir)
+        })?);
         let credentials = Arc::new(Credentials::open(&data_dir)?);
         let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone()))?;
         let outbound = Arc::new(Outbound::new(store.clone(), credentials.clone(), client).await?);
-        let services = Services {
-            store: store.clone(),
-            events: Arc::default(),
-            sessions: Arc::new(Sessions::new(&config.all_presets(), Some(run_dir))),
-            admission: Arc::default(),
-            attachments: Arc::new(crate::attachments::Attachments::new(&data_dir, config.attachments.clone())),
-            activity: Arc::default(),
-            metrics: Arc::default(),
-            toolbox: Arc::new(SessionToolbox(outbound.clone())),
-            provider: config.provider.clone(),
-            legacy_error_codes: config.protocol.legacy_error_codes,
-            instance_wait: Duration::from_millis(config.runtime.instance_wait_ms),
-            max_instances: config.runtime.max_instances,
-        };
+        let sessions = Arc::new(Sessions::new(&config.all_presets(), Some(run_dir)));
+        let services = services(
+            &config,
+            &data_dir,
+            store.clone(),
+            sessions,
+            outbound.clone(),
+        );
         let host = tokio::task::block_in_place(|| Host::new(engine, &data_dir, services))?;
-        crate::declared::seed_instances(&config, &*store, |c| host.registry.get(c).is_some()).await?;
-        let base_url = config.public_base_url.clone().unwrap_or_else(|| format!("http://{listen}")).trim_end_matches('/').to_owned();
+        crate::declared::seed_instances(&config, &*store, |c| host.registry.get(c).is_some())
+            .await?;
+        let base_url = config
+            .public_base_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{listen}"))
+            .trim_end_matches('/')
+            .to_owned();
         let update = crate::update::UpdateCheck::new(config.update.clone());
-        let app = Arc::new(App { config, data_dir, base_url, store, host, credentials, outbound, update, table: RwLock::default() });
+        let app = Arc::new(App {
+            config,
+            data_dir,
+            base_url,
+            store,
+            host,
+            credentials,
+            outbound,
+            update,
+            table: RwLock::default(),
+        });
         app.reassemble().await?;
         Ok(app)
     }
@@ -112,15 +140,30 @@ impl App {
                 tracing::error!(id = %record.id, component = %record.component, "instance names an unknown component; it is not served");
                 continue;
             }
-            let token = record.auth_token_env.as_deref().and_then(|name| self.credentials.resolve(name));
+            let token = record
+                .auth_token_env
+                .as_deref()
+                .and_then(|name| self.credentials.resolve(name));
             if record.auth_token_env.is_some() && token.is_none() {
                 tracing::warn!(id = %record.id, secret = ?record.auth_token_env, "the instance's token secret is not set; its endpoint refuses every call until it is set");
             }
             let endpoint_url = format!("{}{}", self.base_url, record.endpoint_path);
-            built.push(Arc::new(Instance { record: record.clone(), preset, token, endpoint_url }));
+            built.push(Arc::new(Instance {
+                record: record.clone(),
+                preset,
+                token,
+                endpoint_url,
+            }));
         }
-        let routes = Arc::new(Routes::new(&built, self.config.well_known_instance.as_deref()));
-        *self.table.write().unwrap() = Table { records, instances: built, routes };
+        let routes = Arc::new(Routes::new(
+            &built,
+            self.config.well_known_instance.as_deref(),
+        ));
+        *self.table.write().unwrap() = Table {
+            records,
+            instances: built,
+            routes,
+        };
         Ok(())
     }
 
@@ -141,7 +184,13 @@ impl App {
 
     /// The stored record of an instance.
     pub fn record(&self, id: &str) -> Option<InstanceRecord> {
-        self.table.read().unwrap().records.iter().find(|r| r.id == id).cloned()
+        self.table
+            .read()
+            .unwrap()
+            .records
+            .iter()
+            .find(|r| r.id == id)
+            .cloned()
     }
 
     /// Stores a changed record and reassembles.
@@ -154,5 +203,32 @@ impl App {
     pub async fn remove_instance(&self, id: &str) -> anyhow::Result<()> {
         self.store.delete_instance(id.to_owned()).await?;
         self.reassemble().await
+    }
+}
+
+/// The services requests reach, over the store and the outbound connections.
+fn services(
+    config: &Config,
+    data_dir: &std::path::Path,
+    store: Arc<dyn Store>,
+    sessions: Arc<Sessions>,
+    outbound: Arc<Outbound>,
+) -> Services {
+    Services {
+        store,
+        events: Arc::default(),
+        sessions,
+        admission: Arc::default(),
+        attachments: Arc::new(crate::attachments::Attachments::new(
+            data_dir,
+            config.attachments.clone(),
+        )),
+        activity: Arc::default(),
+        metrics: Arc::default(),
+        toolbox: Arc::new(SessionToolbox(outbound)),
+        provider: config.provider.clone(),
+        legacy_error_codes: config.protocol.legacy_error_codes,
+        instance_wait: Duration::from_millis(config.runtime.instance_wait_ms),
+        max_instances: config.runtime.max_instances,
     }
 }

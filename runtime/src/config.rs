@@ -60,8 +60,12 @@ impl Default for UpdateSettings {
     fn default() -> Self {
         let repo = env!("CARGO_PKG_REPOSITORY");
         UpdateSettings {
-            registry_url: concat!("https://crates.io/api/v1/crates/", env!("CARGO_PKG_NAME")).into(),
-            manifest_url: format!("{}/main/Cargo.toml", repo.replace("https://github.com/", "https://raw.githubusercontent.com/")),
+            registry_url: concat!("https://crates.io/api/v1/crates/", env!("CARGO_PKG_NAME"))
+                .into(),
+            manifest_url: format!(
+                "{}/main/Cargo.toml",
+                repo.replace("https://github.com/", "https://raw.githubusercontent.com/")
+            ),
             repo_url: repo.into(),
             timeout_ms: 3000,
         }
@@ -132,7 +136,8 @@ impl RuntimeSettings {
     /// How long a body of `received` bytes so far may have taken.
     pub fn body_allowance(&self, received: u64) -> std::time::Duration {
         let rate = self.min_body_bytes_per_sec.max(1);
-        std::time::Duration::from_millis(self.body_timeout_ms) + std::time::Duration::from_secs_f64(received as f64 / rate as f64)
+        std::time::Duration::from_millis(self.body_timeout_ms)
+            + std::time::Duration::from_secs_f64(received as f64 / rate as f64)
     }
 }
 
@@ -176,7 +181,11 @@ impl Default for AttachmentSettings {
         AttachmentSettings {
             enabled: false,
             max_bytes: 10 << 20,
-            media_types: a2a_protocol::card::ATTACHMENT_MODES.iter().chain(["text/plain", "application/pdf"].iter()).map(|m| (*m).to_owned()).collect(),
+            media_types: a2a_protocol::card::ATTACHMENT_MODES
+                .iter()
+                .chain(["text/plain", "application/pdf"].iter())
+                .map(|m| (*m).to_owned())
+                .collect(),
         }
     }
 }
@@ -256,10 +265,14 @@ pub struct ConnectionDecl {
 impl Config {
     /// Reads a config file; errors name the file and the problem.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
-        let mut config: Config = toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {} is invalid: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        let mut config: Config = toml::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("config {} is invalid: {e}", path.display()))?;
         config.source = Some(path.to_owned());
-        config.validate().map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
         Ok(config)
     }
 
@@ -267,15 +280,28 @@ impl Config {
     pub fn validate(&self) -> anyhow::Result<()> {
         for p in &self.presets {
             if p.skills.len() > a2a_protocol::bounds::MAX_SKILLS {
-                anyhow::bail!("preset {:?}: {} skills; the most is {}", p.id, p.skills.len(), a2a_protocol::bounds::MAX_SKILLS);
+                anyhow::bail!(
+                    "preset {:?}: {} skills; the most is {}",
+                    p.id,
+                    p.skills.len(),
+                    a2a_protocol::bounds::MAX_SKILLS
+                );
             }
             for skill in &p.skills {
-                use a2a_protocol::bounds::{MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, check, check_id};
-                let bounded = check_id("skill id", &skill.id).and(check("skill name", skill.name.as_deref().unwrap_or(""), MAX_NAME_CHARS)).and(check(
-                    "skill description",
-                    &skill.description,
-                    MAX_DESCRIPTION_CHARS,
-                ));
+                use a2a_protocol::bounds::{
+                    MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, check, check_id,
+                };
+                let bounded = check_id("skill id", &skill.id)
+                    .and(check(
+                        "skill name",
+                        skill.name.as_deref().unwrap_or(""),
+                        MAX_NAME_CHARS,
+                    ))
+                    .and(check(
+                        "skill description",
+                        &skill.description,
+                        MAX_DESCRIPTION_CHARS,
+                    ));
                 if let Err(e) = bounded {
                     anyhow::bail!("preset {:?}: {e}", p.id);
                 }
@@ -284,7 +310,9 @@ impl Config {
         if self.presets.iter().filter(|p| p.default).count() > 1 {
             anyhow::bail!("more than one preset has default = true");
         }
-        self.limits.check().map_err(|e| anyhow::anyhow!("[limits]: {e}"))?;
+        self.limits
+            .check()
+            .map_err(|e| anyhow::anyhow!("[limits]: {e}"))?;
         Ok(())
     }
 
@@ -292,7 +320,15 @@ impl Config {
     pub fn all_presets(&self) -> Vec<Preset> {
         let mut presets = self.presets.clone();
         if !presets.iter().any(|p| p.id == "echo") {
-            presets.insert(0, Preset::builtin("echo", "Echo", "Replies with the prompt, word by word.", Backend::Echo));
+            presets.insert(
+                0,
+                Preset::builtin(
+                    "echo",
+                    "Echo",
+                    "Replies with the prompt, word by word.",
+                    Backend::Echo,
+                ),
+            );
         }
         if !presets.iter().any(|p| p.id == "scripted") {
             presets.push(Preset::builtin("scripted", "Scripted", "Deterministic conformance behaviours (A2A TCK tck-* prefixes); echoes anything else.", Backend::Scripted));
@@ -314,7 +350,10 @@ mod tests {
     fn empty_config_has_working_defaults() {
         let c: Config = toml::from_str("").unwrap();
         let presets = c.all_presets();
-        assert_eq!(presets.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["echo", "scripted"]);
+        assert_eq!(
+            presets.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            ["echo", "scripted"]
+        );
         assert!(presets[0].default && !presets[1].default);
         assert_eq!(c.limits.max_body_bytes, 1 << 20);
     }
@@ -322,17 +361,25 @@ mod tests {
     #[test]
     fn unknown_keys_and_backends_are_refused() {
         assert!(toml::from_str::<Config>("nope = 1").is_err());
-        let e = toml::from_str::<Config>("[[presets]]\nid = \"x\"\nbackend = \"telepathy\"").unwrap_err();
+        let e = toml::from_str::<Config>("[[presets]]\nid = \"x\"\nbackend = \"telepathy\"")
+            .unwrap_err();
         assert!(e.to_string().contains("unknown backend"), "{e}");
-        let e = toml::from_str::<Config>("[[presets]]\nid = \"x\"\nbackend = \"command\"").unwrap_err();
+        let e =
+            toml::from_str::<Config>("[[presets]]\nid = \"x\"\nbackend = \"command\"").unwrap_err();
         assert!(e.to_string().contains("needs `command"), "{e}");
     }
 
     #[test]
     fn instances_as_code() {
-        let c: Config = toml::from_str("[[instances]]\nid = \"bot\"\nname = \"Bot\"\n[instances.limits]\nmaxBodyBytes = 10").unwrap();
+        let c: Config = toml::from_str(
+            "[[instances]]\nid = \"bot\"\nname = \"Bot\"\n[instances.limits]\nmaxBodyBytes = 10",
+        )
+        .unwrap();
         let i = &c.instances[0];
-        assert_eq!((i.id.as_deref(), i.enabled, i.version.as_deref()), (Some("bot"), None, None));
+        assert_eq!(
+            (i.id.as_deref(), i.enabled, i.version.as_deref()),
+            (Some("bot"), None, None)
+        );
         assert_eq!(i.limits.unwrap().max_body_bytes, 10);
     }
 }

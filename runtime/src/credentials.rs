@@ -19,7 +19,10 @@ pub struct Credentials {
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<String> = self.values.read().unwrap().keys().cloned().collect();
-        f.debug_struct("Credentials").field("path", &self.path).field("names", &names).finish()
+        f.debug_struct("Credentials")
+            .field("path", &self.path)
+            .field("names", &names)
+            .finish()
     }
 }
 
@@ -30,12 +33,20 @@ impl Credentials {
         let values = match std::fs::read(&path) {
             Ok(bytes) => {
                 restrict(&path)?;
-                serde_json::from_slice(&bytes).with_context(|| format!("{} is not a JSON object of names to secrets", path.display()))?
+                serde_json::from_slice(&bytes).with_context(|| {
+                    format!(
+                        "{} is not a JSON object of names to secrets",
+                        path.display()
+                    )
+                })?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        Ok(Credentials { path, values: RwLock::new(values) })
+        Ok(Credentials {
+            path,
+            values: RwLock::new(values),
+        })
     }
 
     /// The secret `name`: the credentials layer first, then the process environment.
@@ -62,10 +73,13 @@ impl Credentials {
     /// Writes a temporary file (created 0600) beside the target, syncs it and renames it over.
     fn write(&self, values: &BTreeMap<String, String>) -> anyhow::Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write credentials in {}", dir.display()))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .with_context(|| format!("cannot write credentials in {}", dir.display()))?;
         tmp.write_all(&serde_json::to_vec_pretty(values)?)?;
         tmp.as_file().sync_all()?;
-        tmp.persist(&self.path).map_err(|e| e.error).with_context(|| format!("cannot replace {}", self.path.display()))?;
+        tmp.persist(&self.path)
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot replace {}", self.path.display()))?;
         std::fs::File::open(dir).and_then(|d| d.sync_all()).ok();
         Ok(())
     }
@@ -95,7 +109,16 @@ pub fn outbound_name(id: &str) -> String {
 
 /// `prefix` + the id upper-cased with every non-alphanumeric character as `_`.
 fn generated_name(prefix: &str, id: &str) -> String {
-    let tail: String = id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    let tail: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
     format!("{prefix}{tail}")
 }
 
@@ -103,7 +126,10 @@ fn generated_name(prefix: &str, id: &str) -> String {
 /// case-insensitive (RFC 9110 §11.1): `Bearer`, `bearer` and `BEARER` all work.
 pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
     use subtle::ConstantTimeEq;
-    let presented = authorization.and_then(|h| h.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map_or("", |(_, t)| t.trim_start_matches(' '));
+    let presented = authorization
+        .and_then(|h| h.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, t)| t.trim_start_matches(' '));
     !expected.is_empty() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 
@@ -125,7 +151,10 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(inbound_name("reports-1a2b3c4d"), "A2A_INBOUND_REPORTS_1A2B3C4D");
+        assert_eq!(
+            inbound_name("reports-1a2b3c4d"),
+            "A2A_INBOUND_REPORTS_1A2B3C4D"
+        );
         assert_eq!(outbound_name("my agent.x"), "A2A_OUTBOUND_MY_AGENT_X");
     }
 
@@ -136,9 +165,19 @@ mod tests {
         let c = Credentials::open(dir.path()).unwrap();
         assert_eq!(c.resolve("A2A_TEST_CRED_X"), None);
         c.set("A2A_TEST_CRED_X", Some("v1")).unwrap();
-        let mode = std::fs::metadata(dir.path().join("credentials.json")).unwrap().permissions().mode() & 0o777;
+        let mode = std::fs::metadata(dir.path().join("credentials.json"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(Credentials::open(dir.path()).unwrap().resolve("A2A_TEST_CRED_X").as_deref(), Some("v1"));
+        assert_eq!(
+            Credentials::open(dir.path())
+                .unwrap()
+                .resolve("A2A_TEST_CRED_X")
+                .as_deref(),
+            Some("v1")
+        );
         // The layer wins over the environment; clearing falls back to it.
         unsafe { std::env::set_var("A2A_TEST_CRED_X", "from-env") };
         assert_eq!(c.resolve("A2A_TEST_CRED_X").as_deref(), Some("v1"));

@@ -3,19 +3,29 @@
 //! invalid declaration refuses the start, naming the file, the entry and the field.
 
 use crate::clock::now_ms;
-use crate::config::Config;
-use crate::instances;
+use crate::config::{Config, ConnectionDecl, InstanceDecl};
+use crate::credentials::check_secret_name;
+use crate::instances::{self, DEFAULT_COMPONENT, default_preset, new_id, normalize_endpoint};
+use crate::outbound::{DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, check_card_url};
+use crate::records::{ConnectionRecord, InstanceRecord};
 use crate::store::Store;
 
 /// Where a declaration sits, for errors: `config <file>: [[kind]] entry <n> ("<name>")`.
 fn declared_at(config: &Config, kind: &str, index: usize, name: &str) -> String {
-    let file = config.source.as_ref().map_or_else(|| "the configuration".to_owned(), |p| format!("config {}", p.display()));
+    let file = config.source.as_ref().map_or_else(
+        || "the configuration".to_owned(),
+        |p| format!("config {}", p.display()),
+    );
     format!("{file}: [[{kind}]] entry {} ({name:?})", index + 1)
 }
 
 /// Reconciles the declared instances (on a first start without any, `demo`);
 /// `component_exists` tells whether a component name is loaded.
-pub async fn seed_instances(config: &Config, store: &dyn Store, component_exists: impl Fn(&str) -> bool) -> anyhow::Result<()> {
+pub async fn seed_instances(
+    config: &Config,
+    store: &dyn Store,
+    component_exists: impl Fn(&str) -> bool,
+) -> anyhow::Result<()> {
     let mut all = store.instances().await?;
     let now = now_ms();
     let mut changed = Vec::new();
@@ -25,9 +35,20 @@ pub async fn seed_instances(config: &Config, store: &dyn Store, component_exists
             Some(id) => all.iter().position(|r| &r.id == id),
             None => all.iter().position(|r| r.name == decl.name),
         };
-        let record = instances::reconcile(decl, stored.map(|i| &all[i]), config, &component_exists, now).map_err(|(field, why)| anyhow::anyhow!("{at}: field {field:?}: {why}"))?;
-        let others = all.iter().filter(|o| o.id != record.id).map(|o| (o.id.as_str(), o.endpoint_path.as_str()));
-        instances::check_endpoint_free(&record.endpoint_path, others).map_err(|why| anyhow::anyhow!("{at}: field \"endpointPath\": {why}"))?;
+        let record = instance(
+            decl,
+            stored.map(|i| &all[i]),
+            config,
+            &component_exists,
+            now,
+        )
+        .map_err(|(field, why)| anyhow::anyhow!("{at}: field {field:?}: {why}"))?;
+        let others = all
+            .iter()
+            .filter(|o| o.id != record.id)
+            .map(|o| (o.id.as_str(), o.endpoint_path.as_str()));
+        instances::check_endpoint_free(&record.endpoint_path, others)
+            .map_err(|why| anyhow::anyhow!("{at}: field \"endpointPath\": {why}"))?;
         match stored {
             Some(i) if all[i] == record => continue,
             Some(i) => all[i] = record.clone(),
@@ -36,7 +57,7 @@ pub async fn seed_instances(config: &Config, store: &dyn Store, component_exists
         changed.push((stored.is_some(), record));
     }
     if all.is_empty() && config.instances.is_empty() {
-        changed.push((false, instances::demo(config, now)));
+        changed.push((false, demo(config, now)));
     }
     for (existed, record) in changed {
         tracing::info!(id = %record.id, "{}", if existed { "updated inbound instance from the configuration" } else { "created inbound instance" });
@@ -54,8 +75,12 @@ pub async fn seed_connections(config: &Config, store: &dyn Store) -> anyhow::Res
             Some(id) => existing.iter().find(|r| &r.id == id),
             None => existing.iter().find(|r| r.name == d.name),
         };
-        let record = crate::outbound::reconcile(d, stored, config, now)
-            .map_err(|(field, why)| anyhow::anyhow!("{}: field {field:?}: {why}", declared_at(config, "connections", index, &d.name)))?;
+        let record = connection(d, stored, config, now).map_err(|(field, why)| {
+            anyhow::anyhow!(
+                "{}: field {field:?}: {why}",
+                declared_at(config, "connections", index, &d.name)
+            )
+        })?;
         if stored == Some(&record) {
             continue;
         }
@@ -63,4 +88,275 @@ pub async fn seed_connections(config: &Config, store: &dyn Store) -> anyhow::Res
         store.put_connection(record).await?;
     }
     Ok(())
+}
+
+/// A declaration's field that is wrong, and why.
+pub type DeclError = (&'static str, String);
+
+/// A declared `name`, trimmed; never empty.
+pub fn declared_name(name: &str) -> Result<String, DeclError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(("name", "must not be empty".into()));
+    }
+    a2a_protocol::bounds::check("it", name, a2a_protocol::bounds::MAX_NAME_CHARS)
+        .map_err(|e| ("name", e))?;
+    Ok(name.to_owned())
+}
+
+/// A new record for a declared instance, with the defaults of every field.
+fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceRecord, DeclError> {
+    let id = d.id.clone().unwrap_or_else(|| new_id(&d.name));
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"-_".contains(&b);
+    if d.id.is_some() && (id.is_empty() || id.len() > 64 || !id.bytes().all(allowed)) {
+        return Err(("id", format!("{id:?} must be 1-64 letters, digits, - or _")));
+    }
+    Ok(InstanceRecord {
+        endpoint_path: format!("/a2a/{id}"),
+        id,
+        name: d.name.clone(),
+        description: String::new(),
+        version: "0.1.0".into(),
+        preset: default_preset(config),
+        auth_token_env: None,
+        enabled: true,
+        component: DEFAULT_COMPONENT.into(),
+        limits: config.limits,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
+/// A declared preset that exists.
+fn known_preset(config: &Config, p: &str) -> Result<String, DeclError> {
+    let presets = config.all_presets();
+    if presets.iter().any(|x| x.id == p) {
+        return Ok(p.to_owned());
+    }
+    let ids: Vec<&str> = presets.iter().map(|x| x.id.as_str()).collect();
+    Err((
+        "preset",
+        format!("unknown preset {p:?} (presets: {})", ids.join(", ")),
+    ))
+}
+
+/// The record a declared instance should have: `stored` (the record it matches, if any) with
+/// every field the declaration declares applied, or a new record. `component_exists` tells
+/// whether a component name is loaded.
+pub fn instance(
+    d: &InstanceDecl,
+    stored: Option<&InstanceRecord>,
+    config: &Config,
+    component_exists: impl Fn(&str) -> bool,
+    now: u64,
+) -> Result<InstanceRecord, DeclError> {
+    use a2a_protocol::bounds::{MAX_DESCRIPTION_CHARS, MAX_VERSION_CHARS, check};
+    let mut r = match stored {
+        Some(r) => r.clone(),
+        None => new_instance(d, config, now)?,
+    };
+    let before = r.clone();
+    r.name = declared_name(&d.name)?;
+    if let Some(v) = &d.description {
+        check("it", v, MAX_DESCRIPTION_CHARS).map_err(|e| ("description", e))?;
+        r.description = v.clone();
+    }
+    if let Some(v) = &d.version {
+        check("it", v, MAX_VERSION_CHARS).map_err(|e| ("version", e))?;
+        r.version = v.clone();
+    }
+    if let Some(p) = &d.endpoint_path {
+        r.endpoint_path = normalize_endpoint(p).map_err(|e| ("endpointPath", e))?;
+    }
+    if let Some(p) = &d.preset {
+        r.preset = known_preset(config, p)?;
+    }
+    if let Some(name) = &d.auth_token_env {
+        r.auth_token_env = Some(check_secret_name(name).map_err(|e| ("authTokenEnv", e))?);
+    }
+    r.enabled = d.enabled.unwrap_or(r.enabled);
+    if let Some(c) = &d.component {
+        if !component_exists(c) {
+            let why = format!(
+                "no component {c:?} is loaded (built in: {DEFAULT_COMPONENT}; others come from the data directory's components/ folder)"
+            );
+            return Err(("component", why));
+        }
+        r.component = c.clone();
+    }
+    if let Some(l) = d.limits {
+        l.check().map_err(|e| ("limits", e))?;
+        r.limits = l;
+    }
+    if stored.is_some() && r != before {
+        r.updated_at = now;
+    }
+    Ok(r)
+}
+
+/// The instance a newcomer gets on a first start without config: `demo` on the echo preset.
+pub fn demo(config: &Config, now: u64) -> InstanceRecord {
+    let decl = InstanceDecl {
+        id: Some("demo".into()),
+        name: "demo".into(),
+        description: Some("Echo agent: replies with what you send.".into()),
+        ..InstanceDecl::default()
+    };
+    instance(&decl, None, config, |_| true, now).expect("the demo declaration is valid")
+}
+
+/// The record a declared connection should have: `stored` with every declared field applied,
+/// or a new record.
+pub fn connection(
+    d: &ConnectionDecl,
+    stored: Option<&ConnectionRecord>,
+    config: &Config,
+    now: u64,
+) -> Result<ConnectionRecord, DeclError> {
+    let mut r = stored.cloned().unwrap_or_else(|| ConnectionRecord {
+        id: d.id.clone().unwrap_or_else(|| new_id(&d.name)),
+        enabled: true,
+        timeout_ms: DEFAULT_TIMEOUT_MS,
+        created_at: now,
+        updated_at: now,
+        ..ConnectionRecord::default()
+    });
+    let before = r.clone();
+    r.name = declared_name(&d.name)?;
+    r.agent_card_url = check_card_url(&d.agent_card_url).map_err(|e| ("agentCardUrl", e))?;
+    if let Some(name) = &d.bearer_token_env {
+        r.bearer_token_env = Some(check_secret_name(name).map_err(|e| ("bearerTokenEnv", e))?);
+    }
+    if let Some(p) = &d.preset {
+        r.preset = Some(known_preset(config, p)?);
+    }
+    if let Some(e) = d.enabled {
+        r.enabled = e;
+    }
+    if let Some(t) = d.timeout_ms {
+        if !(100..=MAX_TIMEOUT_MS).contains(&t) {
+            return Err(("timeoutMs", format!("must be from 100 to {MAX_TIMEOUT_MS}")));
+        }
+        r.timeout_ms = t;
+    }
+    if let Some(list) = &d.disabled_skills {
+        r.disabled_skills = list.clone();
+    }
+    if let Some(o) = &d.skill_overrides {
+        r.skill_overrides = o.clone();
+    }
+    if let Some(a) = d.allow_private {
+        r.allow_private = a;
+    }
+    if stored.is_some() && r != before {
+        r.updated_at = now;
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_win_for_the_fields_they_declare() {
+        let config = Config::default();
+        let decl = InstanceDecl {
+            id: Some("bot".into()),
+            name: "Bot".into(),
+            ..InstanceDecl::default()
+        };
+        let created = instance(&decl, None, &config, |_| true, 1).unwrap();
+        assert_eq!(
+            (
+                created.endpoint_path.as_str(),
+                created.preset.as_str(),
+                created.enabled
+            ),
+            ("/a2a/bot", "echo", true)
+        );
+        // The control API changed it; a declaration that says nothing about those fields keeps them.
+        let mut stored = created.clone();
+        stored.description = "from the API".into();
+        stored.enabled = false;
+        assert_eq!(
+            instance(&decl, Some(&stored), &config, |_| true, 2).unwrap(),
+            stored,
+            "nothing declared changed: no write"
+        );
+        let edited = InstanceDecl {
+            preset: Some("scripted".into()),
+            enabled: Some(true),
+            ..decl.clone()
+        };
+        let r = instance(&edited, Some(&stored), &config, |_| true, 3).unwrap();
+        assert_eq!(
+            (
+                r.preset.as_str(),
+                r.enabled,
+                r.description.as_str(),
+                r.updated_at
+            ),
+            ("scripted", true, "from the API", 3)
+        );
+    }
+
+    #[test]
+    fn invalid_declarations_name_the_field() {
+        let config = Config::default();
+        let field = |d: InstanceDecl| {
+            instance(&d, None, &config, |c| c == DEFAULT_COMPONENT, 1)
+                .unwrap_err()
+                .0
+        };
+        let base = InstanceDecl {
+            name: "x".into(),
+            ..InstanceDecl::default()
+        };
+        assert_eq!(
+            field(InstanceDecl {
+                preset: Some("nope".into()),
+                ..base.clone()
+            }),
+            "preset"
+        );
+        assert_eq!(
+            field(InstanceDecl {
+                component: Some("nope".into()),
+                ..base.clone()
+            }),
+            "component"
+        );
+        assert_eq!(
+            field(InstanceDecl {
+                endpoint_path: Some("/a2a/../api".into()),
+                ..base.clone()
+            }),
+            "endpointPath"
+        );
+        assert_eq!(
+            field(InstanceDecl {
+                auth_token_env: Some("1 bad".into()),
+                ..base.clone()
+            }),
+            "authTokenEnv"
+        );
+        assert_eq!(
+            field(InstanceDecl {
+                id: Some("a/b".into()),
+                ..base.clone()
+            }),
+            "id"
+        );
+        assert_eq!(
+            field(InstanceDecl {
+                limits: Some(crate::records::Limits {
+                    keep_alive_ms: 1,
+                    ..Default::default()
+                }),
+                ..base.clone()
+            }),
+            "limits"
+        );
+    }
 }

@@ -60,7 +60,13 @@ impl EventHub {
             return log.clone();
         }
         let last = self.closed.lock().unwrap().remove(task_id).unwrap_or(0);
-        let log = Arc::new(TaskLog { log: Mutex::new(Log { next_seq: last + 1, ..Default::default() }), signal: watch::channel((last, false)).0 });
+        let log = Arc::new(TaskLog {
+            log: Mutex::new(Log {
+                next_seq: last + 1,
+                ..Default::default()
+            }),
+            signal: watch::channel((last, false)).0,
+        });
         logs.insert(task_id.to_owned(), log.clone());
         log
     }
@@ -75,7 +81,11 @@ impl EventHub {
             if l.frames.len() == RING {
                 l.frames.pop_front();
             }
-            l.frames.push_back(Frame { seq, kind, json: json.into() });
+            l.frames.push_back(Frame {
+                seq,
+                kind,
+                json: json.into(),
+            });
             seq
         };
         log.signal.send_replace((seq, false));
@@ -99,7 +109,14 @@ impl EventHub {
     pub fn subscribe(&self, task_id: &str, after: Option<u64>) -> Subscription {
         let log = self.log(task_id);
         let head = log.log.lock().unwrap().next_seq - 1;
-        Subscription { signal: log.signal.subscribe(), log, cursor: after.unwrap_or(head).min(head), head, lagged: false, key: task_id.to_owned() }
+        Subscription {
+            signal: log.signal.subscribe(),
+            log,
+            cursor: after.unwrap_or(head).min(head),
+            head,
+            lagged: false,
+            key: task_id.to_owned(),
+        }
     }
 
     /// Number of live logs.
@@ -156,7 +173,10 @@ impl Subscription {
     /// Waits until a frame after the cursor exists or the log is closed (cancel-safe).
     pub async fn ready(&mut self) {
         let cursor = self.cursor;
-        let _ = self.signal.wait_for(|(latest, closed)| *latest > cursor || *closed).await;
+        let _ = self
+            .signal
+            .wait_for(|(latest, closed)| *latest > cursor || *closed)
+            .await;
     }
 }
 
@@ -175,7 +195,9 @@ mod tests {
         hub.close("t");
         for sub in [&mut a, &mut b] {
             sub.ready().await;
-            let seqs: Vec<u64> = std::iter::from_fn(|| sub.try_next()).map(|f| f.seq).collect();
+            let seqs: Vec<u64> = std::iter::from_fn(|| sub.try_next())
+                .map(|f| f.seq)
+                .collect();
             assert_eq!(seqs, [1, 2, 3]);
             assert!(sub.is_closed());
         }
@@ -189,7 +211,11 @@ mod tests {
             hub.publish("t", FrameKind::ArtifactUpdate, "{}".into());
         }
         let mut from_5 = hub.subscribe("t", Some(5));
-        assert_eq!(from_5.try_next().unwrap().seq, 11, "frames 6..=10 fell out of the ring");
+        assert_eq!(
+            from_5.try_next().unwrap().seq,
+            11,
+            "frames 6..=10 fell out of the ring"
+        );
         assert!(from_5.lagged());
         let mut from_200 = hub.subscribe("t", Some(200));
         assert_eq!(from_200.try_next().unwrap().seq, 201);

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{Config, InstanceDecl};
+use crate::config::Config;
 pub use crate::engine::registry::DEFAULT_COMPONENT;
 use crate::records::InstanceRecord;
 use crate::sessions::preset::Preset;
@@ -23,7 +23,10 @@ pub struct Instance {
 
 impl std::fmt::Debug for Instance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Instance").field("id", &self.record.id).field("token", &self.token.as_ref().map(|_| "<set>")).finish()
+        f.debug_struct("Instance")
+            .field("id", &self.record.id)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .finish()
     }
 }
 
@@ -48,8 +51,12 @@ impl Routes {
     pub fn new(instances: &[Arc<Instance>], well_known: Option<&str>) -> Routes {
         let enabled = instances.iter().filter(|i| i.record.enabled);
         Routes {
-            by_path: enabled.clone().map(|i| (i.record.endpoint_path.clone(), i.clone())).collect(),
-            well_known: well_known.and_then(|id| enabled.clone().find(|i| i.record.id == id).cloned()),
+            by_path: enabled
+                .clone()
+                .map(|i| (i.record.endpoint_path.clone(), i.clone()))
+                .collect(),
+            well_known: well_known
+                .and_then(|id| enabled.clone().find(|i| i.record.id == id).cloned()),
         }
     }
 
@@ -67,8 +74,14 @@ impl Routes {
         if let Some(base) = path.strip_suffix("/agent-card.json") {
             return self.by_path.get(base).map(|i| (i.clone(), RouteKind::Card));
         }
-        let trimmed = if path.len() > 1 { path.strip_suffix('/').unwrap_or(path) } else { path };
-        self.by_path.get(trimmed).map(|i| (i.clone(), RouteKind::Rpc))
+        let trimmed = if path.len() > 1 {
+            path.strip_suffix('/').unwrap_or(path)
+        } else {
+            path
+        };
+        self.by_path
+            .get(trimmed)
+            .map(|i| (i.clone(), RouteKind::Rpc))
     }
 }
 
@@ -88,7 +101,11 @@ pub fn slug(name: &str) -> String {
 
 /// A new id `<slug(name)>-<8 hex>`.
 pub fn new_id(name: &str) -> String {
-    format!("{}-{}", slug(name), &uuid::Uuid::new_v4().simple().to_string()[..8])
+    format!(
+        "{}-{}",
+        slug(name),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
 }
 
 /// Normalises an endpoint path: only `/segment/…` of `[A-Za-z0-9._~-]` segments (none `.` or
@@ -97,7 +114,10 @@ pub fn new_id(name: &str) -> String {
 /// control surface.
 pub fn normalize_endpoint(path: &str) -> Result<String, String> {
     let shown: String = path.chars().take(80).collect();
-    let p = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+    let p = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
     let Some(rest) = p.strip_prefix('/') else {
         return Err(format!("endpointPath {shown:?} must start with /"));
     };
@@ -105,12 +125,22 @@ pub fn normalize_endpoint(path: &str) -> Result<String, String> {
         return Err("endpointPath must be at most 256 characters".into());
     }
     for segment in rest.split('/') {
-        if segment.is_empty() || segment == "." || segment == ".." || !segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"._~-".contains(&b)) {
-            return Err(format!("endpointPath {shown:?} must be /segment/… where each segment is letters, digits, '.', '_', '~' or '-' (not empty, '.' or '..')"));
+        if segment.is_empty()
+            || segment == "."
+            || segment == ".."
+            || !segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._~-".contains(&b))
+        {
+            return Err(format!(
+                "endpointPath {shown:?} must be /segment/… where each segment is letters, digits, '.', '_', '~' or '-' (not empty, '.' or '..')"
+            ));
         }
     }
     if let Some(reserved) = control_surface(p) {
-        return Err(format!("endpointPath {p:?} collides with the control surface {reserved}"));
+        return Err(format!(
+            "endpointPath {p:?} collides with the control surface {reserved}"
+        ));
     }
     if p == "/.well-known" || p.starts_with("/.well-known/") {
         return Err(format!("endpointPath {p:?} is reserved"));
@@ -120,113 +150,36 @@ pub fn normalize_endpoint(path: &str) -> Result<String, String> {
 
 /// The control surface's path (`/a2a/api` or `/a2a/ui`) that `path` is or lies under.
 pub fn control_surface(path: &str) -> Option<&'static str> {
-    ["/a2a/api", "/a2a/ui"].into_iter().find(|p| path.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
+    ["/a2a/api", "/a2a/ui"].into_iter().find(|p| {
+        path.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
 }
 
 /// Refuses an endpoint path equal to, or nested in (or around), another instance's endpoint or
 /// card path: `others` are (id, endpoint path) of the other instances.
-pub fn check_endpoint_free<'a>(path: &str, others: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), String> {
+pub fn check_endpoint_free<'a>(
+    path: &str,
+    others: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), String> {
     let nested = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|rest| rest.starts_with('/'));
     for (id, other) in others {
         if path == other || nested(path, other) || nested(other, path) {
-            return Err(format!("endpointPath {path:?} overlaps {other:?}, served by inbound {id:?}: choose a path that is not inside another instance's path"));
+            return Err(format!(
+                "endpointPath {path:?} overlaps {other:?}, served by inbound {id:?}: choose a path that is not inside another instance's path"
+            ));
         }
     }
     Ok(())
 }
 
-/// A declaration's field that is wrong, and why.
-pub type DeclError = (&'static str, String);
-
-/// A declared `name`, trimmed; never empty.
-pub fn declared_name(name: &str) -> Result<String, DeclError> {
-    let name = name.trim();
-    if name.is_empty() {
-        return Err(("name", "must not be empty".into()));
-    }
-    a2a_protocol::bounds::check("it", name, a2a_protocol::bounds::MAX_NAME_CHARS).map_err(|e| ("name", e))?;
-    Ok(name.to_owned())
-}
-
-/// The record a declared instance should have: `stored` (the record it matches, if any) with
-/// every field the declaration declares applied, or a new record. `component_exists` tells
-/// whether a component name is loaded.
-pub fn reconcile(d: &InstanceDecl, stored: Option<&InstanceRecord>, config: &Config, component_exists: impl Fn(&str) -> bool, now: u64) -> Result<InstanceRecord, DeclError> {
-    let mut r = match stored {
-        Some(r) => r.clone(),
-        None => {
-            let id = d.id.clone().unwrap_or_else(|| new_id(&d.name));
-            if d.id.is_some() && (id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))) {
-                return Err(("id", format!("{id:?} must be 1-64 letters, digits, - or _")));
-            }
-            InstanceRecord {
-                endpoint_path: format!("/a2a/{id}"),
-                id,
-                name: d.name.clone(),
-                description: String::new(),
-                version: "0.1.0".into(),
-                preset: default_preset(config),
-                auth_token_env: None,
-                enabled: true,
-                component: DEFAULT_COMPONENT.into(),
-                limits: config.limits,
-                created_at: now,
-                updated_at: now,
-            }
-        }
-    };
-    let before = r.clone();
-    r.name = declared_name(&d.name)?;
-    if let Some(v) = &d.description {
-        a2a_protocol::bounds::check("it", v, a2a_protocol::bounds::MAX_DESCRIPTION_CHARS).map_err(|e| ("description", e))?;
-        r.description = v.clone();
-    }
-    if let Some(v) = &d.version {
-        a2a_protocol::bounds::check("it", v, a2a_protocol::bounds::MAX_VERSION_CHARS).map_err(|e| ("version", e))?;
-        r.version = v.clone();
-    }
-    if let Some(p) = &d.endpoint_path {
-        r.endpoint_path = normalize_endpoint(p).map_err(|e| ("endpointPath", e))?;
-    }
-    if let Some(p) = &d.preset {
-        let presets = config.all_presets();
-        if !presets.iter().any(|x| &x.id == p) {
-            let ids: Vec<&str> = presets.iter().map(|x| x.id.as_str()).collect();
-            return Err(("preset", format!("unknown preset {p:?} (presets: {})", ids.join(", "))));
-        }
-        r.preset = p.clone();
-    }
-    if let Some(name) = &d.auth_token_env {
-        r.auth_token_env = Some(crate::credentials::check_secret_name(name).map_err(|e| ("authTokenEnv", e))?);
-    }
-    if let Some(e) = d.enabled {
-        r.enabled = e;
-    }
-    if let Some(c) = &d.component {
-        if !component_exists(c) {
-            return Err(("component", format!("no component {c:?} is loaded (built in: {DEFAULT_COMPONENT}; others come from the data directory's components/ folder)")));
-        }
-        r.component = c.clone();
-    }
-    if let Some(l) = d.limits {
-        l.check().map_err(|e| ("limits", e))?;
-        r.limits = l;
-    }
-    if stored.is_some() && r != before {
-        r.updated_at = now;
-    }
-    Ok(r)
-}
-
 /// The id of the default preset.
 pub fn default_preset(config: &Config) -> String {
-    config.all_presets().into_iter().find(|p| p.default).map_or_else(|| "echo".into(), |p| p.id)
-}
-
-/// The instance a newcomer gets on a first start without config: `demo` on the echo preset.
-pub fn demo(config: &Config, now: u64) -> InstanceRecord {
-    let decl = InstanceDecl { id: Some("demo".into()), name: "demo".into(), description: Some("Echo agent: replies with what you send.".into()), ..InstanceDecl::default() };
-    reconcile(&decl, None, config, |_| true, now).expect("the demo declaration is valid")
+    config
+        .all_presets()
+        .into_iter()
+        .find(|p| p.default)
+        .map_or_else(|| "echo".into(), |p| p.id)
 }
 
 #[cfg(test)]
@@ -239,13 +192,19 @@ mod tests {
         assert_eq!(slug("--A__b--"), "a-b");
         assert_eq!(slug("远程"), "server");
         let id = new_id("My Bot");
-        assert!(id.starts_with("my-bot-") && id.len() == "my-bot-".len() + 8, "{id}");
+        assert!(
+            id.starts_with("my-bot-") && id.len() == "my-bot-".len() + 8,
+            "{id}"
+        );
     }
 
     #[test]
     fn endpoint_paths() {
         assert_eq!(normalize_endpoint("/a2a/x/").unwrap(), "/a2a/x");
-        assert_eq!(normalize_endpoint("/agents/v1.2/a_b~c-d").unwrap(), "/agents/v1.2/a_b~c-d");
+        assert_eq!(
+            normalize_endpoint("/agents/v1.2/a_b~c-d").unwrap(),
+            "/agents/v1.2/a_b~c-d"
+        );
         for bad in [
             "a2a/x",
             "/a2a/api",
@@ -271,41 +230,17 @@ mod tests {
     }
 
     #[test]
-    fn declarations_win_for_the_fields_they_declare() {
-        let config = Config::default();
-        let decl = InstanceDecl { id: Some("bot".into()), name: "Bot".into(), ..InstanceDecl::default() };
-        let created = reconcile(&decl, None, &config, |_| true, 1).unwrap();
-        assert_eq!((created.endpoint_path.as_str(), created.preset.as_str(), created.enabled), ("/a2a/bot", "echo", true));
-        // The control API changed it; a declaration that says nothing about those fields keeps them.
-        let mut stored = created.clone();
-        stored.description = "from the API".into();
-        stored.enabled = false;
-        assert_eq!(reconcile(&decl, Some(&stored), &config, |_| true, 2).unwrap(), stored, "nothing declared changed: no write");
-        let edited = InstanceDecl { preset: Some("scripted".into()), enabled: Some(true), ..decl.clone() };
-        let r = reconcile(&edited, Some(&stored), &config, |_| true, 3).unwrap();
-        assert_eq!((r.preset.as_str(), r.enabled, r.description.as_str(), r.updated_at), ("scripted", true, "from the API", 3));
-    }
-
-    #[test]
-    fn invalid_declarations_name_the_field() {
-        let config = Config::default();
-        let field = |d: InstanceDecl| reconcile(&d, None, &config, |c| c == DEFAULT_COMPONENT, 1).unwrap_err().0;
-        let base = InstanceDecl { name: "x".into(), ..InstanceDecl::default() };
-        assert_eq!(field(InstanceDecl { preset: Some("nope".into()), ..base.clone() }), "preset");
-        assert_eq!(field(InstanceDecl { component: Some("nope".into()), ..base.clone() }), "component");
-        assert_eq!(field(InstanceDecl { endpoint_path: Some("/a2a/../api".into()), ..base.clone() }), "endpointPath");
-        assert_eq!(field(InstanceDecl { auth_token_env: Some("1 bad".into()), ..base.clone() }), "authTokenEnv");
-        assert_eq!(field(InstanceDecl { id: Some("a/b".into()), ..base.clone() }), "id");
-        assert_eq!(field(InstanceDecl { limits: Some(crate::records::Limits { keep_alive_ms: 1, ..Default::default() }), ..base.clone() }), "limits");
-    }
-
-    #[test]
     fn endpoint_paths_do_not_overlap() {
         let others = [("one", "/a2a/one")];
         assert!(check_endpoint_free("/a2a/two", others).is_ok());
         assert!(check_endpoint_free("/a2a/onex", others).is_ok());
         for bad in ["/a2a/one", "/a2a/one/agent-card.json", "/a2a/one/x", "/a2a"] {
-            assert!(check_endpoint_free(bad, others).unwrap_err().contains("\"one\""), "{bad}");
+            assert!(
+                check_endpoint_free(bad, others)
+                    .unwrap_err()
+                    .contains("\"one\""),
+                "{bad}"
+            );
         }
     }
 }

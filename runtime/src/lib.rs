@@ -6,6 +6,7 @@ pub mod activity;
 pub mod admission;
 pub mod app;
 pub mod attachments;
+pub mod body;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -38,14 +39,20 @@ const CONTROL_CONNECTIONS: usize = 256;
 /// Raises the soft limit of open files to the hard limit (a server holds one per connection and
 /// the default soft limit is often 1024); returns the soft limit now in force.
 pub fn raise_fd_limit() -> u64 {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit/setrlimit only read and write the struct passed.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
             return 0;
         }
         if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
                 lim.rlim_cur = lim.rlim_max;
             }
@@ -82,6 +89,29 @@ pub struct Listen {
     pub control: Option<SocketAddr>,
 }
 
+impl Listen {
+    /// Refuses what SPEC §1 forbids: beyond loopback without `publicBaseUrl`, a control listener
+    /// beyond loopback. Whether the public listener reaches beyond loopback.
+    fn check(&self, config: &config::Config) -> anyhow::Result<bool> {
+        let exposed = !server::guard::listens_on_loopback(self.public.ip());
+        if exposed && config.public_base_url.is_none() {
+            anyhow::bail!(
+                "listening on {} reaches beyond loopback, so cards need a URL clients can reach: set publicBaseUrl in the config (e.g. publicBaseUrl = \"https://agents.example.com\"), or listen on 127.0.0.1",
+                self.public
+            );
+        }
+        if let Some(c) = self
+            .control
+            .filter(|c| !server::guard::listens_on_loopback(c.ip()))
+        {
+            anyhow::bail!(
+                "--control-listen {c} must be a loopback address (127.0.0.1:PORT or [::1]:PORT): the control API is for this machine only"
+            );
+        }
+        Ok(exposed)
+    }
+}
+
 /// A running server (for the CLI and in-process tests).
 pub struct Running {
     /// The bound address.
@@ -96,24 +126,35 @@ pub struct Running {
 
 impl Running {
     /// Binds `listen`, starts the runtime and serves in the background.
-    pub async fn start(config: config::Config, data_dir: PathBuf, listen: SocketAddr) -> anyhow::Result<Running> {
-        Running::start_on(config, data_dir, Listen { public: listen, control: None }).await
+    pub async fn start(
+        config: config::Config,
+        data_dir: PathBuf,
+        listen: SocketAddr,
+    ) -> anyhow::Result<Running> {
+        Running::start_on(
+            config,
+            data_dir,
+            Listen {
+                public: listen,
+                control: None,
+            },
+        )
+        .await
     }
 
     /// Binds the listeners of `listen`, starts the runtime and serves in the background.
     /// A listener beyond loopback needs `publicBaseUrl`; the control listener must be loopback.
-    pub async fn start_on(config: config::Config, data_dir: PathBuf, listen: Listen) -> anyhow::Result<Running> {
-        let exposed = !server::guard::listens_on_loopback(listen.public.ip());
-        if exposed && config.public_base_url.is_none() {
-            anyhow::bail!(
-                "listening on {} reaches beyond loopback, so cards need a URL clients can reach: set publicBaseUrl in the config (e.g. publicBaseUrl = \"https://agents.example.com\"), or listen on 127.0.0.1",
-                listen.public
-            );
-        }
-        if let Some(c) = listen.control.filter(|c| !server::guard::listens_on_loopback(c.ip())) {
-            anyhow::bail!("--control-listen {c} must be a loopback address (127.0.0.1:PORT or [::1]:PORT): the control API is for this machine only");
-        }
-        let bind = |addr: SocketAddr| async move { tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}")) };
+    pub async fn start_on(
+        config: config::Config,
+        data_dir: PathBuf,
+        listen: Listen,
+    ) -> anyhow::Result<Running> {
+        let exposed = listen.check(&config)?;
+        let bind = |addr: SocketAddr| async move {
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+        };
         let listener = bind(listen.public).await?;
         let control = match listen.control {
             Some(addr) => Some(bind(addr).await?),
@@ -123,22 +164,50 @@ impl Running {
         let control_addr = control.as_ref().map(|l| l.local_addr()).transpose()?;
         let app = app::App::start(config, data_dir, addr).await?;
         if exposed {
-            for i in app.instances().iter().filter(|i| i.record.enabled && i.record.auth_token_env.is_none()) {
+            for i in app
+                .instances()
+                .iter()
+                .filter(|i| i.record.enabled && i.record.auth_token_env.is_none())
+            {
                 tracing::warn!(instance = %i.record.id, listen = %addr, "this instance has no token and is reachable beyond loopback: set one with `a2a-edge inbound auth {} --token-stdin`", i.record.id);
             }
         }
         let shutdown = CancellationToken::new();
-        let public_surfaces = if control.is_some() { server::Surfaces::Public } else { server::Surfaces::Both };
-        let connections = Arc::new(tokio::sync::Semaphore::new(app.config.runtime.max_connections.max(1) as usize));
-        let mut tasks = vec![tokio::spawn(server::serve(app.clone(), listener, public_surfaces, connections.clone(), shutdown.clone()))];
+        let surfaces = if control.is_some() {
+            server::Surfaces::Public
+        } else {
+            server::Surfaces::Both
+        };
+        let connections = Arc::new(tokio::sync::Semaphore::new(
+            app.config.runtime.max_connections.max(1) as usize,
+        ));
+        let mut tasks = vec![tokio::spawn(server::serve(
+            app.clone(),
+            listener,
+            surfaces,
+            connections,
+            shutdown.clone(),
+        ))];
         if let Some(control) = control {
             // The operator's own listener never waits behind the public one's clients.
             let own = Arc::new(tokio::sync::Semaphore::new(CONTROL_CONNECTIONS));
-            tasks.push(tokio::spawn(server::serve(app.clone(), control, server::Surfaces::Control, own, shutdown.clone())));
+            tasks.push(tokio::spawn(server::serve(
+                app.clone(),
+                control,
+                server::Surfaces::Control,
+                own,
+                shutdown.clone(),
+            )));
         }
         tokio::spawn(app.outbound.clone().connect_all());
         tokio::spawn(return_freed_memory(app.clone(), shutdown.clone()));
-        Ok(Running { addr, control_addr, app, shutdown, tasks })
+        Ok(Running {
+            addr,
+            control_addr,
+            app,
+            shutdown,
+            tasks,
+        })
     }
 
     /// The base URL of the control API (`http://<addr>/a2a/api`).
@@ -159,7 +228,10 @@ impl Running {
         }
         let killed = self.app.services().sessions.kill_processes();
         if killed > 0 {
-            tracing::warn!(groups = killed, "killed the process groups of command turns still running at shutdown");
+            tracing::warn!(
+                groups = killed,
+                "killed the process groups of command turns still running at shutdown"
+            );
         }
         let _ = self.app.store.flush().await;
         tracing::info!("stopped");

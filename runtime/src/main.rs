@@ -8,7 +8,11 @@ use a2a_edge::cli;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "a2a-edge", version, about = "A2A 1.0.1 edge service on wasmtime")]
+#[command(
+    name = "a2a-edge",
+    version,
+    about = "A2A 1.0.1 edge service on wasmtime"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -87,7 +91,10 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) if json => {
             // Scripts read one JSON document from standard output, failures included.
-            println!("{}", serde_json::json!({ "ok": false, "message": format!("{e:#}") }));
+            println!(
+                "{}",
+                serde_json::json!({ "ok": false, "message": format!("{e:#}") })
+            );
             std::process::ExitCode::FAILURE
         }
         Err(e) => {
@@ -97,12 +104,22 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+// The commands, one arm each, from arguments to the client call: it reads better whole.
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { listen, data_dir, config, control_listen, log_format } => {
+        Command::Serve {
+            listen,
+            data_dir,
+            config,
+            control_listen,
+            log_format,
+        } => {
             use std::io::IsTerminal;
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
-            let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+            let logs = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr);
             match log_format {
                 LogFormat::Json => logs.json().init(),
                 LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
@@ -119,14 +136,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "the open-file limit is below runtime.maxConnections + 256: at that many clients new connections will wait"
                 );
             }
-            let running = a2a_edge::Running::start_on(config, data_dir, a2a_edge::Listen { public: listen, control: control_listen }).await?;
+            let running = a2a_edge::Running::start_on(
+                config,
+                data_dir,
+                a2a_edge::Listen {
+                    public: listen,
+                    control: control_listen,
+                },
+            )
+            .await?;
             // The banner is for whoever watches; a closed stdout (`serve | head -1`) must not stop
             // the server, so write errors are ignored.
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "a2a-edge {} listening on http://{}", env!("CARGO_PKG_VERSION"), running.addr);
+            let _ = writeln!(
+                out,
+                "a2a-edge {} listening on http://{}",
+                env!("CARGO_PKG_VERSION"),
+                running.addr
+            );
             let _ = writeln!(out, "control API: {}", running.control_url());
             for i in running.app.instances().iter().filter(|i| i.record.enabled) {
-                let _ = writeln!(out, "agent {:<24} card: {}{}/agent-card.json", i.record.id, running.app.base_url, i.record.endpoint_path);
+                let _ = writeln!(
+                    out,
+                    "agent {:<24} card: {}{}/agent-card.json",
+                    i.record.id, running.app.base_url, i.record.endpoint_path
+                );
             }
             let _ = out.flush();
             drop(out);
@@ -149,7 +183,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("installing the SIGTERM handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

@@ -141,4 +141,3 @@ pub struct SkillOverride {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
-

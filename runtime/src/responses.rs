@@ -10,24 +10,41 @@ pub type Body = wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 /// A complete host-made response body.
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 /// A JSON answer.
 pub fn json(status: u16, value: &serde_json::Value) -> Response<Body> {
-    Response::builder().status(status).header(header::CONTENT_TYPE, "application/json").body(full(value.to_string())).expect("static response parts are valid")
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(full(value.to_string()))
+        .expect("static response parts are valid")
 }
 
 /// A transport failure on the A2A surface: HTTP `status` with a JSON-RPC error envelope, so A2A
 /// clients decode every answer the same way.
-pub fn rpc_failure(status: u16, kind: a2a_protocol::ErrorKind, message: &str, legacy: bool) -> Response<Body> {
+pub fn rpc_failure(
+    status: u16,
+    kind: a2a_protocol::ErrorKind,
+    message: &str,
+    legacy: bool,
+) -> Response<Body> {
     rpc_error(status, &a2a_protocol::RpcError::new(kind, message), legacy)
 }
 
 /// [`rpc_failure`] of a whole error: its `Retry-After` travels as the header too.
 pub fn rpc_error(status: u16, e: &a2a_protocol::RpcError, legacy: bool) -> Response<Body> {
-    let mut r = json(status, &a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, e, legacy));
-    if let Some(v) = e.retry_after().and_then(|secs| header::HeaderValue::from_str(&secs).ok()) {
+    let mut r = json(
+        status,
+        &a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, e, legacy),
+    );
+    if let Some(v) = e
+        .retry_after()
+        .and_then(|secs| header::HeaderValue::from_str(&secs).ok())
+    {
         r.headers_mut().insert(header::RETRY_AFTER, v);
     }
     r
@@ -35,5 +52,7 @@ pub fn rpc_error(status: u16, e: &a2a_protocol::RpcError, legacy: bool) -> Respo
 
 /// Whether a response is an SSE stream.
 pub fn is_event_stream<B>(r: &Response<B>) -> bool {
-    r.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+    r.headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }

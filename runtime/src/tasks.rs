@@ -9,9 +9,18 @@ use a2a_protocol::{StreamResponse, Task, TaskState};
 /// task may not become FAILED (it settled meanwhile).
 pub fn failed(body: &str, now: u64, text: &str) -> Option<(String, String)> {
     let mut ex = Execution::new(serde_json::from_str::<Task>(body).ok()?);
-    let frame = ex.set_status(TaskState::Failed, Some(text.to_owned()), now, || uuid::Uuid::new_v4().to_string()).ok()?;
-    let StreamResponse::StatusUpdate(update) = frame else { return None };
-    Some((serde_json::to_string(ex.task()).ok()?, serde_json::to_string(&update).ok()?))
+    let frame = ex
+        .set_status(TaskState::Failed, Some(text.to_owned()), now, || {
+            uuid::Uuid::new_v4().to_string()
+        })
+        .ok()?;
+    let StreamResponse::StatusUpdate(update) = frame else {
+        return None;
+    };
+    Some((
+        serde_json::to_string(ex.task()).ok()?,
+        serde_json::to_string(&update).ok()?,
+    ))
 }
 
 /// The body of a task settled FAILED with `text`; a body that does not parse is returned
@@ -30,10 +39,20 @@ mod tests {
         let (body, frame) = failed(working, 5, "the agent component failed").unwrap();
         let task: Task = serde_json::from_str(&body).unwrap();
         assert_eq!(task.status.state, TaskState::Failed);
-        assert_eq!(task.history.len(), 1, "the status message is in the history");
-        assert!(frame.contains("TASK_STATE_FAILED") && frame.contains("the agent component failed"));
+        assert_eq!(
+            task.history.len(),
+            1,
+            "the status message is in the history"
+        );
+        assert!(
+            frame.contains("TASK_STATE_FAILED") && frame.contains("the agent component failed")
+        );
         let completed = r#"{"id":"t","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}"#;
-        assert_eq!(failed(completed, 5, "late"), None, "a settled task never becomes FAILED");
+        assert_eq!(
+            failed(completed, 5, "late"),
+            None,
+            "a settled task never becomes FAILED"
+        );
         assert_eq!(fail_body("not json", 5, "x"), "not json");
     }
 }

@@ -27,12 +27,23 @@ impl UpdateCheck {
     /// A checker over the configured sources.
     pub fn new(settings: UpdateSettings) -> UpdateCheck {
         let client = reqwest::Client::builder()
-            .user_agent(concat!("a2a-edge/", env!("CARGO_PKG_VERSION"), " (update check)"))
+            .user_agent(concat!(
+                "a2a-edge/",
+                env!("CARGO_PKG_VERSION"),
+                " (update check)"
+            ))
             .timeout(Duration::from_millis(settings.timeout_ms))
             .connect_timeout(Duration::from_millis(settings.timeout_ms))
             .build()
             .expect("a plain HTTP client builds");
-        UpdateCheck { settings, client, cache: Default::default(), current: Version::parse(env!("CARGO_PKG_VERSION")).expect("the crate version is semver"), ran: Mutex::new(0) }
+        UpdateCheck {
+            settings,
+            client,
+            cache: Default::default(),
+            current: Version::parse(env!("CARGO_PKG_VERSION"))
+                .expect("the crate version is semver"),
+            ran: Mutex::new(0),
+        }
     }
 
     /// How many times the sources were asked (for tests of the cache).
@@ -44,7 +55,11 @@ impl UpdateCheck {
     pub async fn answer(&self, refresh: bool) -> Value {
         let mut cache = self.cache.lock().await;
         if let Some((at, v)) = cache.as_ref() {
-            let fresh = if v["ok"] == true { FRESH } else { FRESH_FAILURE };
+            let fresh = if v["ok"] == true {
+                FRESH
+            } else {
+                FRESH_FAILURE
+            };
             if !refresh && at.elapsed() < fresh {
                 let mut v = v.clone();
                 v["cached"] = json!(true);
@@ -97,25 +112,47 @@ impl UpdateCheck {
 
     /// `crate.max_stable_version` (else `max_version`) of the registry's crate document.
     async fn registry_version(&self) -> Result<Version, String> {
-        let doc: Value = self.get(&self.settings.registry_url).await.and_then(|t| serde_json::from_str(&t).map_err(|e| format!("not JSON: {e}")))?;
-        let v = doc["crate"]["max_stable_version"].as_str().or_else(|| doc["crate"]["max_version"].as_str()).ok_or("no crate.max_version in the answer")?;
+        let doc: Value = self
+            .get(&self.settings.registry_url)
+            .await
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("not JSON: {e}")))?;
+        let v = doc["crate"]["max_stable_version"]
+            .as_str()
+            .or_else(|| doc["crate"]["max_version"].as_str())
+            .ok_or("no crate.max_version in the answer")?;
         Version::parse(v).map_err(|e| format!("version {v:?}: {e}"))
     }
 
     /// `[workspace.package] version` or `[package] version` of the repository's manifest.
     async fn manifest_version(&self) -> Result<Version, String> {
-        let doc: toml::Table = self.get(&self.settings.manifest_url).await.and_then(|t| t.parse().map_err(|e| format!("not TOML: {e}")))?;
-        let version = |t: Option<&toml::Value>| t.and_then(|p| p.get("version")).and_then(|v| v.as_str()).map(str::to_owned);
-        let v = version(doc.get("workspace").and_then(|w| w.get("package"))).or_else(|| version(doc.get("package"))).ok_or("no package version in the manifest")?;
+        let doc: toml::Table = self
+            .get(&self.settings.manifest_url)
+            .await
+            .and_then(|t| t.parse().map_err(|e| format!("not TOML: {e}")))?;
+        let version = |t: Option<&toml::Value>| {
+            t.and_then(|p| p.get("version"))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        let v = version(doc.get("workspace").and_then(|w| w.get("package")))
+            .or_else(|| version(doc.get("package")))
+            .ok_or("no package version in the manifest")?;
         Version::parse(&v).map_err(|e| format!("version {v:?}: {e}"))
     }
 
     async fn get(&self, url: &str) -> Result<String, String> {
-        let r = self.client.get(url).send().await.map_err(|e| format!("{url}: {}", describe(&e)))?;
+        let r = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| format!("{url}: {}", describe(&e)))?;
         if !r.status().is_success() {
             return Err(format!("{url} answered HTTP {}", r.status().as_u16()));
         }
-        r.text().await.map_err(|e| format!("{url}: {}", describe(&e)))
+        r.text()
+            .await
+            .map_err(|e| format!("{url}: {}", describe(&e)))
     }
 }
 

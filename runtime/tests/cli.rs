@@ -15,10 +15,18 @@ impl Cli {
     async fn start() -> Cli {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
-        config.runtime.cache_dir = Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"));
+        config.runtime.cache_dir = Some(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
+        );
         config.update.registry_url = "http://127.0.0.1:9/registry".into();
         config.update.manifest_url = "http://127.0.0.1:9/manifest".into();
-        let running = a2a_edge::Running::start(config, dir.path().to_owned(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let running = a2a_edge::Running::start(
+            config,
+            dir.path().to_owned(),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
         Cli { running, _dir: dir }
     }
 
@@ -38,21 +46,35 @@ impl Cli {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).await.unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .await
+            .unwrap();
         child.wait_with_output().await.unwrap()
     }
 
     /// Runs and expects success; stdout.
     async fn ok(&self, args: &[&str]) -> String {
         let out = self.run_with(args, "").await;
-        assert!(out.status.success(), "a2a-edge {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "a2a-edge {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     }
 
     /// Runs and expects failure; stderr.
     async fn fails(&self, args: &[&str]) -> String {
         let out = self.run_with(args, "").await;
-        assert!(!out.status.success(), "a2a-edge {args:?} should fail: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            !out.status.success(),
+            "a2a-edge {args:?} should fail: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         String::from_utf8(out.stderr).unwrap()
     }
 }
@@ -60,35 +82,106 @@ impl Cli {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inbound_commands_manage_instances() {
     let c = Cli::start().await;
-    let created = c.ok(&["inbound", "create", "--name", "Docs Bot", "--description", "Answers docs"]).await;
-    assert!(created.contains("inbound server \"Docs Bot\" created"), "{created}");
-    let id = created.lines().find_map(|l| l.strip_prefix("id: ")).unwrap().to_owned();
+    let created = c
+        .ok(&[
+            "inbound",
+            "create",
+            "--name",
+            "Docs Bot",
+            "--description",
+            "Answers docs",
+        ])
+        .await;
+    assert!(
+        created.contains("inbound server \"Docs Bot\" created"),
+        "{created}"
+    );
+    let id = created
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .unwrap()
+        .to_owned();
     let table = c.ok(&["inbound", "list"]).await;
-    assert!(table.lines().next().unwrap().contains("ID") && table.contains(&id) && table.contains("Docs Bot"), "{table}");
+    assert!(
+        table.lines().next().unwrap().contains("ID")
+            && table.contains(&id)
+            && table.contains("Docs Bot"),
+        "{table}"
+    );
     let listed: Value = serde_json::from_str(&c.ok(&["inbound", "list", "--json"]).await).unwrap();
-    assert!(listed.as_array().unwrap().iter().any(|i| i["id"] == id.as_str()));
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["id"] == id.as_str())
+    );
 
-    c.ok(&["inbound", "update", &id, "--name", "Docs Bot 2"]).await;
+    c.ok(&["inbound", "update", &id, "--name", "Docs Bot 2"])
+        .await;
     c.ok(&["inbound", "disable", &id]).await;
     let card = format!("{}/a2a/{id}/agent-card.json", c.base());
     assert_eq!(reqwest::get(&card).await.unwrap().status().as_u16(), 404);
     c.ok(&["inbound", "enable", &id]).await;
-    assert_eq!(reqwest::get(&card).await.unwrap().json::<Value>().await.unwrap()["name"], "Docs Bot 2");
+    assert_eq!(
+        reqwest::get(&card)
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()["name"],
+        "Docs Bot 2"
+    );
 
-    let out = c.run_with(&["inbound", "auth", &id, "--token-stdin"], "s3cret-cli-0123456789\n").await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = c
+        .run_with(
+            &["inbound", "auth", &id, "--token-stdin"],
+            "s3cret-cli-0123456789\n",
+        )
+        .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let endpoint = format!("{}/a2a/{id}/agent-card.json", c.base());
     let refused = c.fails(&["send", &endpoint, "hi"]).await;
     assert!(refused.contains("wants a bearer token"), "{refused}");
-    let answer = c.ok(&["send", &endpoint, "hi with token", "--token", "s3cret-cli-0123456789"]).await;
+    let answer = c
+        .ok(&[
+            "send",
+            &endpoint,
+            "hi with token",
+            "--token",
+            "s3cret-cli-0123456789",
+        ])
+        .await;
     assert_eq!(answer.trim(), "hi with token");
     c.ok(&["inbound", "auth", &id, "--clear"]).await;
-    assert!(c.fails(&["inbound", "auth", &id]).await.contains("--token-stdin"));
+    assert!(
+        c.fails(&["inbound", "auth", &id])
+            .await
+            .contains("--token-stdin")
+    );
 
     c.ok(&["inbound", "remove", &id]).await;
     let err = c.fails(&["inbound", "remove", &id]).await;
-    assert!(err.contains("unknown inbound id") && err.contains("409"), "{err}");
-    let err = c.fails(&["inbound", "create", "--name", "x", "--description", "d", "--preset", "ghost"]).await;
+    assert!(
+        err.contains("unknown inbound id") && err.contains("409"),
+        "{err}"
+    );
+    let err = c
+        .fails(&[
+            "inbound",
+            "create",
+            "--name",
+            "x",
+            "--description",
+            "d",
+            "--preset",
+            "ghost",
+        ])
+        .await;
     assert!(err.contains("unknown preset \"ghost\""), "{err}");
 }
 
@@ -96,37 +189,91 @@ async fn inbound_commands_manage_instances() {
 async fn send_streams_text_and_task_session_metrics_commands_read_it_back() {
     let c = Cli::start().await;
     let card = format!("{}/a2a/demo/agent-card.json", c.base());
-    let out = c.run_with(&["send", &card, "streamed words arrive", "--stream", "--context", "cli-ctx"], "").await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "streamed words arrive");
+    let out = c
+        .run_with(
+            &[
+                "send",
+                &card,
+                "streamed words arrive",
+                "--stream",
+                "--context",
+                "cli-ctx",
+            ],
+            "",
+        )
+        .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "streamed words arrive"
+    );
     let status = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(status.contains("COMPLETED (context cli-ctx)"), "{status}");
-    let frames = c.ok(&["send", &card, "as json", "--stream", "--json"]).await;
-    assert!(frames.lines().count() >= 3 && frames.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()), "{frames}");
+    let frames = c
+        .ok(&["send", &card, "as json", "--stream", "--json"])
+        .await;
+    assert!(
+        frames.lines().count() >= 3
+            && frames
+                .lines()
+                .all(|l| serde_json::from_str::<Value>(l).is_ok()),
+        "{frames}"
+    );
 
     let tasks = c.ok(&["task", "list", "--context", "cli-ctx"]).await;
-    assert!(tasks.contains("completed") && tasks.contains("1 task(s) in all"), "{tasks}");
-    let page: Value = serde_json::from_str(&c.ok(&["task", "list", "--json", "--limit", "1"]).await).unwrap();
+    assert!(
+        tasks.contains("completed") && tasks.contains("1 task(s) in all"),
+        "{tasks}"
+    );
+    let page: Value =
+        serde_json::from_str(&c.ok(&["task", "list", "--json", "--limit", "1"]).await).unwrap();
     assert_eq!(page["tasks"].as_array().unwrap().len(), 1);
     assert_eq!(page["taskNextOffset"], 1);
     let id = page["tasks"][0]["taskId"].as_str().unwrap().to_owned();
     let shown = c.ok(&["task", "get", &id]).await;
-    assert!(shown.contains(&id) && shown.contains("TASK_STATE_COMPLETED"), "{shown}");
-    assert!(c.fails(&["task", "cancel", &id]).await.contains("COMPLETED"));
+    assert!(
+        shown.contains(&id) && shown.contains("TASK_STATE_COMPLETED"),
+        "{shown}"
+    );
+    assert!(
+        c.fails(&["task", "cancel", &id])
+            .await
+            .contains("COMPLETED")
+    );
     assert!(c.fails(&["task", "get", "nope"]).await.contains("404"));
 
     let sessions = c.ok(&["session", "list"]).await;
-    assert!(sessions.contains("cli-ctx") && sessions.contains("idle"), "{sessions}");
-    assert!(c.ok(&["session", "close", "cli-ctx"]).await.contains("closed 1 live session(s)"));
-    assert!(c.fails(&["session", "cancel", "ghost"]).await.contains("unknown session"));
+    assert!(
+        sessions.contains("cli-ctx") && sessions.contains("idle"),
+        "{sessions}"
+    );
+    assert!(
+        c.ok(&["session", "close", "cli-ctx"])
+            .await
+            .contains("closed 1 live session(s)")
+    );
+    assert!(
+        c.fails(&["session", "cancel", "ghost"])
+            .await
+            .contains("unknown session")
+    );
 
     let metrics = c.ok(&["metrics"]).await;
-    assert!(metrics.contains("SendMessage") && metrics.contains("active tasks"), "{metrics}");
+    assert!(
+        metrics.contains("SendMessage") && metrics.contains("active tasks"),
+        "{metrics}"
+    );
     let prom = c.ok(&["metrics", "--prometheus"]).await;
     assert!(prom.contains("a2a_edge_requests_total"));
     let err = c.fails(&["update"]).await;
     assert!(err.contains("the update check failed"), "{err}");
-    let err = c.fails(&["send", "http://127.0.0.1:9/agent-card.json", "x"]).await;
+    let err = c
+        .fails(&["send", "http://127.0.0.1:9/agent-card.json", "x"])
+        .await;
     assert!(err.contains("cannot reach"), "{err}");
 }
 
@@ -134,42 +281,96 @@ async fn send_streams_text_and_task_session_metrics_commands_read_it_back() {
 async fn an_empty_token_on_stdin_never_clears_auth_and_json_failures_are_json() {
     let c = Cli::start().await;
     let strong = "0123456789abcdef-cli-strong\n";
-    assert!(c.run_with(&["inbound", "auth", "demo", "--token-stdin"], strong).await.status.success());
+    assert!(
+        c.run_with(&["inbound", "auth", "demo", "--token-stdin"], strong)
+            .await
+            .status
+            .success()
+    );
     // `echo "$UNSET" | a2a-edge inbound auth demo --token-stdin`
-    let out = c.run_with(&["inbound", "auth", "demo", "--token-stdin"], "\n").await;
+    let out = c
+        .run_with(&["inbound", "auth", "demo", "--token-stdin"], "\n")
+        .await;
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is empty"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is empty"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let card = format!("{}/a2a/demo/agent-card.json", c.base());
-    assert!(c.fails(&["send", &card, "hi"]).await.contains("wants a bearer token"), "still protected");
-    let weak = c.run_with(&["inbound", "auth", "demo", "--token-stdin"], "short\n").await;
+    assert!(
+        c.fails(&["send", &card, "hi"])
+            .await
+            .contains("wants a bearer token"),
+        "still protected"
+    );
+    let weak = c
+        .run_with(&["inbound", "auth", "demo", "--token-stdin"], "short\n")
+        .await;
     assert!(String::from_utf8_lossy(&weak.stderr).contains("at least 16"));
-    assert!(c.run_with(&["inbound", "auth", "demo", "--token-stdin", "--allow-weak"], "short\n").await.status.success());
+    assert!(
+        c.run_with(
+            &["inbound", "auth", "demo", "--token-stdin", "--allow-weak"],
+            "short\n"
+        )
+        .await
+        .status
+        .success()
+    );
     c.ok(&["inbound", "auth", "demo", "--clear"]).await;
 
-    let out = c.run_with(&["inbound", "remove", "ghost", "--json"], "").await;
+    let out = c
+        .run_with(&["inbound", "remove", "ghost", "--json"], "")
+        .await;
     assert!(!out.status.success());
     let failure: Value = serde_json::from_slice(&out.stdout).expect("a JSON failure on stdout");
     assert_eq!(failure["ok"], false);
-    assert!(failure["message"].as_str().unwrap().contains("unknown inbound id"), "{failure}");
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown inbound id"),
+        "{failure}"
+    );
 
-    assert!(c.ok(&["inbound", "test", "demo", "hello skill", "--skill", "chat"]).await.contains("hello skill"));
-    assert!(c.fails(&["inbound", "test", "demo", "x", "--skill", "astrology"]).await.contains("unknown skill"));
+    assert!(
+        c.ok(&["inbound", "test", "demo", "hello skill", "--skill", "chat"])
+            .await
+            .contains("hello skill")
+    );
+    assert!(
+        c.fails(&["inbound", "test", "demo", "x", "--skill", "astrology"])
+            .await
+            .contains("unknown skill")
+    );
 }
 
 /// Starts `a2a-edge serve` with `args` on the data directory `dir`; the child and its base URL.
 async fn serve(dir: &std::path::Path, args: &[&str]) -> (tokio::process::Child, String) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"]).arg(dir).args(args);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .args(args);
     started(cmd).await
 }
 
 /// Spawns a `serve` command (stdout and stderr piped); the child and the base URL it printed.
 async fn started(mut cmd: tokio::process::Command) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
-    let mut child = cmd.env_remove("RUST_LOG").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).kill_on_drop(true).spawn().unwrap();
+    let mut child = cmd
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
     let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let base = loop {
-        let line = stdout.next_line().await.unwrap().expect("serve prints where it listens");
+        let line = stdout
+            .next_line()
+            .await
+            .unwrap()
+            .expect("serve prints where it listens");
         if let Some(url) = line.split("listening on ").nth(1) {
             break url.trim().to_owned();
         }
@@ -183,16 +384,57 @@ async fn serve_logs(args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let (child, base) = serve(dir.path(), args).await;
     let http = reqwest::Client::new();
-    let body =
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m-log", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
-    assert_eq!(http.post(format!("{base}/a2a/demo")).json(&body).send().await.unwrap().status().as_u16(), 200);
-    assert_eq!(http.get(format!("{base}/a2a/api")).header("host", "evil.example").send().await.unwrap().status().as_u16(), 403);
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m-log", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
+    assert_eq!(
+        http.post(format!("{base}/a2a/demo"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    assert_eq!(
+        http.get(format!("{base}/a2a/api"))
+            .header("host", "evil.example")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        403
+    );
     let action = serde_json::json!({"action": "inbound.disable", "id": "ghost"});
-    assert_eq!(http.post(format!("{base}/a2a/api")).json(&action).send().await.unwrap().status().as_u16(), 409);
+    assert_eq!(
+        http.post(format!("{base}/a2a/api"))
+            .json(&action)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        409
+    );
     let create = serde_json::json!({"action": "inbound.create", "name": "fails", "description": "d", "version": "1", "preset": "scripted"});
-    let id = http.post(format!("{base}/a2a/api")).json(&create).send().await.unwrap().json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = http
+        .post(format!("{base}/a2a/api"))
+        .json(&create)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let failing = serde_json::json!({"action": "inbound.sendTest", "id": id, "text": "tck-task-failure please"});
-    http.post(format!("{base}/a2a/api")).json(&failing).send().await.unwrap();
+    http.post(format!("{base}/a2a/api"))
+        .json(&failing)
+        .send()
+        .await
+        .unwrap();
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().await.unwrap();
     String::from_utf8(out.stderr).unwrap()
@@ -201,19 +443,66 @@ async fn serve_logs(args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_logs_every_request_and_refusal_in_text_or_json() {
     let json = serve_logs(&["--log-format", "json"]).await;
-    let lines: Vec<Value> = json.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not a JSON line: {l:?} in {json}"))).collect();
+    let lines: Vec<Value> = json
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|_| panic!("not a JSON line: {l:?} in {json}"))
+        })
+        .collect();
     let field = |l: &Value, k: &str| l["fields"][k].clone();
-    let send = lines.iter().find(|l| field(l, "a2a_method") == "SendMessage").unwrap_or_else(|| panic!("no SendMessage line in {json}"));
-    assert_eq!((field(send, "status"), field(send, "instance"), field(send, "outcome")), (200.into(), "demo".into(), "ok".into()), "{send}");
-    assert!(field(send, "peer").as_str().unwrap().starts_with("127.0.0.1:") && field(send, "task").as_str().unwrap().len() == 36, "{send}");
-    assert!(lines.iter().any(|l| field(l, "status") == 403 && l["level"] == "WARN"), "the 403 is logged: {json}");
-    assert!(lines.iter().any(|l| field(l, "action") == "inbound.disable" && field(l, "status") == 409), "the action and its outcome: {json}");
-    assert!(!json.contains("cranelift") && !json.contains("wasmtime_"), "no compiler lines: {json}");
-    assert!(lines.iter().any(|l| field(l, "message") == "task FAILED" && field(l, "reason") == "Task failed as requested"), "a FAILED task with its reason: {json}");
+    let send = lines
+        .iter()
+        .find(|l| field(l, "a2a_method") == "SendMessage")
+        .unwrap_or_else(|| panic!("no SendMessage line in {json}"));
+    assert_eq!(
+        (
+            field(send, "status"),
+            field(send, "instance"),
+            field(send, "outcome")
+        ),
+        (200.into(), "demo".into(), "ok".into()),
+        "{send}"
+    );
+    assert!(
+        field(send, "peer")
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:")
+            && field(send, "task").as_str().unwrap().len() == 36,
+        "{send}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| field(l, "status") == 403 && l["level"] == "WARN"),
+        "the 403 is logged: {json}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| field(l, "action") == "inbound.disable" && field(l, "status") == 409),
+        "the action and its outcome: {json}"
+    );
+    assert!(
+        !json.contains("cranelift") && !json.contains("wasmtime_"),
+        "no compiler lines: {json}"
+    );
+    assert!(
+        lines.iter().any(|l| field(l, "message") == "task FAILED"
+            && field(l, "reason") == "Task failed as requested"),
+        "a FAILED task with its reason: {json}"
+    );
 
     let text = serve_logs(&[]).await;
-    assert!(!text.contains('\u{1b}'), "no ANSI colours when stderr is not a terminal: {text}");
-    assert!(text.contains("a2a request") && text.contains("a2a_method=\"SendMessage\"") || text.contains("a2a_method=SendMessage"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "no ANSI colours when stderr is not a terminal: {text}"
+    );
+    assert!(
+        text.contains("a2a request") && text.contains("a2a_method=\"SendMessage\"")
+            || text.contains("a2a_method=SendMessage"),
+        "{text}"
+    );
 }
 
 /// The processes whose environment marks them as the turn of `task` (any instance).
@@ -225,7 +514,10 @@ fn turn_processes(task: &str) -> Vec<i32> {
         .filter_map(|p| p.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
             let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            env.split(|b| *b == 0).any(|kv| kv.strip_prefix(b"A2A_EDGE_TURN=").is_some_and(|v| v.ends_with(suffix.as_bytes())))
+            env.split(|b| *b == 0).any(|kv| {
+                kv.strip_prefix(b"A2A_EDGE_TURN=")
+                    .is_some_and(|v| v.ends_with(suffix.as_bytes()))
+            })
         })
         .collect()
 }
@@ -235,15 +527,29 @@ async fn slow_turn(base: &str) -> String {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
         "message": {"messageId": format!("m-{}", uuid::Uuid::new_v4()), "role": "ROLE_USER", "parts": [{"text": "x"}]},
         "configuration": {"returnImmediately": true}}});
-    let v: Value = reqwest::Client::new().post(format!("{base}/a2a/slow")).json(&body).send().await.unwrap().json().await.unwrap();
-    let task = v["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{v}")).to_owned();
+    let v: Value = reqwest::Client::new()
+        .post(format!("{base}/a2a/slow"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = v["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_owned();
     for _ in 0..100 {
         if turn_processes(&task).len() == 2 {
             return task;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    panic!("the turn's sh and sleep never ran: {:?}", turn_processes(&task));
+    panic!(
+        "the turn's sh and sleep never ran: {:?}",
+        turn_processes(&task)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,11 +575,24 @@ async fn command_processes_never_outlive_the_runtime() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(turn_processes(&task).len(), 1, "the shell went with the runtime; its child was reparented");
+    assert_eq!(
+        turn_processes(&task).len(),
+        1,
+        "the shell went with the runtime; its child was reparented"
+    );
     let (mut child, base) = serve(&data, &args).await;
     gone(&task).await;
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}});
-    let t: Value = reqwest::Client::new().post(format!("{base}/a2a/slow")).json(&body).send().await.unwrap().json().await.unwrap();
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}});
+    let t: Value = reqwest::Client::new()
+        .post(format!("{base}/a2a/slow"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(t["result"]["status"]["state"], "TASK_STATE_FAILED", "{t}");
 
     // SIGTERM past the grace: the runtime kills the group before it exits.
@@ -291,7 +610,10 @@ async fn gone(task: &str) {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    panic!("processes of the turn outlived the runtime: {:?}", turn_processes(task));
+    panic!(
+        "processes of the turn outlived the runtime: {:?}",
+        turn_processes(task)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,7 +621,11 @@ async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     // 64 descriptors, soft and hard: the runtime cannot raise them, and runs out at once.
     let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c").arg(format!("ulimit -n 64 && exec {} serve --listen 127.0.0.1:0 --data-dir {}", env!("CARGO_BIN_EXE_a2a-edge"), dir.path().display()));
+    cmd.arg("-c").arg(format!(
+        "ulimit -n 64 && exec {} serve --listen 127.0.0.1:0 --data-dir {}",
+        env!("CARGO_BIN_EXE_a2a-edge"),
+        dir.path().display()
+    ));
     let (child, base) = started(cmd).await;
     let addr = base.trim_start_matches("http://").to_owned();
     let mut held = Vec::new();
@@ -311,26 +637,47 @@ async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     drop(held);
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-    let card = reqwest::Client::new().get(format!("{base}/a2a/demo/agent-card.json")).timeout(std::time::Duration::from_secs(5)).send().await.unwrap();
-    assert_eq!(card.status().as_u16(), 200, "serves again once descriptors are free");
+    let card = reqwest::Client::new()
+        .get(format!("{base}/a2a/demo/agent-card.json"))
+        .timeout(std::time::Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        card.status().as_u16(),
+        200,
+        "serves again once descriptors are free"
+    );
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().await.unwrap();
     let log = String::from_utf8_lossy(&out.stderr);
     let failures = log.matches("accept failed").count();
-    assert!((1..=3).contains(&failures), "accept failures are logged at most once per 10 s, not in a loop: {failures} lines\n{log}");
+    assert!(
+        (1..=3).contains(&failures),
+        "accept failures are logged at most once per 10 s, not in a loop: {failures} lines\n{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_keeps_running_when_its_stdout_is_closed() {
     // `a2a-edge serve | head -1`: the reader is gone before the banner is written.
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut fds = [0; 2];
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
     unsafe { libc::close(fds[0]) };
     let stdout = unsafe { <std::process::Stdio as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
         .arg(dir.path())
         .stdout(stdout)
         .stderr(std::process::Stdio::null())
@@ -340,13 +687,19 @@ async fn serve_keeps_running_when_its_stdout_is_closed() {
     let card = format!("http://127.0.0.1:{port}/a2a/demo/agent-card.json");
     let mut served = false;
     for _ in 0..100 {
-        if reqwest::get(&card).await.is_ok_and(|r| r.status().is_success()) {
+        if reqwest::get(&card)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
             served = true;
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    assert!(served && child.try_wait().unwrap().is_none(), "the server runs on without a reader of its banner");
+    assert!(
+        served && child.try_wait().unwrap().is_none(),
+        "the server runs on without a reader of its banner"
+    );
     assert!(reqwest::get(&card).await.unwrap().status().is_success());
 }

@@ -41,7 +41,13 @@ impl Server {
         }
         let dir = tempfile::tempdir().unwrap();
         prepare(dir.path());
-        let mut s = Server { running: None, dir, config, http: reqwest::Client::new(), split: false };
+        let mut s = Server {
+            running: None,
+            dir,
+            config,
+            http: reqwest::Client::new(),
+            split: false,
+        };
         s.boot().await;
         s
     }
@@ -50,7 +56,13 @@ impl Server {
     pub async fn start_split(mut config: Config) -> Server {
         config.runtime.cache_dir.get_or_insert_with(shared_cache);
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Server { running: None, dir, config, http: reqwest::Client::new(), split: true };
+        let mut s = Server {
+            running: None,
+            dir,
+            config,
+            http: reqwest::Client::new(),
+            split: true,
+        };
         s.boot().await;
         s
     }
@@ -67,7 +79,15 @@ impl Server {
     /// Starts the runtime on this server's config and data directory; the start-up error as is.
     pub async fn try_boot(&self) -> anyhow::Result<a2a_edge::Running> {
         let control = self.split.then(|| "127.0.0.1:0".parse().unwrap());
-        a2a_edge::Running::start_on(self.config.clone(), self.dir.path().to_owned(), a2a_edge::Listen { public: "127.0.0.1:0".parse().unwrap(), control }).await
+        a2a_edge::Running::start_on(
+            self.config.clone(),
+            self.dir.path().to_owned(),
+            a2a_edge::Listen {
+                public: "127.0.0.1:0".parse().unwrap(),
+                control,
+            },
+        )
+        .await
     }
 
     /// Stops gracefully and starts again on the same data directory.
@@ -89,7 +109,13 @@ impl Server {
     /// POSTs a JSON-RPC call to an endpoint path; returns (status, body).
     pub async fn rpc(&self, path: &str, method: &str, params: Value) -> (u16, Value) {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let r = self.http.post(format!("{}{path}", self.base())).json(&body).send().await.unwrap();
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     }
@@ -101,13 +127,27 @@ impl Server {
     }
 
     /// Calls a streaming method (`Accept: text/event-stream`), with an optional `Last-Event-ID`.
-    pub async fn stream(&self, path: &str, method: &str, params: Value, last_event_id: Option<u64>) -> Events {
+    pub async fn stream(
+        &self,
+        path: &str,
+        method: &str,
+        params: Value,
+        last_event_id: Option<u64>,
+    ) -> Events {
         let body = json!({"jsonrpc": "2.0", "id": "s", "method": method, "params": params});
-        let mut req = self.http.post(format!("{}{path}", self.base())).header("accept", "text/event-stream").json(&body);
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base()))
+            .header("accept", "text/event-stream")
+            .json(&body);
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id.to_string());
         }
-        Events { response: req.send().await.unwrap(), buf: String::new(), comments: 0 }
+        Events {
+            response: req.send().await.unwrap(),
+            buf: String::new(),
+            comments: 0,
+        }
     }
 
     /// The `result` of a successful JSON-RPC call (panics with the body otherwise).
@@ -120,7 +160,9 @@ impl Server {
     /// The error code of a failed JSON-RPC call (panics with the body otherwise).
     pub async fn code(&self, path: &str, method: &str, params: Value) -> i64 {
         let (_, body) = self.rpc(path, method, params).await;
-        body["error"]["code"].as_i64().unwrap_or_else(|| panic!("{method} did not fail: {body}"))
+        body["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{method} did not fail: {body}"))
     }
 
     /// Polls GetTask until the task reaches `state` (or panics after `secs`).
@@ -131,7 +173,10 @@ impl Server {
             if t["status"]["state"] == state {
                 return t;
             }
-            assert!(std::time::Instant::now() < deadline, "task {task_id} did not reach {state}: {t}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task {task_id} did not reach {state}: {t}"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
@@ -144,13 +189,23 @@ impl Server {
 
     /// POSTs a control action; returns (status, body).
     pub async fn action(&self, body: Value) -> (u16, Value) {
-        let r = self.http.post(format!("{}/a2a/api", self.control_base())).json(&body).send().await.unwrap();
+        let r = self
+            .http
+            .post(format!("{}/a2a/api", self.control_base()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
     /// GETs a path (control paths on the control surface); returns (status, body as JSON or null).
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        let base = if path.starts_with("/a2a/api") || path.starts_with("/a2a/ui") { self.control_base() } else { self.base() };
+        let base = if path.starts_with("/a2a/api") || path.starts_with("/a2a/ui") {
+            self.control_base()
+        } else {
+            self.base()
+        };
         let r = self.http.get(format!("{base}{path}")).send().await.unwrap();
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
@@ -198,7 +253,10 @@ pub fn instance(id: &str, preset: &str) -> a2a_edge::config::InstanceDecl {
 pub fn scripted(edit: impl FnOnce(&mut a2a_edge::config::InstanceDecl)) -> Config {
     let mut decl = instance("tck", "scripted");
     edit(&mut decl);
-    Config { instances: vec![decl], ..Config::default() }
+    Config {
+        instances: vec![decl],
+        ..Config::default()
+    }
 }
 
 /// A user message with one text part.
@@ -242,14 +300,22 @@ impl Events {
                     None => self.comments += usize::from(raw.starts_with(':')),
                 }
             }
-            let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), self.response.chunk()).await.expect("stream stalled").ok()??;
+            let chunk =
+                tokio::time::timeout(std::time::Duration::from_secs(30), self.response.chunk())
+                    .await
+                    .expect("stream stalled")
+                    .ok()??;
             self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
         }
     }
 
     /// The body as plain JSON (an error answered before any stream started).
     pub async fn json(self) -> Value {
-        assert_eq!(self.response.headers()["content-type"], "application/json", "expected a plain JSON answer");
+        assert_eq!(
+            self.response.headers()["content-type"],
+            "application/json",
+            "expected a plain JSON answer"
+        );
         self.response.json().await.unwrap()
     }
 
@@ -270,7 +336,10 @@ impl Events {
 
 /// The StreamResponse member of an event (`task`, `statusUpdate`, …).
 pub fn kind(e: &Event) -> &str {
-    e.1["result"].as_object().and_then(|o| o.keys().next()).map_or("error", |k| k.as_str())
+    e.1["result"]
+        .as_object()
+        .and_then(|o| o.keys().next())
+        .map_or("error", |k| k.as_str())
 }
 
 /// The virtualenv with the outbound tests' Python remote agent (a2a-sdk 1.3), created under
@@ -285,11 +354,21 @@ pub fn python() -> &'static Path {
         let wanted = std::fs::read(&requirements).unwrap();
         if std::fs::read(&stamp).ok().as_deref() != Some(&wanted[..]) {
             let run = |cmd: &mut std::process::Command| {
-                let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (is python3 installed?)"));
-                assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+                let out = cmd
+                    .output()
+                    .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (is python3 installed?)"));
+                assert!(
+                    out.status.success(),
+                    "{cmd:?} failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             };
-            run(std::process::Command::new("python3").args(["-m", "venv"]).arg(&venv));
-            run(std::process::Command::new(venv.join("bin/pip")).args(["install", "-q", "--disable-pip-version-check", "-r"]).arg(&requirements));
+            run(std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv));
+            run(std::process::Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", "--disable-pip-version-check", "-r"])
+                .arg(&requirements));
             std::fs::write(&stamp, &wanted).unwrap();
         }
         venv.join("bin/python")
@@ -306,12 +385,27 @@ pub struct RemoteAgent {
 impl RemoteAgent {
     /// Starts the agent with extra arguments (`--no-streaming`, `--token T`) and waits for its card.
     pub async fn start(args: &[&str]) -> RemoteAgent {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("outbound/remote_agent.py");
-        let child = std::process::Command::new(python()).arg(script).arg(port.to_string()).args(args).spawn().unwrap();
-        let agent = RemoteAgent { child, base: format!("http://127.0.0.1:{port}") };
+        let child = std::process::Command::new(python())
+            .arg(script)
+            .arg(port.to_string())
+            .args(args)
+            .spawn()
+            .unwrap();
+        let agent = RemoteAgent {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
         for _ in 0..200 {
-            if reqwest::get(agent.card_url()).await.is_ok_and(|r| r.status().is_success()) {
+            if reqwest::get(agent.card_url())
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
                 return agent;
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -326,12 +420,21 @@ impl RemoteAgent {
 
     /// GETs one of its `/test/...` hooks.
     pub async fn hook(&self, path: &str) -> Value {
-        reqwest::get(format!("{}/test/{path}", self.base)).await.unwrap().json().await.unwrap()
+        reqwest::get(format!("{}/test/{path}", self.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     /// Makes its next `n` JSON-RPC calls answer 503.
     pub async fn fail_next(&self, n: u32) {
-        reqwest::Client::new().post(format!("{}/test/fail-next?n={n}", self.base)).send().await.unwrap();
+        reqwest::Client::new()
+            .post(format!("{}/test/fail-next?n={n}", self.base))
+            .send()
+            .await
+            .unwrap();
     }
 
     /// Stops it.

@@ -34,7 +34,13 @@ async fn call(s: &Server, bearer: Option<&str>) -> u16 {
 }
 
 fn uuid() -> String {
-    format!("m-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
+    format!(
+        "m-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,7 +51,9 @@ async fn set_auth_stores_the_token_privately_and_it_leaks_nowhere() {
     let mut s = Server::default().await;
     assert_eq!(call(&s, None).await, 200);
 
-    let (status, v) = s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": TOKEN})).await;
+    let (status, v) = s
+        .action(json!({"action": "inbound.setAuth", "id": "demo", "token": TOKEN}))
+        .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(call(&s, None).await, 401, "takes effect at once");
     assert_eq!(call(&s, Some("wrong")).await, 401);
@@ -53,16 +61,32 @@ async fn set_auth_stores_the_token_privately_and_it_leaks_nowhere() {
 
     let file = s.dir.path().join("credentials.json");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(stored["A2A_INBOUND_DEMO"], TOKEN);
 
     let (_, snap) = s.get("/a2a/api").await;
     assert_eq!(snap["inbounds"][0]["authTokenEnv"], "A2A_INBOUND_DEMO");
     let (_, card) = s.get("/a2a/demo/agent-card.json").await;
-    assert!(card["securitySchemes"].is_object(), "the card announces bearer auth: {card}");
+    assert!(
+        card["securitySchemes"].is_object(),
+        "the card announces bearer auth: {card}"
+    );
     let (_, card_read) = s.get("/a2a/api/card?id=demo").await;
-    let wrong = s.http.post(format!("{}/a2a/demo", s.base())).bearer_auth("wrong").json(&json!({})).send().await.unwrap().text().await.unwrap();
+    let wrong = s
+        .http
+        .post(format!("{}/a2a/demo", s.base()))
+        .bearer_auth("wrong")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let refused = s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": format!("{TOKEN} with space")})).await.1;
 
     s.restart().await;
@@ -70,30 +94,49 @@ async fn set_auth_stores_the_token_privately_and_it_leaks_nowhere() {
     assert_eq!(call(&s, Some(TOKEN)).await, 200);
 
     // Nowhere else: not in answers, not in the database, not in any log line.
-    for (what, text) in [("snapshot", snap.to_string()), ("card", card.to_string()), ("card read", card_read.to_string()), ("401", wrong), ("refusal", refused.to_string())] {
-        assert!(!text.contains(TOKEN), "the token leaked into the {what}: {text}");
+    for (what, text) in [
+        ("snapshot", snap.to_string()),
+        ("card", card.to_string()),
+        ("card read", card_read.to_string()),
+        ("401", wrong),
+        ("refusal", refused.to_string()),
+    ] {
+        assert!(
+            !text.contains(TOKEN),
+            "the token leaked into the {what}: {text}"
+        );
     }
     s.app().store.flush().await.unwrap();
     for entry in std::fs::read_dir(s.dir.path()).unwrap() {
         let path = entry.unwrap().path();
         if path.is_file() && path != file {
             let bytes = std::fs::read(&path).unwrap();
-            assert!(!bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()), "the token is in {}", path.display());
+            assert!(
+                !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+                "the token is in {}",
+                path.display()
+            );
         }
     }
     let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
     assert!(logged.contains("a2a_edge"), "logs were captured");
     assert!(!logged.contains(TOKEN), "the token is in the logs");
 
-    let (status, v) = s.action(json!({"action": "inbound.setAuth", "id": "demo"})).await;
+    let (status, v) = s
+        .action(json!({"action": "inbound.setAuth", "id": "demo"}))
+        .await;
     assert_eq!(status, 409, "no token is not a way to clear it: {v}");
     assert_eq!(call(&s, None).await, 401);
-    let (status, v) = s.action(json!({"action": "inbound.setAuth", "id": "demo", "clear": true})).await;
+    let (status, v) = s
+        .action(json!({"action": "inbound.setAuth", "id": "demo", "clear": true}))
+        .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(call(&s, None).await, 200, "cleared at once");
     let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert!(stored.get("A2A_INBOUND_DEMO").is_none());
-    let (status, v) = s.action(json!({"action": "inbound.setAuth", "id": "ghost", "token": "x"})).await;
+    let (status, v) = s
+        .action(json!({"action": "inbound.setAuth", "id": "ghost", "token": "x"}))
+        .await;
     assert_eq!(status, 409, "{v}");
 }
 
@@ -105,10 +148,19 @@ async fn a_named_secret_that_is_not_set_refuses_every_call() {
     config.instances.push(decl);
     let s = Server::start(config).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}});
-    let r = s.http.post(format!("{}/a2a/locked", s.base())).json(&body).send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}/a2a/locked", s.base()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 401, "fail closed");
 }
 
 fn tracing_subscriber_init(make: impl Fn() -> Logs + Send + Sync + 'static) {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new("info,a2a_edge=trace")).with_writer(make).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info,a2a_edge=trace"))
+        .with_writer(make)
+        .init();
 }

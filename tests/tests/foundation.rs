@@ -18,14 +18,37 @@ async fn first_start_serves_demo_card_and_echo_send_message_that_survives_restar
     let mut s = Server::default().await;
     let (status, card) = s.get("/a2a/demo/agent-card.json").await;
     assert_eq!(status, 200);
-    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{}/a2a/demo", s.base()));
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        format!("{}/a2a/demo", s.base())
+    );
     assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
-    let r = s.http.get(format!("{}/a2a/demo/agent-card.json", s.base())).send().await.unwrap();
+    let r = s
+        .http
+        .get(format!("{}/a2a/demo/agent-card.json", s.base()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers()["cache-control"], "public, max-age=300");
-    assert!(r.headers()["last-modified"].to_str().unwrap().ends_with(" GMT"));
+    assert!(
+        r.headers()["last-modified"]
+            .to_str()
+            .unwrap()
+            .ends_with(" GMT")
+    );
     let etag = r.headers()["etag"].to_str().unwrap().to_owned();
-    let again = s.http.get(format!("{}/a2a/demo/agent-card.json", s.base())).header("if-none-match", &etag).send().await.unwrap();
-    assert_eq!(again.status().as_u16(), 304, "a matching If-None-Match answers 304");
+    let again = s
+        .http
+        .get(format!("{}/a2a/demo/agent-card.json", s.base()))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status().as_u16(),
+        304,
+        "a matching If-None-Match answers 304"
+    );
 
     let r = s.send("/a2a/demo", "m-restart", "hello edge world").await;
     let task = &r["result"]["task"];
@@ -35,27 +58,66 @@ async fn first_start_serves_demo_card_and_echo_send_message_that_survives_restar
 
     s.restart().await;
     let (_, got) = s.rpc("/a2a/demo", "GetTask", json!({"id": id})).await;
-    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
-    assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "hello edge world");
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    assert_eq!(
+        got["result"]["artifacts"][0]["parts"][0]["text"],
+        "hello edge world"
+    );
     let again = s.send("/a2a/demo", "m-restart", "hello edge world").await;
-    assert_eq!(again["result"]["task"]["id"], id.as_str(), "a retry (same messageId and parts) after restart returns the original task");
-    assert_eq!(again["result"]["task"]["artifacts"][0]["parts"][0]["text"], "hello edge world");
-    let other = s.send("/a2a/demo", "m-restart", "other parts are another message").await;
-    assert_ne!(other["result"]["task"]["id"], id.as_str(), "never answered with a task it did not create");
+    assert_eq!(
+        again["result"]["task"]["id"],
+        id.as_str(),
+        "a retry (same messageId and parts) after restart returns the original task"
+    );
+    assert_eq!(
+        again["result"]["task"]["artifacts"][0]["parts"][0]["text"],
+        "hello edge world"
+    );
+    let other = s
+        .send("/a2a/demo", "m-restart", "other parts are another message")
+        .await;
+    assert_ne!(
+        other["result"]["task"]["id"],
+        id.as_str(),
+        "never answered with a task it did not create"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_surface_answers_loopback_only_while_agents_answer_anyone() {
     let s = Server::default().await;
-    let other = reqwest::Client::builder().local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap()).build().unwrap();
+    let other = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
     for path in ["/a2a/api", "/a2a/api/components", "/a2a/ui"] {
-        let r = other.get(format!("{}{path}", s.base())).send().await.unwrap();
+        let r = other
+            .get(format!("{}{path}", s.base()))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status().as_u16(), 403, "{path} from 127.0.0.2");
     }
-    let r = other.post(format!("{}/a2a/api", s.base())).json(&json!({"action": "component.reload", "name": "a2a-server"})).send().await.unwrap();
+    let r = other
+        .post(format!("{}/a2a/api", s.base()))
+        .json(&json!({"action": "component.reload", "name": "a2a-server"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 403);
-    let r = other.get(format!("{}/a2a/demo/agent-card.json", s.base())).send().await.unwrap();
-    assert_eq!(r.status().as_u16(), 200, "remote clients reach the A2A surface");
+    let r = other
+        .get(format!("{}/a2a/demo/agent-card.json", s.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        200,
+        "remote clients reach the A2A surface"
+    );
 
     let (status, snapshot) = s.get("/a2a/api").await;
     assert_eq!(status, 200);
@@ -70,7 +132,10 @@ async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream.write_all(request).await.unwrap();
     let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await.unwrap().unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
@@ -78,92 +143,206 @@ async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
 async fn bodies_over_the_limit_are_refused_with_413_declared_or_chunked() {
     let s = Server::start(config_with(&[("small", "a2a-server", Some(1024))])).await;
     let big = "x".repeat(4000);
-    let r = s.http.post(format!("{}/a2a/small", s.base())).header("content-type", "application/json").body(big.clone()).send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}/a2a/small", s.base()))
+        .header("content-type", "application/json")
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 413);
 
     let addr = s.running.as_ref().unwrap().addr;
-    let chunked = format!("POST /a2a/small HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{big}\r\n", big.len());
+    let chunked = format!(
+        "POST /a2a/small HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{big}\r\n",
+        big.len()
+    );
     let answer = raw(addr, chunked.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
 
-    let control = format!("POST /a2a/api HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{", (1 << 20) + 1);
+    let control = format!(
+        "POST /a2a/api HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{",
+        (1 << 20) + 1
+    );
     let answer = raw(addr, control.as_bytes()).await;
-    assert!(answer.starts_with("HTTP/1.1 413"), "the control API caps bodies at 1 MiB: {answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "the control API caps bodies at 1 MiB: {answer}"
+    );
 
     let ok = s.send("/a2a/small", "m-small", "fits").await;
-    assert_eq!(ok["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        ok["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trapping_spinning_or_hoarding_component_fails_only_its_own_request() {
-    let s = Server::start_with(config_with(&[("demo", "a2a-server", None), ("bad", "misbehave", None)]), |dir| put_component(dir, "misbehave", &misbehave())).await;
+    let s = Server::start_with(
+        config_with(&[("demo", "a2a-server", None), ("bad", "misbehave", None)]),
+        |dir| put_component(dir, "misbehave", &misbehave()),
+    )
+    .await;
     let bad = |mode: &'static str| {
         let http = s.http.clone();
         let url = format!("{}/a2a/bad", s.base());
         async move {
             let started = Instant::now();
-            let r = http.post(url).header("x-misbehave", mode).body("{}").send().await.unwrap();
-            (r.status().as_u16(), started.elapsed(), r.json::<serde_json::Value>().await.unwrap_or_default())
+            let r = http
+                .post(url)
+                .header("x-misbehave", mode)
+                .body("{}")
+                .send()
+                .await
+                .unwrap();
+            (
+                r.status().as_u16(),
+                started.elapsed(),
+                r.json::<serde_json::Value>().await.unwrap_or_default(),
+            )
         }
     };
     let (status, _, trap) = bad("trap").await;
     assert_eq!(status, 500);
     let cause = trap["error"]["message"].as_str().unwrap_or_default();
-    assert!(trap["error"]["code"] == -32603 && cause.contains("wasm trap") && !cause.contains("backtrace"), "a JSON-RPC error naming the cause: {trap}");
+    assert!(
+        trap["error"]["code"] == -32603
+            && cause.contains("wasm trap")
+            && !cause.contains("backtrace"),
+        "a JSON-RPC error naming the cause: {trap}"
+    );
     assert_eq!(bad("alloc").await.0, 500);
 
     let spinning = tokio::spawn(bad("spin"));
     tokio::time::sleep(Duration::from_millis(100)).await;
     let during = s.send("/a2a/demo", "m-during-spin", "still serving").await;
-    assert_eq!(during["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "others are served while one spins");
-    assert!(!spinning.is_finished(), "the demo answer came before the spinner was stopped");
+    assert_eq!(
+        during["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "others are served while one spins"
+    );
+    assert!(
+        !spinning.is_finished(),
+        "the demo answer came before the spinner was stopped"
+    );
     let (status, elapsed, spun) = spinning.await.unwrap();
     assert_eq!(status, 500);
-    assert!(spun["error"]["message"].as_str().unwrap_or_default().contains("CPU limit"), "{spun}");
-    assert!(elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(4), "spinner stopped after {elapsed:?}");
+    assert!(
+        spun["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("CPU limit"),
+        "{spun}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(4),
+        "spinner stopped after {elapsed:?}"
+    );
 
-    assert_eq!(bad("ok").await.0, 200, "the same component still serves good requests");
+    assert_eq!(
+        bad("ok").await.0,
+        200,
+        "the same component still serves good requests"
+    );
 
     // A component that stored a running task and then trapped leaves it FAILED, not stuck.
-    let r = s.http.post(format!("{}/a2a/bad", s.base())).header("x-misbehave", "task-then-trap").header("x-task-id", "t-abandoned").body("{}").send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}/a2a/bad", s.base()))
+        .header("x-misbehave", "task-then-trap")
+        .header("x-task-id", "t-abandoned")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 500);
-    let (status, _) = s.action(json!({"action": "inbound.update", "id": "bad", "component": "a2a-server"})).await;
+    let (status, _) = s
+        .action(json!({"action": "inbound.update", "id": "bad", "component": "a2a-server"}))
+        .await;
     assert_eq!(status, 200);
-    let t = s.ok("/a2a/bad", "GetTask", json!({"id": "t-abandoned"})).await;
+    let t = s
+        .ok("/a2a/bad", "GetTask", json!({"id": "t-abandoned"}))
+        .await;
     assert_eq!(t["status"]["state"], "TASK_STATE_FAILED", "{t}");
-    assert!(t["status"]["message"]["parts"][0]["text"].as_str().unwrap().starts_with("the agent component failed"), "{t}");
+    assert!(
+        t["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("the agent component failed"),
+        "{t}"
+    );
     assert!(s.app().services().metrics.traps() >= 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn swapping_a_component_takes_over_new_requests_and_a_bad_one_is_refused() {
-    let s = Server::start_with(config_with(&[("swap", "custom", None)]), |dir| put_component(dir, "custom", EMBEDDED_SERVER)).await;
+    let s = Server::start_with(config_with(&[("swap", "custom", None)]), |dir| {
+        put_component(dir, "custom", EMBEDDED_SERVER)
+    })
+    .await;
     let card = |s: &Server| {
         let http = s.http.clone();
         let url = format!("{}/a2a/swap/agent-card.json", s.base());
-        async move { http.get(url).send().await.unwrap().json::<Value>().await.unwrap() }
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(card(&s).await["name"], "swap");
 
     s.put_component("custom", &misbehave());
-    let (status, body) = s.action(json!({"action": "component.reload", "name": "custom"})).await;
+    let (status, body) = s
+        .action(json!({"action": "component.reload", "name": "custom"}))
+        .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(card(&s).await, json!({"component": "misbehave"}), "new requests run the new component");
+    assert_eq!(
+        card(&s).await,
+        json!({"component": "misbehave"}),
+        "new requests run the new component"
+    );
 
     s.put_component("custom", b"\0asm not really");
-    let (status, body) = s.action(json!({"action": "component.reload", "name": "custom"})).await;
+    let (status, body) = s
+        .action(json!({"action": "component.reload", "name": "custom"}))
+        .await;
     assert_eq!(status, 409);
-    assert!(body["message"].as_str().unwrap().contains("not a valid WebAssembly component"), "{body}");
-    assert_eq!(card(&s).await, json!({"component": "misbehave"}), "the old component keeps serving");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a valid WebAssembly component"),
+        "{body}"
+    );
+    assert_eq!(
+        card(&s).await,
+        json!({"component": "misbehave"}),
+        "the old component keeps serving"
+    );
 
-    let (status, body) = s.action(json!({"action": "inbound.update", "id": "swap", "component": "a2a-server"})).await;
+    let (status, body) = s
+        .action(json!({"action": "inbound.update", "id": "swap", "component": "a2a-server"}))
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(card(&s).await["name"], "swap");
     let (_, comps) = s.get("/a2a/api/components").await;
-    let server = comps["components"].as_array().unwrap().iter().find(|c| c["name"] == "a2a-server").unwrap().clone();
+    let server = comps["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "a2a-server")
+        .unwrap()
+        .clone();
     assert_eq!(server["instances"], json!(["swap"]));
 
-    let (status, body) = s.action(json!({"action": "component.reload", "name": "ghost"})).await;
+    let (status, body) = s
+        .action(json!({"action": "component.reload", "name": "ghost"}))
+        .await;
     assert_eq!(status, 409);
     assert!(body["message"].as_str().unwrap().contains("ghost"));
 }
@@ -175,7 +354,10 @@ async fn the_second_start_compiles_nothing() {
     config.runtime.cache_dir = Some(cache.path().to_owned());
     let mut s = Server::start(config).await;
     let (_, first) = s.get("/a2a/api/components").await;
-    assert_eq!(first["compilations"], 2, "the server and the outbound client component");
+    assert_eq!(
+        first["compilations"], 2,
+        "the server and the outbound client component"
+    );
     assert_eq!(first["components"][0]["fromCache"], false);
     s.restart().await;
     let (_, second) = s.get("/a2a/api/components").await;
@@ -186,13 +368,30 @@ async fn the_second_start_compiles_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_methods_and_unknown_rpc_methods_answer_clearly() {
     let s = Server::default().await;
-    let r = s.http.get(format!("{}/a2a/demo", s.base())).send().await.unwrap();
+    let r = s
+        .http
+        .get(format!("{}/a2a/demo", s.base()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 405);
-    let r = s.http.delete(format!("{}/a2a/api", s.base())).send().await.unwrap();
+    let r = s
+        .http
+        .delete(format!("{}/a2a/api", s.base()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 405);
     let (status, body) = s.rpc("/a2a/demo/", "NoSuchMethod", json!({})).await;
     assert_eq!(status, 200, "trailing slash is the same endpoint");
     assert_eq!(body["error"]["code"], -32601);
-    let r = s.http.post(format!("{}/a2a/api", s.base())).header("content-type", "application/json").body("{not json").send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}/a2a/api", s.base()))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 400);
 }

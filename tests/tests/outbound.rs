@@ -20,61 +20,142 @@ async fn refused(s: &Server, body: Value) -> String {
 
 async fn connection(s: &Server, id: &str) -> Value {
     let (_, snap) = s.get("/a2a/api").await;
-    snap["outbounds"].as_array().unwrap().iter().find(|o| o["id"] == id).cloned().unwrap_or_else(|| panic!("no outbound {id}: {snap}"))
+    snap["outbounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no outbound {id}: {snap}"))
 }
 
 async fn call(s: &Server, id: &str, prompt: &str) -> (u16, Value) {
-    s.action(json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": prompt})).await
+    s.action(json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": prompt}))
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_python_agent_discovered_connected_and_called() {
     let remote = RemoteAgent::start(&[]).await;
     let s = Server::default().await;
-    let v = ok(&s, json!({"action": "outbound.discover", "agentCardUrl": remote.card_url()})).await;
+    let v = ok(
+        &s,
+        json!({"action": "outbound.discover", "agentCardUrl": remote.card_url()}),
+    )
+    .await;
     let p = &v["preview"];
-    assert_eq!((p["name"].as_str(), p["version"].as_str()), (Some("Python Remote"), Some("3.1.4")));
+    assert_eq!(
+        (p["name"].as_str(), p["version"].as_str()),
+        (Some("Python Remote"), Some("3.1.4"))
+    );
     assert_eq!(p["endpoint"], format!("{}/", remote.base));
     assert_eq!(p["capabilities"]["streaming"], true);
     assert_eq!(p["skills"].as_array().unwrap().len(), 2);
     let (_, snap) = s.get("/a2a/api").await;
     assert_eq!(snap["outbounds"], json!([]), "discover creates nothing");
 
-    let id = ok(&s, json!({"action": "outbound.create", "name": "py agent", "agentCardUrl": remote.card_url()})).await["id"].as_str().unwrap().to_owned();
+    let id = ok(
+        &s,
+        json!({"action": "outbound.create", "name": "py agent", "agentCardUrl": remote.card_url()}),
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let c = connection(&s, &id).await;
-    assert_eq!((c["state"].as_str(), c["agentVersion"].as_str(), c["toolCount"].as_u64()), (Some("connected"), Some("3.1.4"), Some(2)));
-    let names: Vec<&str> = c["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        (
+            c["state"].as_str(),
+            c["agentVersion"].as_str(),
+            c["toolCount"].as_u64()
+        ),
+        (Some("connected"), Some("3.1.4"), Some(2))
+    );
+    let names: Vec<&str> = c["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["a2a__py_agent__echo", "a2a__py_agent__web_search"]);
 
     // Streaming path: chunks assembled into the artifact text.
     let (status, v) = call(&s, &id, "hello over sse").await;
-    assert_eq!((status, v["result"].as_str()), (200, Some("echo: hello over sse")), "{v}");
+    assert_eq!(
+        (status, v["result"].as_str()),
+        (200, Some("echo: hello over sse")),
+        "{v}"
+    );
     // Remote FAILED → an error carrying the remote message.
-    let m = refused(&s, json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "fail hard"})).await;
+    let m = refused(
+        &s,
+        json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "fail hard"}),
+    )
+    .await;
     assert_eq!(m, "remote failure: fail hard");
     // INPUT_REQUIRED → the marker with the task id; the model (here: we) continues with taskId.
     let (_, v) = call(&s, &id, "ask something").await;
     let text = v["result"].as_str().unwrap();
-    assert!(text.starts_with("[remote agent TASK_STATE_INPUT_REQUIRED task=") && text.ends_with("] which one?"), "{text}");
-    let task = text.split("task=").nth(1).unwrap().split(']').next().unwrap();
+    assert!(
+        text.starts_with("[remote agent TASK_STATE_INPUT_REQUIRED task=")
+            && text.ends_with("] which one?"),
+        "{text}"
+    );
+    let task = text
+        .split("task=")
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap();
     let v = ok(&s, json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "the blue one", "taskId": task})).await;
     assert_eq!(v["result"], "echo: the blue one");
 
     let seen = remote.hook("seen").await;
     let seen = seen.as_array().unwrap();
-    assert!(seen.iter().all(|m| m["skill"] == "echo"), "metadata.skill is set: {seen:?}");
-    assert!(seen.windows(2).all(|w| w[0]["contextId"] == w[1]["contextId"]), "one stable contextId per caller: {seen:?}");
+    assert!(
+        seen.iter().all(|m| m["skill"] == "echo"),
+        "metadata.skill is set: {seen:?}"
+    );
+    assert!(
+        seen.windows(2)
+            .all(|w| w[0]["contextId"] == w[1]["contextId"]),
+        "one stable contextId per caller: {seen:?}"
+    );
 
     // Overrides and disabled skills shape the tools; the card URL never changes.
     ok(&s, json!({"action": "outbound.update", "id": id, "disabledSkills": ["web.search"], "skillOverrides": {"echo": {"description": "Says it back"}}})).await;
     let c = connection(&s, &id).await;
     assert_eq!(c["toolCount"], 1);
-    assert!(c["tools"][0]["description"].as_str().unwrap().contains("Says it back"));
-    let m = refused(&s, json!({"action": "outbound.call", "id": id, "skill": "web.search", "prompt": "x"})).await;
+    assert!(
+        c["tools"][0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Says it back")
+    );
+    let m = refused(
+        &s,
+        json!({"action": "outbound.call", "id": id, "skill": "web.search", "prompt": "x"}),
+    )
+    .await;
     assert!(m.contains("offers no skill \"web.search\""), "{m}");
-    assert!(refused(&s, json!({"action": "outbound.update", "id": id, "agentCardUrl": "http://elsewhere/"})).await.contains("never changes agentCardUrl"));
+    assert!(
+        refused(
+            &s,
+            json!({"action": "outbound.update", "id": id, "agentCardUrl": "http://elsewhere/"})
+        )
+        .await
+        .contains("never changes agentCardUrl")
+    );
     assert!(refused(&s, json!({"action": "outbound.update", "id": id, "skillOverrides": {"echo": {"colour": 1}}})).await.contains("skillOverrides"));
-    assert!(refused(&s, json!({"action": "outbound.create", "name": "x", "agentCardUrl": "ftp://x"})).await.contains("http(s) URL"));
+    assert!(
+        refused(
+            &s,
+            json!({"action": "outbound.create", "name": "x", "agentCardUrl": "ftp://x"})
+        )
+        .await
+        .contains("http(s) URL")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,25 +163,61 @@ async fn a_polling_python_agent_with_a_token_retries_and_cancels_on_abort() {
     let remote = RemoteAgent::start(&["--no-streaming", "--token", "remote-secret"]).await;
     let s = Server::default().await;
     let id = ok(&s, json!({"action": "outbound.create", "name": "poller", "agentCardUrl": remote.card_url(), "timeoutMs": 20000})).await["id"].as_str().unwrap().to_owned();
-    let m = refused(&s, json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "hi"})).await;
-    assert!(m.contains("refused the credentials") && m.contains("outbound.setAuth"), "a wrong or missing token is a clear error: {m}");
-    ok(&s, json!({"action": "outbound.setAuth", "id": id, "token": "remote-secret"})).await;
-    assert_eq!(connection(&s, &id).await["bearerTokenEnv"], format!("A2A_OUTBOUND_{}", id.to_uppercase().replace('-', "_")));
+    let m = refused(
+        &s,
+        json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "hi"}),
+    )
+    .await;
+    assert!(
+        m.contains("refused the credentials") && m.contains("outbound.setAuth"),
+        "a wrong or missing token is a clear error: {m}"
+    );
+    ok(
+        &s,
+        json!({"action": "outbound.setAuth", "id": id, "token": "remote-secret"}),
+    )
+    .await;
+    assert_eq!(
+        connection(&s, &id).await["bearerTokenEnv"],
+        format!("A2A_OUTBOUND_{}", id.to_uppercase().replace('-', "_"))
+    );
     let (status, v) = call(&s, &id, "hello by polling").await;
-    assert_eq!((status, v["result"].as_str()), (200, Some("echo: hello by polling")), "{v}");
-    let m = refused(&s, json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "fail please"})).await;
+    assert_eq!(
+        (status, v["result"].as_str()),
+        (200, Some("echo: hello by polling")),
+        "{v}"
+    );
+    let m = refused(
+        &s,
+        json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "fail please"}),
+    )
+    .await;
     assert_eq!(m, "remote failure: fail please");
 
     // Transport errors and 5xx are retried at most twice.
     remote.fail_next(2).await;
-    assert_eq!(call(&s, &id, "after two 503s").await.1["result"], "echo: after two 503s");
+    assert_eq!(
+        call(&s, &id, "after two 503s").await.1["result"],
+        "echo: after two 503s"
+    );
     remote.fail_next(3).await;
-    let m = refused(&s, json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "after three"})).await;
+    let m = refused(
+        &s,
+        json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "after three"}),
+    )
+    .await;
     assert!(m.contains("HTTP 503"), "{m}");
 
     // The caller going away aborts the call; the remote task is canceled there.
-    let quick = reqwest::Client::builder().timeout(Duration::from_millis(1500)).build().unwrap();
-    let r = quick.post(format!("{}/a2a/api", s.base())).json(&json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "slow work"})).send().await;
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    let r = quick
+        .post(format!("{}/a2a/api", s.base()))
+        .json(&json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "slow work"}))
+        .send()
+        .await;
     assert!(r.is_err(), "the caller gave up");
     let mut canceled = Value::Null;
     for _ in 0..50 {
@@ -110,42 +227,76 @@ async fn a_polling_python_agent_with_a_token_retries_and_cancels_on_abort() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(canceled.as_array().map(Vec::len), Some(1), "CancelTask reached the remote: {canceled}");
+    assert_eq!(
+        canceled.as_array().map(Vec::len),
+        Some(1),
+        "CancelTask reached the remote: {canceled}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_that_goes_down_leaves_the_connection_failed_with_its_error() {
     let mut remote = RemoteAgent::start(&[]).await;
     let mut s = Server::default().await;
-    let id = ok(&s, json!({"action": "outbound.create", "name": "flaky", "agentCardUrl": remote.card_url()})).await["id"].as_str().unwrap().to_owned();
+    let id = ok(
+        &s,
+        json!({"action": "outbound.create", "name": "flaky", "agentCardUrl": remote.card_url()}),
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     remote.stop();
     let m = refused(&s, json!({"action": "outbound.refresh", "id": id})).await;
     assert!(m.contains("connection refused"), "{m}");
     let c = connection(&s, &id).await;
     assert_eq!(c["state"], "failed");
-    assert!(c["lastError"].as_str().unwrap().contains("connection refused"));
+    assert!(
+        c["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused")
+    );
     assert_eq!(c["toolCount"], 0, "a failed connection offers no tools");
     ok(&s, json!({"action": "outbound.disable", "id": id})).await;
     assert_eq!(connection(&s, &id).await["state"], "disconnected");
 
     // Created while the remote is down: saved as failed, answered 409.
-    let m = refused(&s, json!({"action": "outbound.create", "name": "down", "agentCardUrl": remote.card_url()})).await;
+    let m = refused(
+        &s,
+        json!({"action": "outbound.create", "name": "down", "agentCardUrl": remote.card_url()}),
+    )
+    .await;
     assert!(m.contains("saved as failed"), "{m}");
     s.restart().await;
     let (_, snap) = s.get("/a2a/api").await;
-    assert_eq!(snap["outbounds"].as_array().unwrap().len(), 2, "records survive a restart");
+    assert_eq!(
+        snap["outbounds"].as_array().unwrap().len(),
+        2,
+        "records survive a restart"
+    );
     ok(&s, json!({"action": "outbound.remove", "id": id})).await;
-    assert!(refused(&s, json!({"action": "outbound.remove", "id": id})).await.contains("unknown outbound id"));
+    assert!(
+        refused(&s, json!({"action": "outbound.remove", "id": id}))
+            .await
+            .contains("unknown outbound id")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_a2a_edge_is_a_remote_agent_too_declared_in_the_config() {
     let b = Server::default().await;
-    let (status, _) = b.action(json!({"action": "inbound.setAuth", "id": "demo", "token": "edge-b-token-0123456789"})).await;
+    let (status, _) = b
+        .action(
+            json!({"action": "inbound.setAuth", "id": "demo", "token": "edge-b-token-0123456789"}),
+        )
+        .await;
     assert_eq!(status, 200);
     let mut config = a2a_edge::config::Config::default();
     let decl = json!({"id": "edge-b", "name": "edge b", "agentCardUrl": format!("{}/a2a/demo/agent-card.json", b.base())});
-    config.connections.push(serde_json::from_value(decl).unwrap());
+    config
+        .connections
+        .push(serde_json::from_value(decl).unwrap());
     let a = Server::start(config).await;
     let mut c = Value::Null;
     for _ in 0..50 {
@@ -155,9 +306,16 @@ async fn another_a2a_edge_is_a_remote_agent_too_declared_in_the_config() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(c["state"], "connected", "declared connections connect on start: {c}");
+    assert_eq!(
+        c["state"], "connected",
+        "declared connections connect on start: {c}"
+    );
     assert_eq!(c["tools"][0]["name"], "a2a__edge_b__chat");
-    ok(&a, json!({"action": "outbound.setAuth", "id": "edge-b", "token": "edge-b-token-0123456789"})).await;
+    ok(
+        &a,
+        json!({"action": "outbound.setAuth", "id": "edge-b", "token": "edge-b-token-0123456789"}),
+    )
+    .await;
     let v = ok(&a, json!({"action": "outbound.call", "id": "edge-b", "skill": "chat", "prompt": "hello from edge a"})).await;
     assert_eq!(v["result"], "hello from edge a");
     let (_, snap) = b.get("/a2a/api").await;

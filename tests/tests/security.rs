@@ -6,8 +6,16 @@ use a2a_edge_tests::{Server, instance, message};
 use serde_json::{Value, json};
 
 /// Sends a raw control request with the given headers; (status, body).
-async fn control(s: &Server, method: reqwest::Method, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> (u16, Value) {
-    let mut r = s.http.request(method, format!("{}{path}", s.control_base()));
+async fn control(
+    s: &Server,
+    method: reqwest::Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (u16, Value) {
+    let mut r = s
+        .http
+        .request(method, format!("{}{path}", s.control_base()));
     for (k, v) in headers {
         r = r.header(*k, *v);
     }
@@ -20,7 +28,12 @@ async fn control(s: &Server, method: reqwest::Method, path: &str, headers: &[(&s
 
 async fn instance_ids(s: &Server) -> Vec<String> {
     let (_, snap) = s.get("/a2a/api").await;
-    snap["inbounds"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap().to_owned()).collect()
+    snap["inbounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,25 +42,83 @@ async fn cross_site_requests_and_dns_rebinding_cannot_drive_the_control_api() {
     let create = r#"{"action":"inbound.create","name":"evil","description":"x","version":"1"}"#;
     let remove = r#"{"action":"inbound.remove","id":"demo"}"#;
     // A cross-site form or fetch without preflight can only send text/plain (or form types).
-    let (status, v) = control(&s, reqwest::Method::POST, "/a2a/api", &[("content-type", "text/plain"), ("origin", "http://evil.example")], Some(create)).await;
+    let (status, v) = control(
+        &s,
+        reqwest::Method::POST,
+        "/a2a/api",
+        &[
+            ("content-type", "text/plain"),
+            ("origin", "http://evil.example"),
+        ],
+        Some(create),
+    )
+    .await;
     assert_eq!(status, 403, "{v}");
-    let (status, v) = control(&s, reqwest::Method::POST, "/a2a/api", &[("content-type", "text/plain")], Some(remove)).await;
+    let (status, v) = control(
+        &s,
+        reqwest::Method::POST,
+        "/a2a/api",
+        &[("content-type", "text/plain")],
+        Some(remove),
+    )
+    .await;
     assert_eq!(status, 415, "a POST must be application/json: {v}");
     assert!(v["message"].as_str().unwrap().contains("application/json"));
-    let (status, _) = control(&s, reqwest::Method::POST, "/a2a/api", &[("content-type", "application/json"), ("origin", "http://evil.example")], Some(remove)).await;
+    let (status, _) = control(
+        &s,
+        reqwest::Method::POST,
+        "/a2a/api",
+        &[
+            ("content-type", "application/json"),
+            ("origin", "http://evil.example"),
+        ],
+        Some(remove),
+    )
+    .await;
     assert_eq!(status, 403, "a JSON POST from another origin");
-    let (status, _) = control(&s, reqwest::Method::POST, "/a2a/api", &[("content-type", "application/json"), ("sec-fetch-site", "cross-site")], Some(remove)).await;
+    let (status, _) = control(
+        &s,
+        reqwest::Method::POST,
+        "/a2a/api",
+        &[
+            ("content-type", "application/json"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+        Some(remove),
+    )
+    .await;
     assert_eq!(status, 403);
     // DNS rebinding: the page's own name resolves to 127.0.0.1, so the Host header gives it away.
-    let (status, v) = control(&s, reqwest::Method::GET, "/a2a/api", &[("host", "attacker.example:3080")], None).await;
+    let (status, v) = control(
+        &s,
+        reqwest::Method::GET,
+        "/a2a/api",
+        &[("host", "attacker.example:3080")],
+        None,
+    )
+    .await;
     assert_eq!(status, 403, "{v}");
     assert!(v["message"].as_str().unwrap().contains("Host"), "{v}");
-    assert_eq!(instance_ids(&s).await, ["demo"], "nothing was created or removed");
+    assert_eq!(
+        instance_ids(&s).await,
+        ["demo"],
+        "nothing was created or removed"
+    );
     // The operator's own page and the CLI still work.
     let port = s.running.as_ref().unwrap().addr.port();
     let own = format!("http://localhost:{port}");
-    let (status, v) =
-        control(&s, reqwest::Method::POST, "/a2a/api", &[("content-type", "application/json"), ("host", &format!("localhost:{port}")), ("origin", &own)], Some(create)).await;
+    let (status, v) = control(
+        &s,
+        reqwest::Method::POST,
+        "/a2a/api",
+        &[
+            ("content-type", "application/json"),
+            ("host", &format!("localhost:{port}")),
+            ("origin", &own),
+        ],
+        Some(create),
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
 }
 
@@ -60,15 +131,55 @@ async fn a_control_listener_of_its_own_keeps_the_control_api_off_the_proxied_por
         let r = s.http.get(format!("{public}{path}")).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 404, "{path} on the public listener");
     }
-    let r = s.http.post(format!("{public}/a2a/api")).json(&json!({"action": "inbound.disable", "id": "demo"})).send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{public}/a2a/api"))
+        .json(&json!({"action": "inbound.disable", "id": "demo"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 404);
-    assert_eq!(s.get("/a2a/api/metrics").await.0, 200, "served on the control listener");
-    let card = s.http.get(format!("{}/a2a/demo/agent-card.json", s.control_base())).send().await.unwrap();
-    assert_eq!(card.status().as_u16(), 404, "the control listener serves no agents");
-    assert_eq!(s.http.get(format!("{public}/a2a/demo/agent-card.json")).send().await.unwrap().status().as_u16(), 200);
+    assert_eq!(
+        s.get("/a2a/api/metrics").await.0,
+        200,
+        "served on the control listener"
+    );
+    let card = s
+        .http
+        .get(format!("{}/a2a/demo/agent-card.json", s.control_base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        card.status().as_u16(),
+        404,
+        "the control listener serves no agents"
+    );
+    assert_eq!(
+        s.http
+            .get(format!("{public}/a2a/demo/agent-card.json"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
     // A local proxy forwarding to the control port is refused on any listener.
-    for header in ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"] {
-        let (status, v) = control(&s, reqwest::Method::GET, "/a2a/api/metrics", &[(header, "127.0.0.2")], None).await;
+    for header in [
+        "x-forwarded-for",
+        "forwarded",
+        "x-real-ip",
+        "x-forwarded-host",
+    ] {
+        let (status, v) = control(
+            &s,
+            reqwest::Method::GET,
+            "/a2a/api/metrics",
+            &[(header, "127.0.0.2")],
+            None,
+        )
+        .await;
         assert_eq!(status, 403, "{header}: {v}");
     }
     let single = Server::default().await;
@@ -76,11 +187,17 @@ async fn a_control_listener_of_its_own_keeps_the_control_api_off_the_proxied_por
         &single,
         reqwest::Method::POST,
         "/a2a/api",
-        &[("content-type", "application/json"), ("x-forwarded-for", "127.0.0.2")],
+        &[
+            ("content-type", "application/json"),
+            ("x-forwarded-for", "127.0.0.2"),
+        ],
         Some(r#"{"action":"inbound.disable","id":"demo"}"#),
     )
     .await;
-    assert_eq!(status, 403, "forwarding headers are refused on the shared listener too");
+    assert_eq!(
+        status, 403,
+        "forwarding headers are refused on the shared listener too"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,13 +205,23 @@ async fn listening_beyond_loopback_needs_a_public_base_url() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.runtime.cache_dir = Some(a2a_edge_tests::shared_cache());
-    let listen = a2a_edge::Listen { public: "0.0.0.0:0".parse().unwrap(), control: None };
-    let err = a2a_edge::Running::start_on(config.clone(), dir.path().to_owned(), listen).await.err().expect("refused").to_string();
+    let listen = a2a_edge::Listen {
+        public: "0.0.0.0:0".parse().unwrap(),
+        control: None,
+    };
+    let err = a2a_edge::Running::start_on(config.clone(), dir.path().to_owned(), listen)
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(err.contains("publicBaseUrl"), "{err}");
     let err = a2a_edge::Running::start_on(
         config.clone(),
         dir.path().to_owned(),
-        a2a_edge::Listen { public: "127.0.0.1:0".parse().unwrap(), control: Some("0.0.0.0:0".parse().unwrap()) },
+        a2a_edge::Listen {
+            public: "127.0.0.1:0".parse().unwrap(),
+            control: Some("0.0.0.0:0".parse().unwrap()),
+        },
     )
     .await
     .err()
@@ -102,9 +229,22 @@ async fn listening_beyond_loopback_needs_a_public_base_url() {
     .to_string();
     assert!(err.contains("loopback"), "{err}");
     config.public_base_url = Some("https://agents.example.com".into());
-    let running = a2a_edge::Running::start_on(config, dir.path().to_owned(), listen).await.unwrap();
-    let card: Value = reqwest::get(format!("http://127.0.0.1:{}/a2a/demo/agent-card.json", running.addr.port())).await.unwrap().json().await.unwrap();
-    assert_eq!(card["supportedInterfaces"][0]["url"], "https://agents.example.com/a2a/demo");
+    let running = a2a_edge::Running::start_on(config, dir.path().to_owned(), listen)
+        .await
+        .unwrap();
+    let card: Value = reqwest::get(format!(
+        "http://127.0.0.1:{}/a2a/demo/agent-card.json",
+        running.addr.port()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        "https://agents.example.com/a2a/demo"
+    );
     running.stop().await;
 }
 
@@ -113,22 +253,50 @@ async fn names_and_paths_never_reach_the_file_system_or_other_routes() {
     let s = Server::default().await;
     let data_dir = s.dir.path().display().to_string();
     for name in ["../../dir/x", "/etc/passwd", "a/b", "-x", "X"] {
-        let (status, v) = s.action(json!({"action": "component.reload", "name": name})).await;
+        let (status, v) = s
+            .action(json!({"action": "component.reload", "name": name}))
+            .await;
         assert_eq!(status, 409, "{name}: {v}");
         let m = v["message"].as_str().unwrap();
-        assert!(m.contains("is not valid") && !m.contains(&data_dir), "{name}: {m}");
+        assert!(
+            m.contains("is not valid") && !m.contains(&data_dir),
+            "{name}: {m}"
+        );
     }
-    let (_, v) = s.action(json!({"action": "component.reload", "name": "absent"})).await;
+    let (_, v) = s
+        .action(json!({"action": "component.reload", "name": "absent"}))
+        .await;
     let m = v["message"].as_str().unwrap();
-    assert!(m.contains("there is no component \"absent\"") && !m.contains(&data_dir) && !m.contains("No such file"), "{m}");
+    assert!(
+        m.contains("there is no component \"absent\"")
+            && !m.contains(&data_dir)
+            && !m.contains("No such file"),
+        "{m}"
+    );
     s.put_component("garbage", b"this is not webassembly at all");
-    let (_, v) = s.action(json!({"action": "component.reload", "name": "garbage"})).await;
+    let (_, v) = s
+        .action(json!({"action": "component.reload", "name": "garbage"}))
+        .await;
     let m = v["message"].as_str().unwrap();
-    assert!(m.contains("not WebAssembly") && !m.contains("0x") && !m.contains(&data_dir), "refused in words: {m}");
+    assert!(
+        m.contains("not WebAssembly") && !m.contains("0x") && !m.contains(&data_dir),
+        "refused in words: {m}"
+    );
 
     let create = |path: &str| json!({"action": "inbound.create", "name": "p", "description": "d", "version": "1", "endpointPath": path});
-    for path in ["/a2a/../api", "/a2a//api", "/a2a/%61pi", "/a2a/x;y", "/a2a/x\u{0}", "/a2a/\u{202e}x", "/a2a/api/x", "/a2a/ui", "/a2a/demo/x", "/a2a/demo/agent-card.json", "/a2a"]
-    {
+    for path in [
+        "/a2a/../api",
+        "/a2a//api",
+        "/a2a/%61pi",
+        "/a2a/x;y",
+        "/a2a/x\u{0}",
+        "/a2a/\u{202e}x",
+        "/a2a/api/x",
+        "/a2a/ui",
+        "/a2a/demo/x",
+        "/a2a/demo/agent-card.json",
+        "/a2a",
+    ] {
         let (status, v) = s.action(create(path)).await;
         assert_eq!(status, 409, "{path:?} was accepted: {v}");
     }
@@ -136,7 +304,13 @@ async fn names_and_paths_never_reach_the_file_system_or_other_routes() {
     assert_eq!(status, 200, "{v}");
     let id = v["id"].as_str().unwrap();
     let (_, snap) = s.get("/a2a/api").await;
-    let made = snap["inbounds"].as_array().unwrap().iter().find(|i| i["id"] == id).unwrap().clone();
+    let made = snap["inbounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == id)
+        .unwrap()
+        .clone();
     assert_eq!(made["endpointPath"], "/agents/v1.2/reports_~-x");
 }
 
@@ -144,8 +318,18 @@ async fn names_and_paths_never_reach_the_file_system_or_other_routes() {
 async fn an_empty_or_weak_token_never_removes_auth() {
     let s = Server::default().await;
     let strong = "0123456789abcdef-strong";
-    assert_eq!(s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": strong})).await.0, 200);
-    for body in [json!({"token": ""}), json!({"token": "   "}), json!({}), json!({"token": "short"})] {
+    assert_eq!(
+        s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": strong}))
+            .await
+            .0,
+        200
+    );
+    for body in [
+        json!({"token": ""}),
+        json!({"token": "   "}),
+        json!({}),
+        json!({"token": "short"}),
+    ] {
         let mut b = body.clone();
         b["action"] = json!("inbound.setAuth");
         b["id"] = json!("demo");
@@ -154,25 +338,54 @@ async fn an_empty_or_weak_token_never_removes_auth() {
     }
     let (status, _) = s.rpc("/a2a/demo", "GetTask", json!({"id": "x"})).await;
     assert_eq!(status, 401, "still protected");
-    let (status, v) = s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": "short", "allowWeak": true})).await;
+    let (status, v) = s
+        .action(
+            json!({"action": "inbound.setAuth", "id": "demo", "token": "short", "allowWeak": true}),
+        )
+        .await;
     assert_eq!(status, 200, "{v}");
-    let (status, _) = s.action(json!({"action": "inbound.setAuth", "id": "demo", "clear": true})).await;
+    let (status, _) = s
+        .action(json!({"action": "inbound.setAuth", "id": "demo", "clear": true}))
+        .await;
     assert_eq!(status, 200);
-    assert_eq!(s.rpc("/a2a/demo", "GetTask", json!({"id": "x"})).await.0, 200, "cleared only on request");
+    assert_eq!(
+        s.rpc("/a2a/demo", "GetTask", json!({"id": "x"})).await.0,
+        200,
+        "cleared only on request"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bearer_scheme_is_case_insensitive_and_one_header_only() {
     let s = Server::default().await;
     let token = "0123456789abcdef-bearer";
-    assert_eq!(s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": token})).await.0, 200);
+    assert_eq!(
+        s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": token}))
+            .await
+            .0,
+        200
+    );
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}});
     for scheme in ["Bearer", "bearer", "BEARER", "BeArEr"] {
-        let r = s.http.post(format!("{}/a2a/demo", s.base())).header("authorization", format!("{scheme} {token}")).json(&body).send().await.unwrap();
+        let r = s
+            .http
+            .post(format!("{}/a2a/demo", s.base()))
+            .header("authorization", format!("{scheme} {token}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status().as_u16(), 200, "{scheme}");
     }
-    let r =
-        s.http.post(format!("{}/a2a/demo", s.base())).header("authorization", format!("Bearer {token}")).header("authorization", "Bearer other").json(&body).send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}/a2a/demo", s.base()))
+        .header("authorization", format!("Bearer {token}"))
+        .header("authorization", "Bearer other")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], -32600);
 }
@@ -180,17 +393,57 @@ async fn the_bearer_scheme_is_case_insensitive_and_one_header_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_extended_card_needs_authentication() {
     let s = Server::default().await;
-    let card: Value = s.http.get(format!("{}/a2a/demo/agent-card.json", s.base())).send().await.unwrap().json().await.unwrap();
+    let card: Value = s
+        .http
+        .get(format!("{}/a2a/demo/agent-card.json", s.base()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(card["capabilities"]["extendedAgentCard"], false);
-    assert_eq!(s.code("/a2a/demo", "GetExtendedAgentCard", json!({})).await, -32007);
+    assert_eq!(
+        s.code("/a2a/demo", "GetExtendedAgentCard", json!({})).await,
+        -32007
+    );
     let token = "0123456789abcdef-extended";
-    assert_eq!(s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": token})).await.0, 200);
-    let card: Value = s.http.get(format!("{}/a2a/demo/agent-card.json", s.base())).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        s.action(json!({"action": "inbound.setAuth", "id": "demo", "token": token}))
+            .await
+            .0,
+        200
+    );
+    let card: Value = s
+        .http
+        .get(format!("{}/a2a/demo/agent-card.json", s.base()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(card["capabilities"]["extendedAgentCard"], true);
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"});
-    let r = s.http.post(format!("{}/a2a/demo", s.base())).json(&body).send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}/a2a/demo", s.base()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 401);
-    let v: Value = s.http.post(format!("{}/a2a/demo", s.base())).bearer_auth(token).json(&body).send().await.unwrap().json().await.unwrap();
+    let v: Value = s
+        .http
+        .post(format!("{}/a2a/demo", s.base()))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(v["result"]["name"], "demo");
 }
 
@@ -199,24 +452,48 @@ async fn outbound_calls_never_reach_internal_addresses_a_remote_card_announces()
     // Edge B announces its endpoint at 127.0.0.1; A knows B's card as http://localhost:…, so the
     // announced endpoint is another host on a loopback address.
     let b = Server::default().await;
-    let card_url = format!("http://localhost:{}/a2a/demo/agent-card.json", b.running.as_ref().unwrap().addr.port());
+    let card_url = format!(
+        "http://localhost:{}/a2a/demo/agent-card.json",
+        b.running.as_ref().unwrap().addr.port()
+    );
     let a = Server::default().await;
-    let (status, v) = a.action(json!({"action": "outbound.create", "name": "b", "agentCardUrl": card_url})).await;
-    assert_eq!(status, 200, "the operator's card URL is trusted as given: {v}");
+    let (status, v) = a
+        .action(json!({"action": "outbound.create", "name": "b", "agentCardUrl": card_url}))
+        .await;
+    assert_eq!(
+        status, 200,
+        "the operator's card URL is trusted as given: {v}"
+    );
     let id = v["id"].as_str().unwrap().to_owned();
-    let (status, v) = a.action(json!({"action": "outbound.call", "id": id, "skill": "chat", "prompt": "hi"})).await;
+    let (status, v) = a
+        .action(json!({"action": "outbound.call", "id": id, "skill": "chat", "prompt": "hi"}))
+        .await;
     assert_eq!(status, 409, "{v}");
     let (_, snap) = b.get("/a2a/api").await;
-    assert_eq!(snap["taskTotal"], 0, "the announced internal endpoint was never called");
-    let (status, v) = a.action(json!({"action": "outbound.update", "id": id, "allowPrivate": true})).await;
+    assert_eq!(
+        snap["taskTotal"], 0,
+        "the announced internal endpoint was never called"
+    );
+    let (status, v) = a
+        .action(json!({"action": "outbound.update", "id": id, "allowPrivate": true}))
+        .await;
     assert_eq!(status, 200, "{v}");
-    let (status, v) = a.action(json!({"action": "outbound.call", "id": id, "skill": "chat", "prompt": "hi"})).await;
-    assert_eq!((status, v["result"].as_str()), (200, Some("hi")), "allowPrivate lets it through: {v}");
+    let (status, v) = a
+        .action(json!({"action": "outbound.call", "id": id, "skill": "chat", "prompt": "hi"}))
+        .await;
+    assert_eq!(
+        (status, v["result"].as_str()),
+        (200, Some("hi")),
+        "allowPrivate lets it through: {v}"
+    );
     // Link-local metadata addresses are refused at once, whoever names them.
     let started = std::time::Instant::now();
     let (status, v) = a.action(json!({"action": "outbound.discover", "agentCardUrl": "http://169.254.169.254/latest/meta-data", "allowPrivate": true})).await;
     assert_eq!(status, 409, "{v}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(3), "refused, not timed out");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "refused, not timed out"
+    );
 }
 
 const TCK: &str = "/a2a/tck";
@@ -237,28 +514,70 @@ async fn a_reused_message_id_is_never_answered_with_a_task_it_does_not_name() {
     let a = send(&s, first.clone()).await;
     let a_id = a["id"].as_str().unwrap().to_owned();
     assert_eq!(a["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
-    assert_eq!(send(&s, first.clone()).await["id"], a_id, "an identical resend is a retry");
-    assert_eq!(s.ok(TCK, "ListTasks", json!({})).await["totalSize"], 1, "and runs no second turn");
+    assert_eq!(
+        send(&s, first.clone()).await["id"],
+        a_id,
+        "an identical resend is a retry"
+    );
+    assert_eq!(
+        s.ok(TCK, "ListTasks", json!({})).await["totalSize"],
+        1,
+        "and runs no second turn"
+    );
 
     let elsewhere = send(&s, with(first.clone(), "contextId", "ctx-other")).await;
-    assert_ne!(elsewhere["id"], a_id, "a resend in another context is a new message");
-    assert_eq!(elsewhere["contextId"], "ctx-other", "the context is honoured");
+    assert_ne!(
+        elsewhere["id"], a_id,
+        "a resend in another context is a new message"
+    );
+    assert_eq!(
+        elsewhere["contextId"], "ctx-other",
+        "the context is honoured"
+    );
 
     let b = send(&s, message("tck-multi-turn-2", "hi")).await;
     let b_id = b["id"].as_str().unwrap().to_owned();
-    let into_b = send(&s, with(message("tck-multi-turn-1", "more"), "taskId", &b_id)).await;
-    assert_eq!(into_b["id"], b_id, "a message naming task B is answered with B");
+    let into_b = send(
+        &s,
+        with(message("tck-multi-turn-1", "more"), "taskId", &b_id),
+    )
+    .await;
+    assert_eq!(
+        into_b["id"], b_id,
+        "a message naming task B is answered with B"
+    );
     let history = s.ok(TCK, "GetTask", json!({"id": b_id})).await["history"].clone();
-    assert_eq!(history.as_array().unwrap().iter().filter(|m| m["role"] == "ROLE_USER").count(), 2, "B took the message: {history}");
+    assert_eq!(
+        history
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "ROLE_USER")
+            .count(),
+        2,
+        "B took the message: {history}"
+    );
 
-    let done = send(&s, with(message("tck-multi-turn-1", "done"), "taskId", &a_id)).await;
-    assert_eq!((done["id"].as_str(), done["status"]["state"].as_str()), (Some(a_id.as_str()), Some("TASK_STATE_COMPLETED")), "a follow-up reusing the creating id continues");
+    let done = send(
+        &s,
+        with(message("tck-multi-turn-1", "done"), "taskId", &a_id),
+    )
+    .await;
+    assert_eq!(
+        (done["id"].as_str(), done["status"]["state"].as_str()),
+        (Some(a_id.as_str()), Some("TASK_STATE_COMPLETED")),
+        "a follow-up reusing the creating id continues"
+    );
 
     let again = send(&s, first.clone()).await;
     assert_ne!(again["id"], a_id, "its task changed since: a new message");
     assert_eq!(again["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     s.restart().await;
-    assert_eq!(send(&s, first.clone()).await["id"], again["id"], "retries are recognised after a restart");
+    assert_eq!(
+        send(&s, first.clone()).await["id"],
+        again["id"],
+        "retries are recognised after a restart"
+    );
 
     // A canceled task is changed too.
     let c = send(&s, message("tck-multi-turn-3", "hi")).await;
@@ -273,33 +592,77 @@ async fn standard_clients_without_a_skill_reach_the_first_announced_skill() {
         "id": "loud", "backend": "echo", "skills": [{"id": "shout", "description": "Shouts"}, {"id": "whisper"}]
     }))
     .unwrap();
-    let config = Config { presets: vec![preset], instances: vec![instance("loud", "loud")], ..Config::default() };
+    let config = Config {
+        presets: vec![preset],
+        instances: vec![instance("loud", "loud")],
+        ..Config::default()
+    };
     let s = Server::start(config).await;
-    let t = s.ok("/a2a/loud", "SendMessage", json!({"message": message("m1", "hello")})).await;
+    let t = s
+        .ok(
+            "/a2a/loud",
+            "SendMessage",
+            json!({"message": message("m1", "hello")}),
+        )
+        .await;
     assert_eq!(t["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
     assert_eq!(t["task"]["metadata"]["skill"], "shout");
     let mut chat = message("m2", "hello");
     chat["metadata"] = json!({"skill": "chat"});
-    assert_eq!(s.code("/a2a/loud", "SendMessage", json!({"message": chat})).await, -32602);
-    let streamed = s.stream("/a2a/loud", "SendStreamingMessage", json!({"message": chat}), None).await.json().await;
-    assert_eq!(streamed["error"]["code"], -32602, "the same on the streaming path");
+    assert_eq!(
+        s.code("/a2a/loud", "SendMessage", json!({"message": chat}))
+            .await,
+        -32602
+    );
+    let streamed = s
+        .stream(
+            "/a2a/loud",
+            "SendStreamingMessage",
+            json!({"message": chat}),
+            None,
+        )
+        .await
+        .json()
+        .await;
+    assert_eq!(
+        streamed["error"]["code"], -32602,
+        "the same on the streaming path"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_input_is_refused_and_notifications_get_no_reply() {
     let s = Server::start(a2a_edge_tests::scripted(|_| {})).await;
     let raw = json!({"messageId": "m-raw", "role": "ROLE_USER", "parts": [{"raw": "not base64!", "filename": "x.bin"}]});
-    assert_eq!(s.code(TCK, "SendMessage", json!({"message": raw})).await, -32602);
+    assert_eq!(
+        s.code(TCK, "SendMessage", json!({"message": raw})).await,
+        -32602
+    );
     let good = json!({"messageId": "m-raw2", "role": "ROLE_USER", "parts": [{"raw": "aGVsbG8=", "filename": "x.bin"}]});
     s.ok(TCK, "SendMessage", json!({"message": good})).await;
     for bad in ["2026-02-31T00:00:00Z", "2026-01-01T00:00:60Z"] {
-        assert_eq!(s.code(TCK, "ListTasks", json!({"statusTimestampAfter": bad})).await, -32602, "{bad}");
+        assert_eq!(
+            s.code(TCK, "ListTasks", json!({"statusTimestampAfter": bad}))
+                .await,
+            -32602,
+            "{bad}"
+        );
     }
     let notification = json!({"jsonrpc": "2.0", "method": "SendMessage", "params": {"message": message("tck-complete-task-n", "x")}});
-    let r = s.http.post(format!("{}{TCK}", s.base())).json(&notification).send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}{TCK}", s.base()))
+        .json(&notification)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 204);
     assert!(r.bytes().await.unwrap().is_empty());
-    assert_eq!(s.ok(TCK, "ListTasks", json!({})).await["totalSize"], 1, "the notification ran nothing");
+    assert_eq!(
+        s.ok(TCK, "ListTasks", json!({})).await["totalSize"],
+        1,
+        "the notification ran nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,18 +673,55 @@ async fn rate_limits_answer_429_with_retry_after() {
         l.rate_burst = 1;
     }))
     .await;
-    s.ok(TCK, "SendMessage", json!({"message": message("tck-complete-task-1", "x")})).await;
+    s.ok(
+        TCK,
+        "SendMessage",
+        json!({"message": message("tck-complete-task-1", "x")}),
+    )
+    .await;
     for streaming in [false, true] {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": if streaming { "SendStreamingMessage" } else { "SendMessage" }, "params": {"message": message("tck-complete-task-2", "x")}});
-        let r = s.http.post(format!("{}{TCK}", s.base())).header("accept", if streaming { "text/event-stream" } else { "application/json" }).json(&body).send().await.unwrap();
+        let r = s
+            .http
+            .post(format!("{}{TCK}", s.base()))
+            .header(
+                "accept",
+                if streaming {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            )
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status().as_u16(), 429, "streaming {streaming}");
-        let after: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        let after: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert!((1..=5).contains(&after), "{after}");
         let v: Value = r.json().await.unwrap();
-        assert_eq!((v["error"]["code"].as_i64(), v["error"]["data"][0]["reason"].as_str()), (Some(-32000), Some("RATE_LIMITED")), "{v}");
+        assert_eq!(
+            (
+                v["error"]["code"].as_i64(),
+                v["error"]["data"][0]["reason"].as_str()
+            ),
+            (Some(-32000), Some("RATE_LIMITED")),
+            "{v}"
+        );
     }
     let (_, m) = s.get("/a2a/api/metrics").await;
-    assert!(m["requests"].as_array().unwrap().iter().any(|r| r["outcome"] == "RATE_LIMITED"), "{m}");
+    assert!(
+        m["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["outcome"] == "RATE_LIMITED"),
+        "{m}"
+    );
     assert_eq!(m["gateRejections"]["rate"], 2, "{m}");
 }
 
@@ -335,9 +735,19 @@ async fn declared_records_are_reconciled_on_every_start() {
     s.config.instances[0].name = "Bot".into();
     s.restart().await;
     let (_, snap) = s.get("/a2a/api").await;
-    let bot = snap["inbounds"].as_array().unwrap().iter().find(|i| i["id"] == "bot").unwrap().clone();
+    let bot = snap["inbounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == "bot")
+        .unwrap()
+        .clone();
     assert_eq!(
-        (bot["preset"].as_str(), bot["name"].as_str(), bot["version"].as_str()),
+        (
+            bot["preset"].as_str(),
+            bot["name"].as_str(),
+            bot["version"].as_str()
+        ),
         (Some("scripted"), Some("Bot"), Some("9.9")),
         "declared fields win, the others stay: {bot}"
     );
@@ -345,30 +755,79 @@ async fn declared_records_are_reconciled_on_every_start() {
     s.running.take().unwrap().stop().await;
     s.config.instances[0].preset = Some("nope".into());
     s.config.source = Some("/etc/a2a-edge/edge.toml".into());
-    let err = format!("{:#}", s.try_boot().await.err().expect("an invalid declaration refuses the start"));
-    assert!(err.contains("/etc/a2a-edge/edge.toml") && err.contains("[[instances]] entry 1") && err.contains("\"preset\"") && err.contains("nope"), "{err}");
+    let err = format!(
+        "{:#}",
+        s.try_boot()
+            .await
+            .err()
+            .expect("an invalid declaration refuses the start")
+    );
+    assert!(
+        err.contains("/etc/a2a-edge/edge.toml")
+            && err.contains("[[instances]] entry 1")
+            && err.contains("\"preset\"")
+            && err.contains("nope"),
+        "{err}"
+    );
     s.config.instances[0].preset = None;
-    s.config.connections.push(serde_json::from_value(json!({"name": "r", "agentCardUrl": "ftp://x"})).unwrap());
+    s.config
+        .connections
+        .push(serde_json::from_value(json!({"name": "r", "agentCardUrl": "ftp://x"})).unwrap());
     let err = format!("{:#}", s.try_boot().await.err().expect("refused"));
-    assert!(err.contains("[[connections]] entry 1") && err.contains("agentCardUrl"), "{err}");
+    assert!(
+        err.contains("[[connections]] entry 1") && err.contains("agentCardUrl"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_surface_answers_failures_in_one_shape() {
-    let s = Server::start(a2a_edge_tests::config_with(&[("small", "a2a-server", Some(1024))])).await;
-    let post = |path: &str, body: String| s.http.post(format!("{}{path}", s.base())).header("content-type", "application/json").body(body).send();
+    let s = Server::start(a2a_edge_tests::config_with(&[(
+        "small",
+        "a2a-server",
+        Some(1024),
+    )]))
+    .await;
+    let post = |path: &str, body: String| {
+        s.http
+            .post(format!("{}{path}", s.base()))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
     for (r, status) in [
         (post("/a2a/nobody", "{}".into()).await.unwrap(), 404),
-        (s.http.get(format!("{}/a2a/small", s.base())).send().await.unwrap(), 405),
+        (
+            s.http
+                .get(format!("{}/a2a/small", s.base()))
+                .send()
+                .await
+                .unwrap(),
+            405,
+        ),
         (post("/a2a/small", "x".repeat(4096)).await.unwrap(), 413),
     ] {
         assert_eq!(r.status().as_u16(), status);
         let v: Value = r.json().await.unwrap();
-        assert_eq!(v["jsonrpc"], "2.0", "HTTP {status} is a JSON-RPC envelope: {v}");
-        assert!(v["error"]["code"].is_i64() && v["error"]["message"].is_string(), "{v}");
+        assert_eq!(
+            v["jsonrpc"], "2.0",
+            "HTTP {status} is a JSON-RPC envelope: {v}"
+        );
+        assert!(
+            v["error"]["code"].is_i64() && v["error"]["message"].is_string(),
+            "{v}"
+        );
     }
     // Control reads and actions fail alike.
-    for (status, v) in [s.get("/a2a/api/task?id=ghost").await, s.get("/a2a/api/nothing").await, s.action(json!({"action": "inbound.remove", "id": "ghost"})).await] {
-        assert!(status >= 400 && v["ok"] == false && v["message"].is_string(), "{status} {v}");
+    for (status, v) in [
+        s.get("/a2a/api/task?id=ghost").await,
+        s.get("/a2a/api/nothing").await,
+        s.action(json!({"action": "inbound.remove", "id": "ghost"}))
+            .await,
+    ] {
+        assert!(
+            status >= 400 && v["ok"] == false && v["message"].is_string(),
+            "{status} {v}"
+        );
     }
 }

@@ -21,15 +21,35 @@ async fn sources(registry: &'static str, manifest: &'static str) -> SocketAddr {
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
-            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| async move {
-                let (status, body) = match req.uri().path() {
-                    "/registry" if !registry.is_empty() => (200, format!(r#"{{"crate":{{"name":"a2a-edge","max_version":"{registry}","max_stable_version":"{registry}"}}}}"#)),
-                    "/manifest" if !manifest.is_empty() => (200, format!("[workspace]\nmembers = []\n\n[workspace.package]\nversion = \"{manifest}\"\n")),
-                    _ => (500, "down".to_owned()),
-                };
-                Ok::<_, Infallible>(hyper::Response::builder().status(status).body(Full::new(Bytes::from(body))).unwrap())
-            });
-            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+            let service = hyper::service::service_fn(
+                move |req: hyper::Request<hyper::body::Incoming>| async move {
+                    let (status, body) = match req.uri().path() {
+                        "/registry" if !registry.is_empty() => (
+                            200,
+                            format!(
+                                r#"{{"crate":{{"name":"a2a-edge","max_version":"{registry}","max_stable_version":"{registry}"}}}}"#
+                            ),
+                        ),
+                        "/manifest" if !manifest.is_empty() => (
+                            200,
+                            format!(
+                                "[workspace]\nmembers = []\n\n[workspace.package]\nversion = \"{manifest}\"\n"
+                            ),
+                        ),
+                        _ => (500, "down".to_owned()),
+                    };
+                    Ok::<_, Infallible>(
+                        hyper::Response::builder()
+                            .status(status)
+                            .body(Full::new(Bytes::from(body)))
+                            .unwrap(),
+                    )
+                },
+            );
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service),
+            );
         }
     });
     addr
@@ -43,7 +63,13 @@ fn config(registry: String, manifest: String) -> Config {
 }
 
 async fn check(s: &Server, refresh: bool) -> Value {
-    let (status, v) = s.get(if refresh { "/a2a/api/update?refresh=1" } else { "/a2a/api/update" }).await;
+    let (status, v) = s
+        .get(if refresh {
+            "/a2a/api/update?refresh=1"
+        } else {
+            "/a2a/api/update"
+        })
+        .await;
     assert_eq!(status, 200);
     v
 }
@@ -51,13 +77,24 @@ async fn check(s: &Server, refresh: bool) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_higher_source_wins_and_answers_are_cached() {
     let at = sources("9.0.0", "0.2.0").await;
-    let s = Server::start(config(format!("http://{at}/registry"), format!("http://{at}/manifest"))).await;
+    let s = Server::start(config(
+        format!("http://{at}/registry"),
+        format!("http://{at}/manifest"),
+    ))
+    .await;
     let v = check(&s, false).await;
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["current"], env!("CARGO_PKG_VERSION"));
     assert_eq!(v["latest"], "9.0.0");
     assert_eq!(v["source"], "crates.io");
-    assert_eq!((v["hasUpdate"].as_bool(), v["ahead"].as_bool(), v["cached"].as_bool()), (Some(true), Some(false), Some(false)));
+    assert_eq!(
+        (
+            v["hasUpdate"].as_bool(),
+            v["ahead"].as_bool(),
+            v["cached"].as_bool()
+        ),
+        (Some(true), Some(false), Some(false))
+    );
     assert_eq!(v["error"], Value::Null);
     assert_eq!(v["packageName"], "a2a-edge");
     assert_eq!(v["runtime"]["wasmtime"], "48.0.8");
@@ -69,28 +106,54 @@ async fn the_higher_source_wins_and_answers_are_cached() {
     assert_eq!(s.app().update.checks(), 1, "served from the cache");
     let fresh = check(&s, true).await;
     assert_eq!(fresh["cached"], false);
-    assert_eq!(s.app().update.checks(), 2, "refresh=1 asks the sources again");
+    assert_eq!(
+        s.app().update.checks(),
+        2,
+        "refresh=1 asks the sources again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_source_is_enough_and_a_newer_install_is_ahead() {
     let at = sources("", "0.0.1").await;
-    let s = Server::start(config(format!("http://{at}/registry"), format!("http://{at}/manifest"))).await;
+    let s = Server::start(config(
+        format!("http://{at}/registry"),
+        format!("http://{at}/manifest"),
+    ))
+    .await;
     let v = check(&s, false).await;
     assert_eq!(v["ok"], true, "{v}");
-    assert_eq!((v["latest"].as_str(), v["source"].as_str()), (Some("0.0.1"), Some("repository")));
-    assert_eq!((v["hasUpdate"].as_bool(), v["ahead"].as_bool()), (Some(false), Some(true)));
+    assert_eq!(
+        (v["latest"].as_str(), v["source"].as_str()),
+        (Some("0.0.1"), Some("repository"))
+    );
+    assert_eq!(
+        (v["hasUpdate"].as_bool(), v["ahead"].as_bool()),
+        (Some(false), Some(true))
+    );
 
     let same = sources(env!("CARGO_PKG_VERSION"), "").await;
-    let s = Server::start(config(format!("http://{same}/registry"), format!("http://{same}/manifest"))).await;
+    let s = Server::start(config(
+        format!("http://{same}/registry"),
+        format!("http://{same}/manifest"),
+    ))
+    .await;
     let v = check(&s, false).await;
-    assert_eq!((v["hasUpdate"].as_bool(), v["ahead"].as_bool()), (Some(false), Some(false)), "{v}");
+    assert_eq!(
+        (v["hasUpdate"].as_bool(), v["ahead"].as_bool()),
+        (Some(false), Some(false)),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_any_source_it_answers_ok_false_within_seconds() {
     // One source refuses connections; the other accepts and never answers.
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let silent_at = silent.local_addr().unwrap();
     tokio::spawn(async move {
@@ -99,12 +162,23 @@ async fn without_any_source_it_answers_ok_false_within_seconds() {
             held.push(c);
         }
     });
-    let s = Server::start(config(format!("http://{closed}/registry"), format!("http://{silent_at}/manifest"))).await;
+    let s = Server::start(config(
+        format!("http://{closed}/registry"),
+        format!("http://{silent_at}/manifest"),
+    ))
+    .await;
     let started = Instant::now();
     let v = check(&s, false).await;
-    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(v["ok"], false, "{v}");
     assert_eq!(v["latest"], Value::Null);
     let error = v["error"].as_str().unwrap();
-    assert!(error.contains("registry") && error.contains("repository manifest"), "{error}");
+    assert!(
+        error.contains("registry") && error.contains("repository manifest"),
+        "{error}"
+    );
 }

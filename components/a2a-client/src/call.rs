@@ -5,10 +5,10 @@ use a2a_protocol::client::{Remote, endpoint, poll_delay_ms};
 use serde_json::{Value, json};
 use wasip2::http::types::Method;
 
+use crate::net::{self, Ctx};
 use a2a_guest::client::a2a::edge::outbound;
 use a2a_guest::client::exports::a2a::edge::client::{CallError, CallRequest};
 use a2a_guest::uuid;
-use crate::net::{self, Ctx};
 
 const JSON: (&str, &str) = ("content-type", "application/json");
 const VERSION: (&str, &str) = ("a2a-version", "1.0");
@@ -16,7 +16,13 @@ const VERSION: (&str, &str) = ("a2a-version", "1.0");
 /// The remote card as JSON.
 pub fn card(ctx: &Ctx) -> Result<Value, CallError> {
     let url = outbound::connection().agent_card_url;
-    net::json(ctx, Method::Get, &url, &[("accept", "application/json")], &[])
+    net::json(
+        ctx,
+        Method::Get,
+        &url,
+        &[("accept", "application/json")],
+        &[],
+    )
 }
 
 /// Runs the call and answers the tool text.
@@ -47,17 +53,32 @@ pub fn run(ctx: &Ctx, req: CallRequest) -> Result<String, CallError> {
     remote.outcome().map_err(CallError::RemoteFailed)
 }
 
-fn drive(ctx: &Ctx, url: &str, streaming: bool, message: Value, remote: &mut Remote) -> Result<(), CallError> {
+fn drive(
+    ctx: &Ctx,
+    url: &str,
+    streaming: bool,
+    message: Value,
+    remote: &mut Remote,
+) -> Result<(), CallError> {
     if streaming {
         stream(ctx, url, json!({ "message": message }), remote)?;
     } else {
-        let answer = rpc(ctx, url, "SendMessage", json!({ "message": message, "configuration": { "returnImmediately": true } }))?;
+        let answer = rpc(
+            ctx,
+            url,
+            "SendMessage",
+            json!({ "message": message, "configuration": { "returnImmediately": true } }),
+        )?;
         remote.apply(parse(answer)?);
     }
     // Poll until settled (a blocking remote, or a stream that ended early).
     let mut n = 0;
     while !remote.settled() {
-        let Some(id) = remote.task_id().map(str::to_owned) else { return Err(CallError::InvalidResponse("the remote agent answered without a task id".into())) };
+        let Some(id) = remote.task_id().map(str::to_owned) else {
+            return Err(CallError::InvalidResponse(
+                "the remote agent answered without a task id".into(),
+            ));
+        };
         ctx.sleep(poll_delay_ms(n))?;
         n += 1;
         let task = rpc(ctx, url, "GetTask", json!({ "id": id, "historyLength": 0 }))?;
@@ -75,32 +96,58 @@ fn rpc(ctx: &Ctx, url: &str, method: &str, params: Value) -> Result<Value, CallE
 
 fn result(method: &str, answer: Value) -> Result<Value, CallError> {
     match answer.get("error") {
-        Some(e) => Err(CallError::RemoteFailed(format!("the remote agent refused {method}: {} ({})", e["message"].as_str().unwrap_or("no message"), e["code"]))),
-        None => answer.get("result").cloned().ok_or_else(|| CallError::InvalidResponse(format!("the answer to {method} has neither result nor error"))),
+        Some(e) => Err(CallError::RemoteFailed(format!(
+            "the remote agent refused {method}: {} ({})",
+            e["message"].as_str().unwrap_or("no message"),
+            e["code"]
+        ))),
+        None => answer.get("result").cloned().ok_or_else(|| {
+            CallError::InvalidResponse(format!(
+                "the answer to {method} has neither result nor error"
+            ))
+        }),
     }
 }
 
 fn parse(result: Value) -> Result<StreamResponse, CallError> {
-    serde_json::from_value(result).map_err(|e| CallError::InvalidResponse(format!("the remote agent's answer is not an A2A result: {e}")))
+    serde_json::from_value(result).map_err(|e| {
+        CallError::InvalidResponse(format!(
+            "the remote agent's answer is not an A2A result: {e}"
+        ))
+    })
 }
 
 /// SendStreamingMessage: applies frames until the stream ends or the task settles.
 fn stream(ctx: &Ctx, url: &str, params: Value, remote: &mut Remote) -> Result<(), CallError> {
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params }).to_string();
-    let mut r = net::send(ctx, Method::Post, url, &[JSON, VERSION, ("accept", "text/event-stream")], body.as_bytes())?;
+    let body =
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params })
+            .to_string();
+    let mut r = net::send(
+        ctx,
+        Method::Post,
+        url,
+        &[JSON, VERSION, ("accept", "text/event-stream")],
+        body.as_bytes(),
+    )?;
     if !r.content_type.starts_with("text/event-stream") {
         let bytes = r.bytes(ctx)?;
         if !(200..300).contains(&r.status) {
-            return Err(CallError::Http((r.status, String::from_utf8_lossy(&bytes).chars().take(300).collect())));
+            return Err(CallError::Http((
+                r.status,
+                String::from_utf8_lossy(&bytes).chars().take(300).collect(),
+            )));
         }
-        let answer: Value = serde_json::from_slice(&bytes).map_err(|e| CallError::InvalidResponse(format!("{url} did not answer JSON: {e}")))?;
+        let answer: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| CallError::InvalidResponse(format!("{url} did not answer JSON: {e}")))?;
         remote.apply(parse(result("SendStreamingMessage", answer)?)?);
         return Ok(());
     }
     let mut events = a2a_protocol::sse::Decoder::default();
     while let Some(chunk) = r.chunk(ctx)? {
         for data in events.push(&chunk) {
-            let answer: Value = serde_json::from_str(&data).map_err(|e| CallError::InvalidResponse(format!("a stream event is not JSON: {e}")))?;
+            let answer: Value = serde_json::from_str(&data).map_err(|e| {
+                CallError::InvalidResponse(format!("a stream event is not JSON: {e}"))
+            })?;
             remote.apply(parse(result("SendStreamingMessage", answer)?)?);
             if remote.settled() {
                 return Ok(());

@@ -5,7 +5,9 @@ use a2a_protocol::client::{MAX_RETRIES, retry_delay_ms, retryable};
 use serde_json::Value;
 use wasip2::clocks::monotonic_clock;
 use wasip2::http::outgoing_handler;
-use wasip2::http::types::{Fields, IncomingBody, IncomingResponse, Method, OutgoingBody, OutgoingRequest, Scheme};
+use wasip2::http::types::{
+    Fields, IncomingBody, IncomingResponse, Method, OutgoingBody, OutgoingRequest, Scheme,
+};
 use wasip2::io::poll::{self, Pollable};
 use wasip2::io::streams::{InputStream, StreamError};
 
@@ -32,12 +34,20 @@ impl Ctx {
     /// The waits of the current call.
     pub fn new() -> Ctx {
         let timeout_ms = outbound::connection().timeout_ms.max(1);
-        Ctx { aborted: Some(outbound::aborted()), deadline: monotonic_clock::subscribe_duration(timeout_ms * 1_000_000), timeout_ms }
+        Ctx {
+            aborted: Some(outbound::aborted()),
+            deadline: monotonic_clock::subscribe_duration(timeout_ms * 1_000_000),
+            timeout_ms,
+        }
     }
 
     /// Waits for cleanup after an abort: not abortable, a few seconds at most.
     pub fn cleanup() -> Ctx {
-        Ctx { aborted: None, deadline: monotonic_clock::subscribe_duration(5_000_000_000), timeout_ms: 5_000 }
+        Ctx {
+            aborted: None,
+            deadline: monotonic_clock::subscribe_duration(5_000_000_000),
+            timeout_ms: 5_000,
+        }
     }
 
     /// Waits until `p` is ready, or the call is aborted or out of time.
@@ -50,13 +60,20 @@ impl Ctx {
         if ready.contains(&0) {
             return Ok(());
         }
-        Err(self.error(if ready.contains(&2) { Stop::Aborted } else { Stop::Deadline }))
+        Err(self.error(if ready.contains(&2) {
+            Stop::Aborted
+        } else {
+            Stop::Deadline
+        }))
     }
 
     fn error(&self, why: Stop) -> CallError {
         match why {
             Stop::Aborted => CallError::Aborted,
-            Stop::Deadline => CallError::Transport(format!("the remote agent did not finish within {} ms", self.timeout_ms)),
+            Stop::Deadline => CallError::Transport(format!(
+                "the remote agent did not finish within {} ms",
+                self.timeout_ms
+            )),
         }
     }
 
@@ -96,13 +113,20 @@ impl Drop for Response {
 impl Response {
     /// The next chunk; none at the end of the body.
     pub fn chunk(&mut self, ctx: &Ctx) -> Result<Option<Vec<u8>>, CallError> {
-        let Some(stream) = &self.stream else { return Ok(None) };
+        let Some(stream) = &self.stream else {
+            return Ok(None);
+        };
         loop {
             match stream.read(64 * 1024) {
                 Ok(bytes) if bytes.is_empty() => ctx.wait(&stream.subscribe())?,
                 Ok(bytes) => return Ok(Some(bytes)),
                 Err(StreamError::Closed) => return Ok(None),
-                Err(StreamError::LastOperationFailed(e)) => return Err(CallError::Transport(format!("the response broke off: {}", e.to_debug_string()))),
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(CallError::Transport(format!(
+                        "the response broke off: {}",
+                        e.to_debug_string()
+                    )));
+                }
             }
         }
     }
@@ -113,7 +137,9 @@ impl Response {
         while let Some(c) = self.chunk(ctx)? {
             all.extend_from_slice(&c);
             if all.len() > MAX_BODY {
-                return Err(CallError::InvalidResponse(format!("the response is larger than {MAX_BODY} bytes")));
+                return Err(CallError::InvalidResponse(format!(
+                    "the response is larger than {MAX_BODY} bytes"
+                )));
             }
         }
         Ok(all)
@@ -121,38 +147,75 @@ impl Response {
 }
 
 /// One request, no retry: the response head, or why there is none.
-fn exchange(ctx: &Ctx, method: &Method, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Response, CallError> {
+fn exchange(
+    ctx: &Ctx,
+    method: &Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Response, CallError> {
     let target = a2a_protocol::client::split_url(url).map_err(CallError::Transport)?;
-    let scheme = if target.https { Scheme::Https } else { Scheme::Http };
+    let scheme = if target.https {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    };
     let (authority, path) = (target.authority, target.path_and_query.as_str());
-    let list: Vec<(String, Vec<u8>)> = headers.iter().map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec())).collect();
-    let fields = Fields::from_list(&list).map_err(|e| CallError::Transport(format!("bad request header: {e:?}")))?;
+    let list: Vec<(String, Vec<u8>)> = headers
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    let fields = Fields::from_list(&list)
+        .map_err(|e| CallError::Transport(format!("bad request header: {e:?}")))?;
     let req = OutgoingRequest::new(fields);
     let invalid = |what: &str| CallError::Transport(format!("{url}: invalid {what}"));
     req.set_method(method).map_err(|_| invalid("method"))?;
-    req.set_scheme(Some(&scheme)).map_err(|_| invalid("scheme"))?;
-    req.set_authority(Some(authority)).map_err(|_| invalid("host"))?;
-    req.set_path_with_query(Some(path)).map_err(|_| invalid("path"))?;
+    req.set_scheme(Some(&scheme))
+        .map_err(|_| invalid("scheme"))?;
+    req.set_authority(Some(authority))
+        .map_err(|_| invalid("host"))?;
+    req.set_path_with_query(Some(path))
+        .map_err(|_| invalid("path"))?;
     let out = req.body().map_err(|_| invalid("body"))?;
-    let future = outgoing_handler::handle(req, None).map_err(|e| CallError::Transport(format!("{url}: {e:?}")))?;
+    let future = outgoing_handler::handle(req, None)
+        .map_err(|e| CallError::Transport(format!("{url}: {e:?}")))?;
     {
         let stream = out.write().map_err(|_| invalid("body"))?;
         for chunk in body.chunks(4096) {
-            stream.blocking_write_and_flush(chunk).map_err(|e| CallError::Transport(format!("{url}: sending the request failed: {e:?}")))?;
+            stream.blocking_write_and_flush(chunk).map_err(|e| {
+                CallError::Transport(format!("{url}: sending the request failed: {e:?}"))
+            })?;
         }
     }
     OutgoingBody::finish(out, None).map_err(|e| CallError::Transport(format!("{url}: {e:?}")))?;
     ctx.wait(&future.subscribe())?;
     let response = match future.get() {
         Some(Ok(Ok(r))) => r,
-        Some(Ok(Err(code))) => return Err(CallError::Transport(format!("{url}: {}", describe(&code)))),
+        Some(Ok(Err(code))) => {
+            return Err(CallError::Transport(format!("{url}: {}", describe(&code))));
+        }
         _ => return Err(CallError::Transport(format!("{url}: no response"))),
     };
     let status = response.status();
-    let content_type = response.headers().get("content-type").first().map(|v| String::from_utf8_lossy(v).to_ascii_lowercase()).unwrap_or_default();
-    let body = response.consume().map_err(|_| CallError::Transport(format!("{url}: the response has no body")))?;
-    let stream = body.stream().map_err(|_| CallError::Transport(format!("{url}: the response has no body")))?;
-    Ok(Response { status, content_type, stream: Some(stream), body: Some(body), _response: response })
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .first()
+        .map(|v| String::from_utf8_lossy(v).to_ascii_lowercase())
+        .unwrap_or_default();
+    let body = response
+        .consume()
+        .map_err(|_| CallError::Transport(format!("{url}: the response has no body")))?;
+    let stream = body
+        .stream()
+        .map_err(|_| CallError::Transport(format!("{url}: the response has no body")))?;
+    Ok(Response {
+        status,
+        content_type,
+        stream: Some(stream),
+        body: Some(body),
+        _response: response,
+    })
 }
 
 fn describe(code: &wasip2::http::types::ErrorCode) -> String {
@@ -160,7 +223,9 @@ fn describe(code: &wasip2::http::types::ErrorCode) -> String {
     match code {
         E::DnsError(_) => "the host name does not resolve".into(),
         E::ConnectionRefused => "connection refused (is the remote agent running?)".into(),
-        E::ConnectionTimeout | E::ConnectionReadTimeout | E::HttpResponseTimeout => "timed out".into(),
+        E::ConnectionTimeout | E::ConnectionReadTimeout | E::HttpResponseTimeout => {
+            "timed out".into()
+        }
         E::HttpRequestDenied => "refused by the runtime's outbound policy".into(),
         E::HttpResponseBodySize(_) => "the response is larger than the runtime allows".into(),
         E::InternalError(Some(m)) => m.clone(),
@@ -170,7 +235,13 @@ fn describe(code: &wasip2::http::types::ErrorCode) -> String {
 
 /// A request retried on transport errors and 5xx (at most [`MAX_RETRIES`] times, with backoff);
 /// any other status is answered as is.
-pub fn send(ctx: &Ctx, method: Method, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Response, CallError> {
+pub fn send(
+    ctx: &Ctx,
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Response, CallError> {
     let mut attempt = 0;
     loop {
         let result = exchange(ctx, &method, url, headers, body);
@@ -189,12 +260,19 @@ pub fn send(ctx: &Ctx, method: Method, url: &str, headers: &[(&str, &str)], body
 }
 
 /// A request expecting a JSON answer with a 2xx status.
-pub fn json(ctx: &Ctx, method: Method, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Value, CallError> {
+pub fn json(
+    ctx: &Ctx,
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Value, CallError> {
     let mut r = send(ctx, method, url, headers, body)?;
     let bytes = r.bytes(ctx)?;
     if !(200..300).contains(&r.status) {
         let snippet: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
         return Err(CallError::Http((r.status, snippet)));
     }
-    serde_json::from_slice(&bytes).map_err(|e| CallError::InvalidResponse(format!("{url} did not answer JSON: {e}")))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| CallError::InvalidResponse(format!("{url} did not answer JSON: {e}")))
 }

@@ -13,8 +13,15 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
     let body = card::build(&(&instance).into()).to_string();
     let etag = card::etag(body.as_bytes());
     let modified = a2a_protocol::time::http_date(instance.updated_at);
-    let headers = [("content-type", "application/json"), ("cache-control", "public, max-age=300"), ("etag", etag.as_str()), ("last-modified", modified.as_str())];
-    let fresh = req.header("if-none-match").is_some_and(|v| card::etag_matches(v, &etag));
+    let headers = [
+        ("content-type", "application/json"),
+        ("cache-control", "public, max-age=300"),
+        ("etag", etag.as_str()),
+        ("last-modified", modified.as_str()),
+    ];
+    let fresh = req
+        .header("if-none-match")
+        .is_some_and(|v| card::etag_matches(v, &etag));
     request_context::record_call("GetAgentCard", if fresh { "not_modified" } else { "ok" });
     if fresh {
         http::respond(out, 304, &headers[1..], b"");

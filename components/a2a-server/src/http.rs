@@ -1,6 +1,8 @@
 //! WASI HTTP plumbing: read a request, write a JSON answer or an SSE stream.
 
-use wasip2::http::types::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam};
+use wasip2::http::types::{
+    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
 use wasip2::io::streams::{OutputStream, StreamError};
 
 /// A request as the handlers need it.
@@ -14,7 +16,12 @@ impl Request {
     /// Reads headers and the whole body (the host bounded it already).
     pub fn read(req: IncomingRequest) -> Request {
         let headers = req.headers().entries();
-        let query = req.path_with_query().unwrap_or_default().split_once('?').map(|(_, q)| q.to_owned()).unwrap_or_default();
+        let query = req
+            .path_with_query()
+            .unwrap_or_default()
+            .split_once('?')
+            .map(|(_, q)| q.to_owned())
+            .unwrap_or_default();
         let mut body = Vec::new();
         if let Ok(incoming) = req.consume() {
             if let Ok(stream) = incoming.stream() {
@@ -26,23 +33,36 @@ impl Request {
                 }
             }
         }
-        Request { headers, query, body }
+        Request {
+            headers,
+            query,
+            body,
+        }
     }
 
     /// The first value of a header (names compare case-insensitively).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).and_then(|(_, v)| std::str::from_utf8(v).ok())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
     }
 
     /// The first value of a query parameter (no percent-decoding: the values we read are tokens).
     pub fn query_param(&self, name: &str) -> Option<&str> {
-        self.query.split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+        self.query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
     }
 }
 
 /// Sends a complete response.
 pub fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &str)], body: &[u8]) {
-    let Some(stream) = start(out, status, headers) else { return };
+    let Some(stream) = start(out, status, headers) else {
+        return;
+    };
     let _ = write_all(&stream.1, body);
     finish(stream);
 }
@@ -52,7 +72,10 @@ pub type Started = (OutgoingBody, OutputStream);
 
 /// Sends the status and headers; the body follows through [`write_all`] and [`finish`].
 pub fn start(out: ResponseOutparam, status: u16, headers: &[(&str, &str)]) -> Option<Started> {
-    let list: Vec<(String, Vec<u8>)> = headers.iter().map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec())).collect();
+    let list: Vec<(String, Vec<u8>)> = headers
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+        .collect();
     let response = OutgoingResponse::new(Fields::from_list(&list).ok()?);
     response.set_status_code(status).ok()?;
     let body = response.body().ok()?;

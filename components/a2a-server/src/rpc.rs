@@ -1,9 +1,9 @@
 //! The JSON-RPC endpoint: transport checks, envelope, dispatch.
 
+use a2a_guest::server::a2a::edge::request_context;
 use a2a_protocol::methods::{self, Dispatch, Method};
 use a2a_protocol::{ErrorKind, RpcError, jsonrpc, version};
 use serde_json::Value;
-use a2a_guest::server::a2a::edge::request_context;
 use wasip2::http::types::ResponseOutparam;
 
 use crate::http::{self, Request};
@@ -22,17 +22,44 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
         if let Some(secs) = &retry_after {
             headers.push(("retry-after", secs));
         }
-        http::respond(out, e.kind.http_status(), &headers, jsonrpc::failure(id, &e, legacy).to_string().as_bytes());
+        http::respond(
+            out,
+            e.kind.http_status(),
+            &headers,
+            jsonrpc::failure(id, &e, legacy).to_string().as_bytes(),
+        );
     };
-    let json_type = req.header("content-type").map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
-    if !matches!(json_type.as_deref(), None | Some("application/json" | "application/a2a+json")) {
-        let e = RpcError::new(ErrorKind::ContentTypeNotSupported, "send the request with Content-Type: application/json");
+    let json_type = req.header("content-type").map(|c| {
+        c.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
+    if !matches!(
+        json_type.as_deref(),
+        None | Some("application/json" | "application/a2a+json")
+    ) {
+        let e = RpcError::new(
+            ErrorKind::ContentTypeNotSupported,
+            "send the request with Content-Type: application/json",
+        );
         return fail(out, &Value::Null, e, &[], "");
     }
-    let asked = req.header("a2a-version").or_else(|| req.query_param("A2A-Version"));
+    let asked = req
+        .header("a2a-version")
+        .or_else(|| req.query_param("A2A-Version"));
     if !version::is_supported(asked) {
-        let e = RpcError::new(ErrorKind::VersionNotSupported, format!("A2A-Version {} is not supported; this agent speaks 1.0", asked.unwrap_or("")));
-        let id = jsonrpc::parse_request(&req.body).map(|r| r.id).unwrap_or(Value::Null);
+        let e = RpcError::new(
+            ErrorKind::VersionNotSupported,
+            format!(
+                "A2A-Version {} is not supported; this agent speaks 1.0",
+                asked.unwrap_or("")
+            ),
+        );
+        let id = jsonrpc::parse_request(&req.body)
+            .map(|r| r.id)
+            .unwrap_or(Value::Null);
         return fail(out, &id, e, &[("a2a-version", version::SUPPORTED)], "");
     }
     let request = match jsonrpc::parse_request(&req.body) {
@@ -48,18 +75,24 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
     }
     let ok = |out, v: Value| {
         request_context::record_call(name, "ok");
-        http::respond(out, 200, &[("content-type", "application/json")], jsonrpc::success(&request.id, v).to_string().as_bytes())
+        http::respond(
+            out,
+            200,
+            &[("content-type", "application/json")],
+            jsonrpc::success(&request.id, v).to_string().as_bytes(),
+        )
     };
-    let method = match methods::dispatch(&request.method, methods::accepts_sse(req.header("accept"))) {
-        Dispatch::Serve(m) => m,
-        Dispatch::Json(e) => return fail(out, &request.id, e, &[], name),
-        Dispatch::Frame(e) => {
-            request_context::record_call(name, e.kind.reason());
-            let mut sse = Sse::start(out, request.id.clone());
-            sse.error(&e, legacy);
-            return sse.end();
-        }
-    };
+    let method =
+        match methods::dispatch(&request.method, methods::accepts_sse(req.header("accept"))) {
+            Dispatch::Serve(m) => m,
+            Dispatch::Json(e) => return fail(out, &request.id, e, &[], name),
+            Dispatch::Frame(e) => {
+                request_context::record_call(name, e.kind.reason());
+                let mut sse = Sse::start(out, request.id.clone());
+                sse.error(&e, legacy);
+                return sse.end();
+            }
+        };
     let result = match method {
         Method::SendMessage => match send::begin(&request.params, &instance) {
             Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
@@ -80,7 +113,8 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
             }
             Err(e) => Err(e),
         },
-        Method::SubscribeToTask => match stream::open(&request.params, req.header("last-event-id")) {
+        Method::SubscribeToTask => match stream::open(&request.params, req.header("last-event-id"))
+        {
             Ok(sub) => {
                 request_context::record_call(name, "ok");
                 return stream::subscribe(sub, out, request.id.clone());

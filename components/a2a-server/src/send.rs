@@ -3,7 +3,10 @@
 
 use a2a_protocol::execution::{Execution, Progress};
 use a2a_protocol::idempotency;
-use a2a_protocol::{ErrorKind, Message, Role, RpcError, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task, TaskState, TaskStatus, jsonrpc};
+use a2a_protocol::{
+    ErrorKind, Message, Role, RpcError, SendMessageConfiguration, SendMessageRequest,
+    StreamResponse, Task, TaskState, TaskStatus, jsonrpc,
+};
 use serde_json::{Value, json};
 use wasip2::clocks::monotonic_clock;
 use wasip2::io::poll;
@@ -57,17 +60,32 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result
     if message.role != Role::User {
         return invalid("message.role must be ROLE_USER");
     }
-    message.check_bounds(instance.limits.max_parts).map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
+    message
+        .check_bounds(instance.limits.max_parts)
+        .map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
     if message.parts.is_empty() || !message.parts.iter().all(|p| p.is_valid()) {
-        return invalid("message.parts must hold at least one part, each with exactly one of text, raw, url or data");
+        return invalid(
+            "message.parts must hold at least one part, each with exactly one of text, raw, url or data",
+        );
     }
-    if let Some((i, e)) = message.parts.iter().enumerate().find_map(|(i, p)| Some((i, a2a_protocol::decode_base64(p.raw.as_deref()?).err()?))) {
-        return Err(RpcError::new(ErrorKind::InvalidParams, format!("message.parts[{i}].raw is {e}")));
+    if let Some((i, e)) = message
+        .parts
+        .iter()
+        .enumerate()
+        .find_map(|(i, p)| Some((i, a2a_protocol::decode_base64(p.raw.as_deref()?).err()?)))
+    {
+        return Err(RpcError::new(
+            ErrorKind::InvalidParams,
+            format!("message.parts[{i}].raw is {e}"),
+        ));
     }
     let config = req.configuration.unwrap_or_default();
     let modes = &config.accepted_output_modes;
     if !modes.is_empty() && !modes.iter().any(|m| m == "*/*" || m.starts_with("text/")) {
-        return Err(RpcError::new(ErrorKind::ContentTypeNotSupported, "acceptedOutputModes must admit text (text/plain, text/* or */*)"));
+        return Err(RpcError::new(
+            ErrorKind::ContentTypeNotSupported,
+            "acceptedOutputModes must admit text (text/plain, text/* or */*)",
+        ));
     }
     let announced: Vec<String> = instance.skills.iter().map(|s| s.id.clone()).collect();
     let skill = match a2a_protocol::card::select_skill(message.skill(), &announced) {
@@ -96,15 +114,31 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result
             admit_attachments(&mut message)?;
             admitted = true;
         }
-        let claim = MessageClaim { message_id: message.message_id.clone(), fingerprint: fingerprint.clone(), replaces: seen.take() };
-        let start = Start { message: message.clone(), skill: skill.clone(), config: config.clone(), limits: instance.limits, claim };
+        let claim = MessageClaim {
+            message_id: message.message_id.clone(),
+            fingerprint: fingerprint.clone(),
+            replaces: seen.take(),
+        };
+        let start = Start {
+            message: message.clone(),
+            skill: skill.clone(),
+            config: config.clone(),
+            limits: instance.limits,
+            claim,
+        };
         match start.run() {
             Err(StoreError::DuplicateMessage(current)) => seen = Some(current),
             Err(e) => return Err(e.into()),
             Ok(begun) => return begun,
         }
     }
-    Err(RpcError::new(ErrorKind::Internal, format!("message {} is being sent by several requests at once; retry it", message.message_id)))
+    Err(RpcError::new(
+        ErrorKind::Internal,
+        format!(
+            "message {} is being sent by several requests at once; retry it",
+            message.message_id
+        ),
+    ))
 }
 
 /// A message that creates or continues a task, with its claim on the message id.
@@ -127,7 +161,13 @@ impl Start {
     }
 
     fn create(self) -> Result<Result<Begin, RpcError>, StoreError> {
-        let Start { message, skill, config, limits, claim } = self;
+        let Start {
+            message,
+            skill,
+            config,
+            limits,
+            claim,
+        } = self;
         let now = now_ms();
         let context_id = message.context_id.clone().unwrap_or_else(uuid);
         let task_id = uuid();
@@ -137,10 +177,19 @@ impl Start {
         let task = Task {
             id: task_id,
             context_id,
-            status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: Some(a2a_protocol::time::rfc3339_ms(now)) },
+            status: TaskStatus {
+                state: TaskState::Submitted,
+                message: None,
+                timestamp: Some(a2a_protocol::time::rfc3339_ms(now)),
+            },
             artifacts: Vec::new(),
             history: vec![first],
-            metadata: Some(json!({ "skill": skill }).as_object().cloned().unwrap_or_default()),
+            metadata: Some(
+                json!({ "skill": skill })
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
         };
         // The task is stored already WORKING (or FAILED over quota): nobody can have heard of it
         // while it was SUBMITTED, so that state costs no write.
@@ -151,33 +200,84 @@ impl Start {
             Err(e) => return Ok(Err(e)),
         };
         storage::create_task(&first_row, Some(&claim))?;
-        Ok(Ok(Run { ex, _slot: slot, limits, sink: None, skill, created_at: now, version: 1, message, config }.begin()))
+        Ok(Ok(Run {
+            ex,
+            _slot: slot,
+            limits,
+            sink: None,
+            skill,
+            created_at: now,
+            version: 1,
+            message,
+            config,
+        }
+        .begin()))
     }
 
     fn continue_task(self, task_id: &str) -> Result<Result<Begin, RpcError>, StoreError> {
-        let Start { mut message, skill, config, limits, claim } = self;
+        let Start {
+            mut message,
+            skill,
+            config,
+            limits,
+            claim,
+        } = self;
         let (row, mut task) = match load_task(task_id) {
             Ok(t) => t,
             Err(e) => return Ok(Err(e)),
         };
-        if message.context_id.as_deref().is_some_and(|c| c != task.context_id) {
-            return Ok(Err(RpcError::new(ErrorKind::InvalidParams, format!("contextId contradicts task {task_id}, whose context is {}", task.context_id))));
+        if message
+            .context_id
+            .as_deref()
+            .is_some_and(|c| c != task.context_id)
+        {
+            return Ok(Err(RpcError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "contextId contradicts task {task_id}, whose context is {}",
+                    task.context_id
+                ),
+            )));
         }
         let state = task.status.state;
         if state.is_terminal() {
-            return Ok(Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} is {} and takes no more messages", state.as_str()))));
+            return Ok(Err(RpcError::new(
+                ErrorKind::UnsupportedOperation,
+                format!(
+                    "task {task_id} is {} and takes no more messages",
+                    state.as_str()
+                ),
+            )));
         }
         if !state.is_interrupted() {
-            return Ok(Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} is still running; wait for it or cancel it"))));
+            return Ok(Err(RpcError::new(
+                ErrorKind::UnsupportedOperation,
+                format!("task {task_id} is still running; wait for it or cancel it"),
+            )));
         }
         message.context_id = Some(task.context_id.clone());
         task.history.push(message.clone());
         let mut ex = Execution::new(task);
         let (slot, frame) = admit(&mut ex, now_ms());
-        let mut run = Run { ex, _slot: slot, limits, sink: None, skill, created_at: row.created_at, version: row.version, message, config };
+        let mut run = Run {
+            ex,
+            _slot: slot,
+            limits,
+            sink: None,
+            skill,
+            created_at: row.created_at,
+            version: row.version,
+            message,
+            config,
+        };
         match run.persist(Some(&claim)) {
             Ok(true) => {}
-            Ok(false) => return Ok(Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {task_id} was continued or changed by another request")))),
+            Ok(false) => {
+                return Ok(Err(RpcError::new(
+                    ErrorKind::UnsupportedOperation,
+                    format!("task {task_id} was continued or changed by another request"),
+                )));
+            }
             Err(e) => return Err(e),
         }
         run.publish(frame.as_slice());
@@ -190,7 +290,13 @@ impl Start {
 fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<StreamResponse>) {
     let (slot, state, text) = match admission::acquire_slot() {
         Ok(slot) => (Some(slot), TaskState::Working, None),
-        Err(n) => (None, TaskState::Failed, Some(format!("concurrency quota reached: this agent runs at most {n} tasks at once"))),
+        Err(n) => (
+            None,
+            TaskState::Failed,
+            Some(format!(
+                "concurrency quota reached: this agent runs at most {n} tasks at once"
+            )),
+        ),
     };
     (slot, ex.set_status(state, text, now, uuid).ok())
 }
@@ -198,7 +304,11 @@ fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<Strea
 impl Run {
     /// A run to drive, or the answer when the task settled already (over quota).
     fn begin(self) -> Begin {
-        if self.settled() { Begin::Answer(self.answer()) } else { Begin::Run(self) }
+        if self.settled() {
+            Begin::Answer(self.answer())
+        } else {
+            Begin::Run(self)
+        }
     }
 
     /// The task as it stands.
@@ -249,7 +359,9 @@ impl Run {
         let turn = match sessions::start_turn(&request) {
             Ok(t) => t,
             Err(e) => {
-                self.progress(Progress::Failed(format!("the session could not start: {e}")));
+                self.progress(Progress::Failed(format!(
+                    "the session could not start: {e}"
+                )));
                 return;
             }
         };
@@ -262,7 +374,9 @@ impl Run {
         let timed_out = |this: &mut Self| {
             request_context::record_rejection("timeout");
             turn.cancel();
-            this.progress(Progress::Failed(format!("execution timeout: the task ran longer than {timeout_ms} ms")));
+            this.progress(Progress::Failed(format!(
+                "execution timeout: the task ran longer than {timeout_ms} ms"
+            )));
         };
         'turn: loop {
             // A backend that always has the next event ready never lets the loop wait: the
@@ -279,7 +393,11 @@ impl Run {
                 }
             }
             let holding = self.sink.as_ref().is_some_and(Sse::holds);
-            let fired = if holding { poll::poll(&[&ready, &deadline, &keep_alive, &grace]) } else { poll::poll(&[&ready, &deadline, &keep_alive]) };
+            let fired = if holding {
+                poll::poll(&[&ready, &deadline, &keep_alive, &grace])
+            } else {
+                poll::poll(&[&ready, &deadline, &keep_alive])
+            };
             if fired.contains(&1) {
                 timed_out(self);
                 break;
@@ -305,7 +423,13 @@ impl Run {
 
     /// Applies progress; false when the task was settled elsewhere (e.g. canceled).
     fn progress(&mut self, p: Progress) -> bool {
-        let changes_status = !matches!(p, Progress::TextDelta(_) | Progress::Reasoning(_) | Progress::ToolCall { .. } | Progress::Artifact(_));
+        let changes_status = !matches!(
+            p,
+            Progress::TextDelta(_)
+                | Progress::Reasoning(_)
+                | Progress::ToolCall { .. }
+                | Progress::Artifact(_)
+        );
         // Only a status change can be refused by the store and need undoing: copying the task
         // for every delta would make a long answer quadratic.
         let before = changes_status.then(|| self.ex.clone());
@@ -327,7 +451,15 @@ impl Run {
     /// Compare-and-swap of the task (with the message's claim when given); on a version
     /// conflict, takes the stored copy and answers false. A lost claim is the store error.
     fn persist(&mut self, claim: Option<&MessageClaim>) -> Result<bool, StoreError> {
-        let Ok(next) = row(self.ex.task(), &self.skill, self.created_at, now_ms(), self.version + 1) else { return Ok(false) };
+        let Ok(next) = row(
+            self.ex.task(),
+            &self.skill,
+            self.created_at,
+            now_ms(),
+            self.version + 1,
+        ) else {
+            return Ok(false);
+        };
         match storage::update_task(&next, self.version, claim) {
             Ok(v) => {
                 self.version = v;
@@ -360,7 +492,9 @@ impl Run {
 fn admit_attachments(message: &mut Message) -> Result<(), RpcError> {
     for part in message.parts.iter_mut() {
         let Some(raw) = part.raw.take() else { continue };
-        let reference = attachments::admit(part.media_type.as_deref(), part.filename.as_deref(), &raw).map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
+        let reference =
+            attachments::admit(part.media_type.as_deref(), part.filename.as_deref(), &raw)
+                .map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
         part.url = Some(reference);
     }
     Ok(())

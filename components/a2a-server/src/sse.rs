@@ -18,15 +18,29 @@ pub struct Sse {
 impl Sse {
     /// Sends the 200 `text/event-stream` head.
     pub fn start(out: ResponseOutparam, request_id: Value) -> Sse {
-        let body = http::start(out, 200, &[("content-type", "text/event-stream"), ("cache-control", "no-cache")]);
-        Sse { body, request_id, held: None }
+        let body = http::start(
+            out,
+            200,
+            &[
+                ("content-type", "text/event-stream"),
+                ("cache-control", "no-cache"),
+            ],
+        );
+        Sse {
+            body,
+            request_id,
+            held: None,
+        }
     }
 
     fn write(&mut self, text: &str) {
         if let Some(first) = self.held.take() {
             self.write(&first);
         }
-        let failed = self.body.as_ref().is_some_and(|(_, stream)| http::write_all(stream, text.as_bytes()).is_err());
+        let failed = self
+            .body
+            .as_ref()
+            .is_some_and(|(_, stream)| http::write_all(stream, text.as_bytes()).is_err());
         if failed {
             if let Some(started) = self.body.take() {
                 http::abandon(started);
@@ -42,7 +56,11 @@ impl Sse {
 
     /// A task snapshot frame (first and last frames carry no id).
     pub fn task(&mut self, task: &a2a_protocol::Task) {
-        self.frame(None, "task", &serde_json::to_string(task).unwrap_or_default());
+        self.frame(
+            None,
+            "task",
+            &serde_json::to_string(task).unwrap_or_default(),
+        );
     }
 
     /// Holds the opening task frame back: it goes out before the next write, and never if the

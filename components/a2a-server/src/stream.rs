@@ -28,7 +28,11 @@ pub fn send(begun: Begin, out: ResponseOutparam, request_id: Value) {
             match run.direct_message() {
                 Some(m) if sse.holds() => {
                     sse.drop_held();
-                    sse.frame(None, "message", &serde_json::to_string(m).unwrap_or_default());
+                    sse.frame(
+                        None,
+                        "message",
+                        &serde_json::to_string(m).unwrap_or_default(),
+                    );
                 }
                 _ => sse.task(run.task()),
             }
@@ -50,18 +54,33 @@ pub fn open(params: &Value, last_event_id: Option<&str>) -> Result<Opened, RpcEr
     let p: TaskIdRequest = jsonrpc::params(params)?;
     let (_, task) = stored::load(&p.id)?;
     if task.status.state.is_terminal() {
-        return Err(RpcError::new(ErrorKind::UnsupportedOperation, format!("task {} is {}: there is nothing to subscribe to", p.id, task.status.state.as_str())));
+        return Err(RpcError::new(
+            ErrorKind::UnsupportedOperation,
+            format!(
+                "task {} is {}: there is nothing to subscribe to",
+                p.id,
+                task.status.state.as_str()
+            ),
+        ));
     }
     let after = sse::last_event_id(last_event_id);
     let sub = events::open(&p.id, after).map_err(|e| RpcError::new(ErrorKind::TaskNotFound, e))?;
-    Ok(Opened { task_id: p.id, sub, replaying: after.is_some() })
+    Ok(Opened {
+        task_id: p.id,
+        sub,
+        replaying: after.is_some(),
+    })
 }
 
 /// Streams the current snapshot, then (on reconnect) the status frames after `Last-Event-ID`,
 /// then every frame live until the task's log closes, then the settled snapshot; the live part
 /// is handed to the host.
 pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
-    let Opened { task_id, sub, replaying } = opened;
+    let Opened {
+        task_id,
+        sub,
+        replaying,
+    } = opened;
     let id_json = request_id.to_string();
     let mut sse = Sse::start(out, request_id);
     // Read the task after opening the log: a task that settled in between shows settled here.

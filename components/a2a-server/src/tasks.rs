@@ -16,7 +16,10 @@ use crate::stored::load;
 pub fn get(params: &Value) -> Result<Value, RpcError> {
     let p: GetTaskRequest = jsonrpc::params(params)?;
     if p.history_length.is_some_and(|n| n < 0) {
-        return Err(RpcError::new(ErrorKind::InvalidParams, "historyLength must not be negative"));
+        return Err(RpcError::new(
+            ErrorKind::InvalidParams,
+            "historyLength must not be negative",
+        ));
     }
     let (_, task) = load(&p.id)?;
     Ok(serde_json::to_value(task.with_history_length(p.history_length)).unwrap_or_default())
@@ -32,11 +35,21 @@ pub fn list(params: &Value) -> Result<Value, RpcError> {
         page_size: q.page_size,
         page_token: q.page_token.clone(),
         include_artifacts: q.include_artifacts,
-        history_length: q.history_length.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-    })
-    ?;
-    let tasks = page.tasks.iter().map(|r| a2a_guest::server::task(r).map(|t| q.shape(t))).collect::<Result<Vec<_>, _>>()?;
-    Ok(response(tasks, page.next_page_token, q.page_size, page.total_size))
+        history_length: q
+            .history_length
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+    })?;
+    let tasks = page
+        .tasks
+        .iter()
+        .map(|r| a2a_guest::server::task(r).map(|t| q.shape(t)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(response(
+        tasks,
+        page.next_page_token,
+        q.page_size,
+        page.total_size,
+    ))
 }
 
 /// `CancelTask`: stops the running turn, stores CANCELED (which no late completion can
@@ -46,13 +59,26 @@ pub fn cancel(params: &Value) -> Result<Value, RpcError> {
     loop {
         let (row, task) = load(&p.id)?;
         if task.status.state.is_terminal() {
-            return Err(RpcError::new(ErrorKind::TaskNotCancelable, format!("task {} is already {} and cannot be canceled", p.id, task.status.state.as_str())));
+            return Err(RpcError::new(
+                ErrorKind::TaskNotCancelable,
+                format!(
+                    "task {} is already {} and cannot be canceled",
+                    p.id,
+                    task.status.state.as_str()
+                ),
+            ));
         }
         sessions::cancel_task(&p.id);
         let mut ex = Execution::new(task);
         let now = now_ms();
-        let Ok(frame) = ex.set_status(TaskState::Canceled, None, now, uuid) else { continue };
-        match storage::update_task(&a2a_guest::server::row(ex.task(), &row.skill, row.created_at, now, row.version + 1)?, row.version, None) {
+        let Ok(frame) = ex.set_status(TaskState::Canceled, None, now, uuid) else {
+            continue;
+        };
+        match storage::update_task(
+            &a2a_guest::server::row(ex.task(), &row.skill, row.created_at, now, row.version + 1)?,
+            row.version,
+            None,
+        ) {
             Ok(_) => {
                 frames::publish(&p.id, &[frame], None);
                 events::close(&p.id);

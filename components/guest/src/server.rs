@@ -46,7 +46,12 @@ impl TryFrom<TaskState> for wit::TaskState {
 
     fn try_from(s: TaskState) -> Result<wit::TaskState, RpcError> {
         Ok(match s {
-            TaskState::Unspecified => return Err(RpcError::new(ErrorKind::Internal, "a task cannot be stored in TASK_STATE_UNSPECIFIED")),
+            TaskState::Unspecified => {
+                return Err(RpcError::new(
+                    ErrorKind::Internal,
+                    "a task cannot be stored in TASK_STATE_UNSPECIFIED",
+                ));
+            }
             TaskState::Submitted => wit::TaskState::Submitted,
             TaskState::Working => wit::TaskState::Working,
             TaskState::InputRequired => wit::TaskState::InputRequired,
@@ -85,13 +90,23 @@ impl From<FrameKind> for Member {
 /// the turn, saying what was wrong.
 impl From<TurnEvent> for Progress {
     fn from(e: TurnEvent) -> Progress {
-        let invalid = |what: &str, err: serde_json::Error| Progress::Failed(format!("the session sent an invalid {what}: {err}"));
+        let invalid = |what: &str, err: serde_json::Error| {
+            Progress::Failed(format!("the session sent an invalid {what}: {err}"))
+        };
         match e {
             TurnEvent::TextDelta(t) => Progress::TextDelta(t),
             TurnEvent::Reasoning(t) => Progress::Reasoning(t),
-            TurnEvent::ToolCall(c) => Progress::ToolCall { id: c.id, name: c.name, arguments: c.arguments },
-            TurnEvent::Artifact(j) => serde_json::from_str(&j).map_or_else(|e| invalid("artifact", e), Progress::Artifact),
-            TurnEvent::Message(j) => serde_json::from_str(&j).map_or_else(|e| invalid("message", e), Progress::Message),
+            TurnEvent::ToolCall(c) => Progress::ToolCall {
+                id: c.id,
+                name: c.name,
+                arguments: c.arguments,
+            },
+            TurnEvent::Artifact(j) => {
+                serde_json::from_str(&j).map_or_else(|e| invalid("artifact", e), Progress::Artifact)
+            }
+            TurnEvent::Message(j) => {
+                serde_json::from_str(&j).map_or_else(|e| invalid("message", e), Progress::Message)
+            }
             TurnEvent::InputRequired(t) => Progress::InputRequired(t),
             TurnEvent::AuthRequired(t) => Progress::AuthRequired(t),
             TurnEvent::Completed => Progress::Completed,
@@ -109,22 +124,53 @@ impl From<StoreError> for RpcError {
             StoreError::Invalid(m) => (ErrorKind::InvalidParams, m),
             StoreError::Unavailable(m) => (ErrorKind::Internal, m),
             StoreError::NotFound => (ErrorKind::Internal, "not found".into()),
-            StoreError::DuplicateMessage(r) => (ErrorKind::Internal, format!("message already recorded for task {}", r.task_id)),
-            StoreError::Conflict(row) => (ErrorKind::Internal, format!("task {} changed concurrently", row.id)),
+            StoreError::DuplicateMessage(r) => (
+                ErrorKind::Internal,
+                format!("message already recorded for task {}", r.task_id),
+            ),
+            StoreError::Conflict(row) => (
+                ErrorKind::Internal,
+                format!("task {} changed concurrently", row.id),
+            ),
         };
         RpcError::new(kind, format!("task store: {msg}"))
     }
 }
 
 /// The row of a task at `version`.
-pub fn row(task: &Task, skill: &str, created_at: u64, updated_at: u64, version: u64) -> Result<TaskRow, RpcError> {
-    let body = serde_json::to_string(task).map_err(|e| RpcError::new(ErrorKind::Internal, format!("task {} does not serialise: {e}", task.id)))?;
-    Ok(TaskRow { id: task.id.clone(), context_id: task.context_id.clone(), state: task.status.state.try_into()?, skill: skill.to_owned(), created_at, updated_at, version, body })
+pub fn row(
+    task: &Task,
+    skill: &str,
+    created_at: u64,
+    updated_at: u64,
+    version: u64,
+) -> Result<TaskRow, RpcError> {
+    let body = serde_json::to_string(task).map_err(|e| {
+        RpcError::new(
+            ErrorKind::Internal,
+            format!("task {} does not serialise: {e}", task.id),
+        )
+    })?;
+    Ok(TaskRow {
+        id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        state: task.status.state.try_into()?,
+        skill: skill.to_owned(),
+        created_at,
+        updated_at,
+        version,
+        body,
+    })
 }
 
 /// The task a row stores.
 pub fn task(row: &TaskRow) -> Result<Task, RpcError> {
-    serde_json::from_str(&row.body).map_err(|e| RpcError::new(ErrorKind::Internal, format!("stored task {} is unreadable: {e}", row.id)))
+    serde_json::from_str(&row.body).map_err(|e| {
+        RpcError::new(
+            ErrorKind::Internal,
+            format!("stored task {} is unreadable: {e}", row.id),
+        )
+    })
 }
 
 /// The card input of an instance record.
@@ -135,7 +181,16 @@ impl From<&InstanceInfo> for card::CardInput {
             description: i.description.clone(),
             version: i.version.clone(),
             endpoint_url: i.endpoint_url.clone(),
-            skills: i.skills.iter().map(|s| card::Skill { id: s.id.clone(), name: s.name.clone(), description: s.description.clone(), tags: s.tags.clone() }).collect(),
+            skills: i
+                .skills
+                .iter()
+                .map(|s| card::Skill {
+                    id: s.id.clone(),
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    tags: s.tags.clone(),
+                })
+                .collect(),
             auth_required: i.auth_required,
             attachments: i.attachments,
             provider_organization: i.provider_organization.clone(),

@@ -20,7 +20,11 @@ pub const MAX_SKILLS: usize = 64;
 /// Refuses `value` longer than `max` characters, naming `field`.
 pub fn check(field: &str, value: &str, max: usize) -> Result<(), String> {
     let n = value.chars().count();
-    if n > max { Err(format!("{field} is {n} characters long; the most is {max}")) } else { Ok(()) }
+    if n > max {
+        Err(format!("{field} is {n} characters long; the most is {max}"))
+    } else {
+        Ok(())
+    }
 }
 
 /// [`check`] with [`MAX_ID_CHARS`].
@@ -32,7 +36,10 @@ impl crate::Message {
     /// Checks the message's ids, list lengths and part count (at most `max_parts`).
     pub fn check_bounds(&self, max_parts: u32) -> Result<(), String> {
         check_id("message.messageId", &self.message_id)?;
-        for (field, v) in [("message.contextId", &self.context_id), ("message.taskId", &self.task_id)] {
+        for (field, v) in [
+            ("message.contextId", &self.context_id),
+            ("message.taskId", &self.task_id),
+        ] {
             if let Some(v) = v {
                 check_id(field, v)?;
             }
@@ -41,11 +48,20 @@ impl crate::Message {
             check_id("message.metadata.skill", skill)?;
         }
         if self.parts.len() > max_parts as usize {
-            return Err(format!("message.parts has {} parts; this agent takes at most {max_parts}", self.parts.len()));
+            return Err(format!(
+                "message.parts has {} parts; this agent takes at most {max_parts}",
+                self.parts.len()
+            ));
         }
-        for (field, list) in [("message.referenceTaskIds", &self.reference_task_ids), ("message.extensions", &self.extensions)] {
+        for (field, list) in [
+            ("message.referenceTaskIds", &self.reference_task_ids),
+            ("message.extensions", &self.extensions),
+        ] {
             if list.len() > MAX_LIST_ITEMS {
-                return Err(format!("{field} has {} entries; the most is {MAX_LIST_ITEMS}", list.len()));
+                return Err(format!(
+                    "{field} has {} entries; the most is {MAX_LIST_ITEMS}",
+                    list.len()
+                ));
             }
             for v in list {
                 check(field, v, 2048)?;
@@ -62,13 +78,40 @@ mod tests {
 
     #[test]
     fn long_ids_and_too_many_parts_are_refused() {
-        let m = Message { parts: vec![Part::text("x"); 3], ..Message::agent_text("m1".into(), "c1", "t1", "x") };
+        let m = Message {
+            parts: vec![Part::text("x"); 3],
+            ..Message::agent_text("m1".into(), "c1", "t1", "x")
+        };
         assert!(m.check_bounds(3).is_ok());
         assert!(m.check_bounds(2).unwrap_err().contains("at most 2"));
-        let long = Message { message_id: "m".repeat(257), ..m.clone() };
-        assert!(long.check_bounds(10).unwrap_err().contains("messageId is 257 characters"));
-        assert!(Message { context_id: Some("c".repeat(256)), ..m.clone() }.check_bounds(10).is_ok());
-        assert!(Message { reference_task_ids: vec!["t".into(); 65], ..m }.check_bounds(10).is_err());
-        assert!(check("name", &"é".repeat(200), MAX_NAME_CHARS).is_ok(), "characters, not bytes");
+        let long = Message {
+            message_id: "m".repeat(257),
+            ..m.clone()
+        };
+        assert!(
+            long.check_bounds(10)
+                .unwrap_err()
+                .contains("messageId is 257 characters")
+        );
+        assert!(
+            Message {
+                context_id: Some("c".repeat(256)),
+                ..m.clone()
+            }
+            .check_bounds(10)
+            .is_ok()
+        );
+        assert!(
+            Message {
+                reference_task_ids: vec!["t".into(); 65],
+                ..m
+            }
+            .check_bounds(10)
+            .is_err()
+        );
+        assert!(
+            check("name", &"é".repeat(200), MAX_NAME_CHARS).is_ok(),
+            "characters, not bytes"
+        );
     }
 }

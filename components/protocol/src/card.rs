@@ -40,14 +40,25 @@ pub struct CardInput {
 }
 
 /// Media types accepted as attachments when the attachments service is on.
-pub const ATTACHMENT_MODES: [&str; 5] = ["image/png", "image/jpeg", "image/webp", "image/gif", "application/octet-stream"];
+pub const ATTACHMENT_MODES: [&str; 5] = [
+    "image/png",
+    "image/jpeg",
+    "image/webp",
+    "image/gif",
+    "application/octet-stream",
+];
 
 /// The id of the skill an instance announces when its preset configures none.
 pub const DEFAULT_SKILL: &str = "chat";
 
 /// The default skill of an instance that configures none.
 pub fn default_skill() -> Skill {
-    Skill { id: DEFAULT_SKILL.into(), name: DEFAULT_SKILL.into(), description: "Talk with the agent.".into(), tags: vec![DEFAULT_SKILL.into()] }
+    Skill {
+        id: DEFAULT_SKILL.into(),
+        name: DEFAULT_SKILL.into(),
+        description: "Talk with the agent.".into(),
+        tags: vec![DEFAULT_SKILL.into()],
+    }
 }
 
 /// Builds the AgentCard JSON. Never includes a secret: only whether one is required.
@@ -88,7 +99,8 @@ pub fn build(input: &CardInput) -> Value {
         });
     }
     if input.auth_required {
-        card["securitySchemes"] = json!({ "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer" } } });
+        card["securitySchemes"] =
+            json!({ "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer" } } });
         card["securityRequirements"] = json!([{ "schemes": { "bearer": { "list": [] } } }]);
     }
     card
@@ -100,7 +112,10 @@ pub fn build(input: &CardInput) -> Value {
 pub fn extended(input: &CardInput) -> Result<Value, crate::RpcError> {
     if !input.auth_required {
         let why = "this agent has no extended card: it takes no token, and GetExtendedAgentCard requires authentication";
-        return Err(crate::RpcError::new(crate::ErrorKind::ExtendedAgentCardNotConfigured, why));
+        return Err(crate::RpcError::new(
+            crate::ErrorKind::ExtendedAgentCardNotConfigured,
+            why,
+        ));
     }
     Ok(build(input))
 }
@@ -108,24 +123,40 @@ pub fn extended(input: &CardInput) -> Result<Value, crate::RpcError> {
 /// The skill a message runs: its `metadata.skill` when the instance announces it, else the
 /// first announced skill (`chat` when none is configured); standard clients never send
 /// `metadata.skill`. The error lists what the instance announces.
-pub fn select_skill<'a>(requested: Option<&'a str>, announced: &'a [String]) -> Result<&'a str, String> {
-    let list = if announced.is_empty() { DEFAULT_SKILL.to_owned() } else { announced.join(", ") };
+pub fn select_skill<'a>(
+    requested: Option<&'a str>,
+    announced: &'a [String],
+) -> Result<&'a str, String> {
+    let list = if announced.is_empty() {
+        DEFAULT_SKILL.to_owned()
+    } else {
+        announced.join(", ")
+    };
     match requested {
         None => Ok(announced.first().map_or(DEFAULT_SKILL, String::as_str)),
-        Some(s) if announced.iter().any(|a| a == s) || (announced.is_empty() && s == DEFAULT_SKILL) => Ok(s),
+        Some(s)
+            if announced.iter().any(|a| a == s) || (announced.is_empty() && s == DEFAULT_SKILL) =>
+        {
+            Ok(s)
+        }
         Some(s) => Err(format!("unknown skill {s:?}: this agent announces {list}")),
     }
 }
 
 /// A strong ETag for a serialised card (FNV-1a 64 of the bytes).
 pub fn etag(body: &[u8]) -> String {
-    let hash = body.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    let hash = body.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    });
     format!("\"{hash:016x}\"")
 }
 
 /// Whether an `If-None-Match` header value matches `etag` (a list, weak forms and `*` included).
 pub fn etag_matches(if_none_match: &str, etag: &str) -> bool {
-    if_none_match.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == etag)
+    if_none_match
+        .split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
 }
 
 #[cfg(test)]
@@ -163,16 +194,35 @@ mod tests {
 
     #[test]
     fn token_adds_security_schemes_but_never_a_secret() {
-        let c = build(&CardInput { auth_required: true, ..input() });
-        assert_eq!(c["securitySchemes"], json!({"bearer":{"httpAuthSecurityScheme":{"scheme":"Bearer"}}}));
-        assert_eq!(c["securityRequirements"], json!([{"schemes":{"bearer":{"list":[]}}}]));
+        let c = build(&CardInput {
+            auth_required: true,
+            ..input()
+        });
+        assert_eq!(
+            c["securitySchemes"],
+            json!({"bearer":{"httpAuthSecurityScheme":{"scheme":"Bearer"}}})
+        );
+        assert_eq!(
+            c["securityRequirements"],
+            json!([{"schemes":{"bearer":{"list":[]}}}])
+        );
         assert_eq!(c["capabilities"]["extendedAgentCard"], true);
     }
 
     #[test]
     fn extended_card_needs_a_token() {
-        assert_eq!(extended(&input()).unwrap_err().kind, crate::ErrorKind::ExtendedAgentCardNotConfigured);
-        assert_eq!(extended(&CardInput { auth_required: true, ..input() }).unwrap()["name"], "reports");
+        assert_eq!(
+            extended(&input()).unwrap_err().kind,
+            crate::ErrorKind::ExtendedAgentCardNotConfigured
+        );
+        assert_eq!(
+            extended(&CardInput {
+                auth_required: true,
+                ..input()
+            })
+            .unwrap()["name"],
+            "reports"
+        );
     }
 
     #[test]
@@ -180,15 +230,25 @@ mod tests {
         let announced = vec!["shout".to_owned(), "whisper".to_owned()];
         assert_eq!(select_skill(None, &announced), Ok("shout"));
         assert_eq!(select_skill(Some("whisper"), &announced), Ok("whisper"));
-        assert_eq!(select_skill(Some("chat"), &announced).unwrap_err(), "unknown skill \"chat\": this agent announces shout, whisper");
+        assert_eq!(
+            select_skill(Some("chat"), &announced).unwrap_err(),
+            "unknown skill \"chat\": this agent announces shout, whisper"
+        );
         assert_eq!(select_skill(None, &[]), Ok("chat"));
         assert_eq!(select_skill(Some("chat"), &[]), Ok("chat"));
-        assert!(select_skill(Some("x"), &[]).unwrap_err().contains("announces chat"));
+        assert!(
+            select_skill(Some("x"), &[])
+                .unwrap_err()
+                .contains("announces chat")
+        );
     }
 
     #[test]
     fn attachments_extend_input_modes() {
-        let c = build(&CardInput { attachments: true, ..input() });
+        let c = build(&CardInput {
+            attachments: true,
+            ..input()
+        });
         assert_eq!(c["defaultInputModes"].as_array().unwrap().len(), 6);
         assert_eq!(c["defaultInputModes"][5], "application/octet-stream");
     }
@@ -197,7 +257,12 @@ mod tests {
     fn provider_and_skill_tags() {
         let c = build(&CardInput {
             provider_organization: Some("Acme".into()),
-            skills: vec![Skill { id: "sum".into(), name: "Sum".into(), description: "Adds".into(), tags: vec![] }],
+            skills: vec![Skill {
+                id: "sum".into(),
+                name: "Sum".into(),
+                description: "Adds".into(),
+                tags: vec![],
+            }],
             ..input()
         });
         assert_eq!(c["provider"], json!({"organization":"Acme","url":""}));

@@ -16,20 +16,54 @@ pub struct Endpoint {
 
 /// Checks a remote AgentCard and picks its JSON-RPC interface for protocol 1.0.
 pub fn endpoint(card: &Value) -> Result<Endpoint, String> {
-    let Some(obj) = card.as_object() else { return Err("the agent card is not a JSON object".into()) };
+    let Some(obj) = card.as_object() else {
+        return Err("the agent card is not a JSON object".into());
+    };
     for field in ["name", "supportedInterfaces"] {
         if !obj.contains_key(field) {
-            return Err(format!("the agent card has no \"{field}\" (is this an A2A 1.0 card?)"));
+            return Err(format!(
+                "the agent card has no \"{field}\" (is this an A2A 1.0 card?)"
+            ));
         }
     }
-    let interfaces = card["supportedInterfaces"].as_array().ok_or("the agent card's supportedInterfaces is not a list")?;
-    let is_v1 = |v: &Value| v.as_str().is_some_and(|s| s == "1.0" || s.starts_with("1.0."));
-    let chosen = interfaces.iter().find(|i| i["protocolBinding"] == "JSONRPC" && is_v1(&i["protocolVersion"])).ok_or_else(|| {
-        let found: Vec<String> = interfaces.iter().map(|i| format!("{} {}", i["protocolBinding"].as_str().unwrap_or("?"), i["protocolVersion"].as_str().unwrap_or("?"))).collect();
-        format!("the agent card announces no JSONRPC interface for protocol 1.0 (found: {})", if found.is_empty() { "none".into() } else { found.join(", ") })
-    })?;
-    let url = chosen["url"].as_str().filter(|u| u.starts_with("http://") || u.starts_with("https://")).ok_or("the card's JSONRPC interface has no http(s) url")?;
-    Ok(Endpoint { url: url.to_owned(), streaming: card["capabilities"]["streaming"] == true })
+    let interfaces = card["supportedInterfaces"]
+        .as_array()
+        .ok_or("the agent card's supportedInterfaces is not a list")?;
+    let is_v1 = |v: &Value| {
+        v.as_str()
+            .is_some_and(|s| s == "1.0" || s.starts_with("1.0."))
+    };
+    let chosen = interfaces
+        .iter()
+        .find(|i| i["protocolBinding"] == "JSONRPC" && is_v1(&i["protocolVersion"]))
+        .ok_or_else(|| {
+            let found: Vec<String> = interfaces
+                .iter()
+                .map(|i| {
+                    format!(
+                        "{} {}",
+                        i["protocolBinding"].as_str().unwrap_or("?"),
+                        i["protocolVersion"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect();
+            format!(
+                "the agent card announces no JSONRPC interface for protocol 1.0 (found: {})",
+                if found.is_empty() {
+                    "none".into()
+                } else {
+                    found.join(", ")
+                }
+            )
+        })?;
+    let url = chosen["url"]
+        .as_str()
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        .ok_or("the card's JSONRPC interface has no http(s) url")?;
+    Ok(Endpoint {
+        url: url.to_owned(),
+        streaming: card["capabilities"]["streaming"] == true,
+    })
 }
 
 /// What `outbound.discover` shows of a remote card.
@@ -45,8 +79,19 @@ pub fn preview(card: &Value) -> Result<Value, String> {
 
 /// The ids of a card's skills, in order (a card without skills offers `chat`).
 pub fn skill_ids(card: &Value) -> Vec<String> {
-    let ids: Vec<String> = card["skills"].as_array().map(|s| s.iter().filter_map(|k| k["id"].as_str().map(str::to_owned)).collect()).unwrap_or_default();
-    if ids.is_empty() { vec![crate::card::DEFAULT_SKILL.into()] } else { ids }
+    let ids: Vec<String> = card["skills"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|k| k["id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if ids.is_empty() {
+        vec![crate::card::DEFAULT_SKILL.into()]
+    } else {
+        ids
+    }
 }
 
 /// A remote task as its frames reveal it.
@@ -68,14 +113,25 @@ impl Remote {
                 if let Some(t) = &mut self.task {
                     t.status = s.status;
                 } else {
-                    self.task = Some(Task { id: s.task_id, context_id: s.context_id, status: s.status, artifacts: Vec::new(), history: Vec::new(), metadata: None });
+                    self.task = Some(Task {
+                        id: s.task_id,
+                        context_id: s.context_id,
+                        status: s.status,
+                        artifacts: Vec::new(),
+                        history: Vec::new(),
+                        metadata: None,
+                    });
                 }
             }
             StreamResponse::ArtifactUpdate(a) => {
                 let task = self.task.get_or_insert_with(|| Task {
                     id: a.task_id.clone(),
                     context_id: a.context_id.clone(),
-                    status: crate::TaskStatus { state: TaskState::Working, message: None, timestamp: None },
+                    status: crate::TaskStatus {
+                        state: TaskState::Working,
+                        message: None,
+                        timestamp: None,
+                    },
                     artifacts: Vec::new(),
                     history: Vec::new(),
                     metadata: None,
@@ -87,13 +143,20 @@ impl Remote {
 
     /// The remote task id, once known.
     pub fn task_id(&self) -> Option<&str> {
-        self.task.as_ref().map(|t| t.id.as_str()).or_else(|| self.message.as_ref().and_then(|m| m.task_id.as_deref()))
+        self.task
+            .as_ref()
+            .map(|t| t.id.as_str())
+            .or_else(|| self.message.as_ref().and_then(|m| m.task_id.as_deref()))
     }
 
     /// Whether nothing more will change without a new message: a message answer, or a task
     /// that is terminal or waiting for input or auth.
     pub fn settled(&self) -> bool {
-        self.message.is_some() || self.task.as_ref().is_some_and(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
+        self.message.is_some()
+            || self
+                .task
+                .as_ref()
+                .is_some_and(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
     }
 
     /// The tool's answer (SPEC §7): the artifacts' text; `[remote agent <STATE> task=<id>] <message>`
@@ -102,19 +165,50 @@ impl Remote {
         if let Some(m) = &self.message {
             return Ok(nonempty(text(&m.parts)));
         }
-        let Some(t) = &self.task else { return Err("the remote agent answered neither a task nor a message".into()) };
-        let said = t.status.message.as_ref().map(|m| text(&m.parts)).unwrap_or_default();
+        let Some(t) = &self.task else {
+            return Err("the remote agent answered neither a task nor a message".into());
+        };
+        let said = t
+            .status
+            .message
+            .as_ref()
+            .map(|m| text(&m.parts))
+            .unwrap_or_default();
         match t.status.state {
-            TaskState::Failed | TaskState::Rejected => Err(if said.is_empty() { format!("remote agent task {} ended {}", t.id, t.status.state.as_str()) } else { said }),
+            TaskState::Failed | TaskState::Rejected => Err(if said.is_empty() {
+                format!(
+                    "remote agent task {} ended {}",
+                    t.id,
+                    t.status.state.as_str()
+                )
+            } else {
+                said
+            }),
             TaskState::Canceled => Err(format!("remote agent task {} was canceled", t.id)),
-            s if s.is_interrupted() => Ok(format!("[remote agent {} task={}] {said}", s.as_str(), t.id).trim_end().to_owned()),
-            _ => Ok(nonempty(t.artifacts.iter().map(|a| text(&a.parts)).filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n"))),
+            s if s.is_interrupted() => {
+                Ok(
+                    format!("[remote agent {} task={}] {said}", s.as_str(), t.id)
+                        .trim_end()
+                        .to_owned(),
+                )
+            }
+            _ => Ok(nonempty(
+                t.artifacts
+                    .iter()
+                    .map(|a| text(&a.parts))
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )),
         }
     }
 }
 
 fn merge(artifacts: &mut Vec<Artifact>, a: Artifact, append: bool) {
-    match artifacts.iter_mut().find(|x| x.artifact_id == a.artifact_id) {
+    match artifacts
+        .iter_mut()
+        .find(|x| x.artifact_id == a.artifact_id)
+    {
         Some(existing) if append => existing.parts.extend(a.parts),
         Some(existing) => *existing = a,
         None => artifacts.push(a),
@@ -122,11 +216,19 @@ fn merge(artifacts: &mut Vec<Artifact>, a: Artifact, append: bool) {
 }
 
 fn text(parts: &[Part]) -> String {
-    parts.iter().filter_map(|p| p.text.as_deref()).collect::<Vec<_>>().join("")
+    parts
+        .iter()
+        .filter_map(|p| p.text.as_deref())
+        .collect::<Vec<_>>()
+        .join("")
 }
 
 fn nonempty(s: String) -> String {
-    if s.trim().is_empty() { "(remote agent returned no output)".into() } else { s }
+    if s.trim().is_empty() {
+        "(remote agent returned no output)".into()
+    } else {
+        s
+    }
 }
 
 /// Retries of a failed request (transport error or 5xx): at most this many.
@@ -172,8 +274,16 @@ pub fn split_url(url: &str) -> Result<Target<'_>, String> {
     if authority.is_empty() || authority.contains('@') {
         return Err(format!("{url} must name a host (and no user:password@)"));
     }
-    let path_and_query = if tail.starts_with('/') { tail.to_owned() } else { format!("/{tail}") };
-    Ok(Target { https, authority, path_and_query })
+    let path_and_query = if tail.starts_with('/') {
+        tail.to_owned()
+    } else {
+        format!("/{tail}")
+    };
+    Ok(Target {
+        https,
+        authority,
+        path_and_query,
+    })
 }
 
 #[cfg(test)]
@@ -182,7 +292,10 @@ mod tests {
     fn urls_split_at_the_first_delimiter() {
         let t = |u| split_url(u).map(|t| (t.https, t.authority.to_owned(), t.path_and_query));
         assert_eq!(t("http://h?x=1"), Ok((false, "h".into(), "/?x=1".into())));
-        assert_eq!(t("https://h:8443/a/b?c=d#frag"), Ok((true, "h:8443".into(), "/a/b?c=d".into())));
+        assert_eq!(
+            t("https://h:8443/a/b?c=d#frag"),
+            Ok((true, "h:8443".into(), "/a/b?c=d".into()))
+        );
         assert_eq!(t("http://h"), Ok((false, "h".into(), "/".into())));
         assert_eq!(t("http://h#x/y"), Ok((false, "h".into(), "/".into())));
         assert!(t("ftp://h/").is_err());
@@ -203,12 +316,34 @@ mod tests {
             { "url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
             { "url": "http://x/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
         ]));
-        assert_eq!(endpoint(&c).unwrap(), Endpoint { url: "http://x/rpc".into(), streaming: true });
-        let only_old = card(json!([{ "url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3" }]));
-        assert!(endpoint(&only_old).unwrap_err().contains("found: JSONRPC 0.3"));
-        assert!(endpoint(&json!({"name": "x"})).unwrap_err().contains("supportedInterfaces"));
-        assert!(endpoint(&json!([1])).unwrap_err().contains("not a JSON object"));
-        let bad_url = card(json!([{ "url": "ftp://x", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }]));
+        assert_eq!(
+            endpoint(&c).unwrap(),
+            Endpoint {
+                url: "http://x/rpc".into(),
+                streaming: true
+            }
+        );
+        let only_old = card(
+            json!([{ "url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3" }]),
+        );
+        assert!(
+            endpoint(&only_old)
+                .unwrap_err()
+                .contains("found: JSONRPC 0.3")
+        );
+        assert!(
+            endpoint(&json!({"name": "x"}))
+                .unwrap_err()
+                .contains("supportedInterfaces")
+        );
+        assert!(
+            endpoint(&json!([1]))
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
+        let bad_url = card(
+            json!([{ "url": "ftp://x", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }]),
+        );
         assert!(endpoint(&bad_url).is_err());
         let p = preview(&c).unwrap();
         assert_eq!(p["endpoint"], "http://x/rpc");
@@ -241,30 +376,61 @@ mod tests {
         let with = |state: &str, msg: Option<&str>, artifacts: Value| {
             let mut r = Remote::default();
             let status = match msg {
-                Some(m) => json!({"state": state, "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": m}]}}),
+                Some(m) => {
+                    json!({"state": state, "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": m}]}})
+                }
                 None => json!({"state": state}),
             };
             r.apply(frame(json!({"task": {"id": "t9", "contextId": "c", "status": status, "artifacts": artifacts}})));
             r.outcome()
         };
-        assert_eq!(with("TASK_STATE_FAILED", Some("disk full"), json!([])), Err("disk full".into()));
-        assert!(with("TASK_STATE_REJECTED", None, json!([])).unwrap_err().contains("t9"));
-        assert_eq!(with("TASK_STATE_INPUT_REQUIRED", Some("which file?"), json!([])), Ok("[remote agent TASK_STATE_INPUT_REQUIRED task=t9] which file?".into()));
-        assert_eq!(with("TASK_STATE_AUTH_REQUIRED", None, json!([])), Ok("[remote agent TASK_STATE_AUTH_REQUIRED task=t9]".into()));
-        assert_eq!(with("TASK_STATE_COMPLETED", None, json!([])), Ok("(remote agent returned no output)".into()));
+        assert_eq!(
+            with("TASK_STATE_FAILED", Some("disk full"), json!([])),
+            Err("disk full".into())
+        );
+        assert!(
+            with("TASK_STATE_REJECTED", None, json!([]))
+                .unwrap_err()
+                .contains("t9")
+        );
+        assert_eq!(
+            with("TASK_STATE_INPUT_REQUIRED", Some("which file?"), json!([])),
+            Ok("[remote agent TASK_STATE_INPUT_REQUIRED task=t9] which file?".into())
+        );
+        assert_eq!(
+            with("TASK_STATE_AUTH_REQUIRED", None, json!([])),
+            Ok("[remote agent TASK_STATE_AUTH_REQUIRED task=t9]".into())
+        );
+        assert_eq!(
+            with("TASK_STATE_COMPLETED", None, json!([])),
+            Ok("(remote agent returned no output)".into())
+        );
         let two = json!([{"artifactId": "a", "parts": [{"text": "one"}]}, {"artifactId": "b", "parts": [{"data": {"k": 1}}]}, {"artifactId": "c", "parts": [{"text": "two"}]}]);
-        assert_eq!(with("TASK_STATE_COMPLETED", None, two), Ok("one\ntwo".into()));
-        assert!(with("TASK_STATE_CANCELED", None, json!([])).unwrap_err().contains("canceled"));
+        assert_eq!(
+            with("TASK_STATE_COMPLETED", None, two),
+            Ok("one\ntwo".into())
+        );
+        assert!(
+            with("TASK_STATE_CANCELED", None, json!([]))
+                .unwrap_err()
+                .contains("canceled")
+        );
         let mut m = Remote::default();
         m.apply(frame(json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "taskId": "t2", "parts": [{"text": "direct"}]}})));
         assert!(m.settled());
-        assert_eq!((m.task_id(), m.outcome()), (Some("t2"), Ok("direct".into())));
+        assert_eq!(
+            (m.task_id(), m.outcome()),
+            (Some("t2"), Ok("direct".into()))
+        );
     }
 
     #[test]
     fn retry_and_poll_schedules() {
         assert_eq!((retry_delay_ms(1), retry_delay_ms(2)), (250, 750));
-        assert_eq!((poll_delay_ms(0), poll_delay_ms(1), poll_delay_ms(9)), (200, 400, 2000));
+        assert_eq!(
+            (poll_delay_ms(0), poll_delay_ms(1), poll_delay_ms(9)),
+            (200, 400, 2000)
+        );
         assert!(retryable(503) && retryable(500) && !retryable(404) && !retryable(401));
     }
 }

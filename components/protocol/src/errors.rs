@@ -112,17 +112,28 @@ pub struct RpcError {
 impl RpcError {
     /// An error of `kind` with `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        RpcError { kind, message: message.into(), retry_after_ms: None }
+        RpcError {
+            kind,
+            message: message.into(),
+            retry_after_ms: None,
+        }
     }
 
     /// A spent rate limit: retry in `ms`.
     pub fn rate_limited(ms: u64) -> Self {
-        RpcError { retry_after_ms: Some(ms), ..RpcError::new(ErrorKind::RateLimited, format!("rate limit exceeded: retry in {:.1} s", ms as f64 / 1000.0)) }
+        RpcError {
+            retry_after_ms: Some(ms),
+            ..RpcError::new(
+                ErrorKind::RateLimited,
+                format!("rate limit exceeded: retry in {:.1} s", ms as f64 / 1000.0),
+            )
+        }
     }
 
     /// The `Retry-After` header value (whole seconds, at least 1), when there is one.
     pub fn retry_after(&self) -> Option<String> {
-        self.retry_after_ms.map(|ms| ms.div_ceil(1000).max(1).to_string())
+        self.retry_after_ms
+            .map(|ms| ms.div_ceil(1000).max(1).to_string())
     }
 
     /// The JSON-RPC `error` member.
@@ -141,7 +152,13 @@ impl RpcError {
 
 impl std::fmt::Display for RpcError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): {}", self.kind.reason(), self.kind.code(false), self.message)
+        write!(
+            f,
+            "{} ({}): {}",
+            self.kind.reason(),
+            self.kind.code(false),
+            self.message
+        )
     }
 }
 
@@ -171,7 +188,13 @@ mod tests {
     #[test]
     fn standard_codes_match_spec_table() {
         let codes: Vec<i64> = ALL.iter().map(|k| k.code(false)).collect();
-        assert_eq!(codes, [-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32004, -32005, -32006, -32007, -32008, -32009, -32040, -32000]);
+        assert_eq!(
+            codes,
+            [
+                -32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32004, -32005,
+                -32006, -32007, -32008, -32009, -32040, -32000
+            ]
+        );
     }
 
     #[test]
@@ -187,7 +210,10 @@ mod tests {
         assert_eq!(ErrorKind::VersionNotSupported.code(true), -32007);
         assert_eq!(ErrorKind::InvalidAgentResponse.code(true), -32008);
         for k in ALL {
-            if !matches!(k, ErrorKind::VersionNotSupported | ErrorKind::InvalidAgentResponse) {
+            if !matches!(
+                k,
+                ErrorKind::VersionNotSupported | ErrorKind::InvalidAgentResponse
+            ) {
                 assert_eq!(k.code(true), k.code(false), "{k:?}");
             }
         }
@@ -196,10 +222,19 @@ mod tests {
     #[test]
     fn rate_limits_travel_as_429_with_retry_after() {
         let e = RpcError::rate_limited(1200);
-        assert_eq!((e.kind.code(false), e.kind.reason(), e.kind.http_status()), (-32000, "RATE_LIMITED", 429));
+        assert_eq!(
+            (e.kind.code(false), e.kind.reason(), e.kind.http_status()),
+            (-32000, "RATE_LIMITED", 429)
+        );
         assert_eq!(e.retry_after().as_deref(), Some("2"));
-        assert_eq!(RpcError::rate_limited(1).retry_after().as_deref(), Some("1"));
-        assert_eq!(RpcError::new(ErrorKind::TaskNotFound, "x").retry_after(), None);
+        assert_eq!(
+            RpcError::rate_limited(1).retry_after().as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            RpcError::new(ErrorKind::TaskNotFound, "x").retry_after(),
+            None
+        );
         assert_eq!(ErrorKind::Unauthorized.http_status(), 401);
         assert_eq!(ErrorKind::InvalidParams.http_status(), 200);
     }
@@ -209,7 +244,10 @@ mod tests {
         let v = RpcError::new(ErrorKind::TaskNotFound, "task t1 not found").to_json(false);
         assert_eq!(v["code"], -32001);
         assert_eq!(v["message"], "task t1 not found");
-        assert_eq!(v["data"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+        assert_eq!(
+            v["data"][0]["@type"],
+            "type.googleapis.com/google.rpc.ErrorInfo"
+        );
         assert_eq!(v["data"][0]["reason"], "TASK_NOT_FOUND");
         assert_eq!(v["data"][0]["domain"], "a2a-protocol.org");
     }

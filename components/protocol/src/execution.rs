@@ -47,7 +47,10 @@ impl Progress {
     /// Whether this event ends the turn (every event but text, reasoning, tool calls and
     /// artifacts).
     pub fn is_final(&self) -> bool {
-        !matches!(self, Self::TextDelta(_) | Self::Reasoning(_) | Self::ToolCall { .. } | Self::Artifact(_))
+        !matches!(
+            self,
+            Self::TextDelta(_) | Self::Reasoning(_) | Self::ToolCall { .. } | Self::Artifact(_)
+        )
     }
 }
 
@@ -62,7 +65,11 @@ pub struct Execution {
 impl Execution {
     /// Drives `task` from its current state.
     pub fn new(task: Task) -> Self {
-        Execution { task, text_open: false, direct_message: None }
+        Execution {
+            task,
+            text_open: false,
+            direct_message: None,
+        }
     }
 
     /// The task as it stands.
@@ -82,13 +89,24 @@ impl Execution {
 
     /// Moves the task to `state` with an optional agent text (its message id is drawn only when
     /// there is one); returns the status frame.
-    pub fn set_status(&mut self, state: TaskState, text: Option<String>, now_ms: u64, message_id: impl FnOnce() -> String) -> Result<StreamResponse, TransitionError> {
+    pub fn set_status(
+        &mut self,
+        state: TaskState,
+        text: Option<String>,
+        now_ms: u64,
+        message_id: impl FnOnce() -> String,
+    ) -> Result<StreamResponse, TransitionError> {
         self.task.status.state.transition(state)?;
-        let message = text.map(|t| Message::agent_text(message_id(), &self.task.context_id, &self.task.id, t));
+        let message = text
+            .map(|t| Message::agent_text(message_id(), &self.task.context_id, &self.task.id, t));
         if let Some(m) = &message {
             self.task.history.push(m.clone());
         }
-        self.task.status = TaskStatus { state, message, timestamp: Some(rfc3339_ms(now_ms)) };
+        self.task.status = TaskStatus {
+            state,
+            message,
+            timestamp: Some(rfc3339_ms(now_ms)),
+        };
         Ok(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: self.task.id.clone(),
             context_id: self.task.context_id.clone(),
@@ -98,7 +116,12 @@ impl Execution {
     }
 
     /// Applies one progress event; returns the frames to publish, in order.
-    pub fn apply(&mut self, progress: Progress, now_ms: u64, message_id: impl FnOnce() -> String) -> Result<Vec<StreamResponse>, TransitionError> {
+    pub fn apply(
+        &mut self,
+        progress: Progress,
+        now_ms: u64,
+        message_id: impl FnOnce() -> String,
+    ) -> Result<Vec<StreamResponse>, TransitionError> {
         let mut frames = Vec::new();
         match progress {
             Progress::Reasoning(_) => {}
@@ -106,11 +129,26 @@ impl Execution {
             Progress::TextDelta(text) => {
                 let append = self.text_open;
                 self.text_open = true;
-                frames.push(self.merge(Artifact { name: Some(TEXT_ARTIFACT.into()), ..artifact(TEXT_ARTIFACT, Part::text(text)) }, append, false));
+                frames.push(self.merge(
+                    Artifact {
+                        name: Some(TEXT_ARTIFACT.into()),
+                        ..artifact(TEXT_ARTIFACT, Part::text(text))
+                    },
+                    append,
+                    false,
+                ));
             }
-            Progress::ToolCall { id, name, arguments } => {
+            Progress::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
                 let artifact_id = format!("tool-call-{id}");
-                let append = self.task.artifacts.iter().any(|a| a.artifact_id == artifact_id);
+                let append = self
+                    .task
+                    .artifacts
+                    .iter()
+                    .any(|a| a.artifact_id == artifact_id);
                 let part = Part::data(json!({ "id": id, "name": name, "arguments": arguments }));
                 frames.push(self.merge(artifact(&artifact_id, part), append, false));
             }
@@ -120,17 +158,33 @@ impl Execution {
                 self.direct_message = Some(m);
                 frames.extend(self.finish(TaskState::Completed, None, now_ms, message_id)?);
             }
-            Progress::Completed => frames.extend(self.finish(TaskState::Completed, None, now_ms, message_id)?),
-            Progress::InputRequired(t) => frames.extend(self.finish(TaskState::InputRequired, Some(t), now_ms, message_id)?),
-            Progress::AuthRequired(t) => frames.extend(self.finish(TaskState::AuthRequired, Some(t), now_ms, message_id)?),
-            Progress::Rejected(t) => frames.extend(self.finish(TaskState::Rejected, Some(t), now_ms, message_id)?),
-            Progress::Failed(t) => frames.extend(self.finish(TaskState::Failed, Some(t), now_ms, message_id)?),
+            Progress::Completed => {
+                frames.extend(self.finish(TaskState::Completed, None, now_ms, message_id)?)
+            }
+            Progress::InputRequired(t) => {
+                frames.extend(self.finish(TaskState::InputRequired, Some(t), now_ms, message_id)?)
+            }
+            Progress::AuthRequired(t) => {
+                frames.extend(self.finish(TaskState::AuthRequired, Some(t), now_ms, message_id)?)
+            }
+            Progress::Rejected(t) => {
+                frames.extend(self.finish(TaskState::Rejected, Some(t), now_ms, message_id)?)
+            }
+            Progress::Failed(t) => {
+                frames.extend(self.finish(TaskState::Failed, Some(t), now_ms, message_id)?)
+            }
         }
         Ok(frames)
     }
 
     /// Closes the open text artifact (a `lastChunk` frame) and sets the final status of this turn.
-    fn finish(&mut self, state: TaskState, text: Option<String>, now_ms: u64, message_id: impl FnOnce() -> String) -> Result<Vec<StreamResponse>, TransitionError> {
+    fn finish(
+        &mut self,
+        state: TaskState,
+        text: Option<String>,
+        now_ms: u64,
+        message_id: impl FnOnce() -> String,
+    ) -> Result<Vec<StreamResponse>, TransitionError> {
         self.task.status.state.transition(state)?;
         let mut frames = Vec::new();
         if std::mem::take(&mut self.text_open) {
@@ -150,11 +204,25 @@ impl Execution {
     /// Adds an artifact (or appends its parts to the one of the same id, merging adjacent text)
     /// and returns its update frame.
     fn merge(&mut self, chunk: Artifact, append: bool, last_chunk: bool) -> StreamResponse {
-        match self.task.artifacts.iter_mut().find(|a| a.artifact_id == chunk.artifact_id) {
+        match self
+            .task
+            .artifacts
+            .iter_mut()
+            .find(|a| a.artifact_id == chunk.artifact_id)
+        {
             Some(existing) if append => {
                 for part in chunk.parts.iter().cloned() {
                     match (existing.parts.last_mut(), &part.text) {
-                        (Some(Part { text: Some(prev), data: None, raw: None, url: None, .. }), Some(t)) => prev.push_str(t),
+                        (
+                            Some(Part {
+                                text: Some(prev),
+                                data: None,
+                                raw: None,
+                                url: None,
+                                ..
+                            }),
+                            Some(t),
+                        ) => prev.push_str(t),
                         _ => existing.parts.push(part),
                     }
                 }
@@ -174,7 +242,14 @@ impl Execution {
 }
 
 fn artifact(id: &str, part: Part) -> Artifact {
-    Artifact { artifact_id: id.into(), name: None, description: None, parts: vec![part], metadata: None, extensions: Vec::new() }
+    Artifact {
+        artifact_id: id.into(),
+        name: None,
+        description: None,
+        parts: vec![part],
+        metadata: None,
+        extensions: Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -182,7 +257,18 @@ mod tests {
     use super::*;
 
     fn task(state: TaskState) -> Task {
-        Task { id: "t1".into(), context_id: "c1".into(), status: TaskStatus { state, message: None, timestamp: None }, artifacts: vec![], history: vec![], metadata: None }
+        Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: TaskStatus {
+                state,
+                message: None,
+                timestamp: None,
+            },
+            artifacts: vec![],
+            history: vec![],
+            metadata: None,
+        }
     }
 
     fn kinds(frames: &[StreamResponse]) -> Vec<String> {
@@ -192,7 +278,9 @@ mod tests {
                 StreamResponse::Task(_) => "task".to_owned(),
                 StreamResponse::Message(_) => "message".to_owned(),
                 StreamResponse::StatusUpdate(s) => s.status.state.as_str().to_owned(),
-                StreamResponse::ArtifactUpdate(a) => format!("artifact(append={},last={})", a.append, a.last_chunk),
+                StreamResponse::ArtifactUpdate(a) => {
+                    format!("artifact(append={},last={})", a.append, a.last_chunk)
+                }
             })
             .collect()
     }
@@ -208,19 +296,51 @@ mod tests {
     #[test]
     fn text_deltas_stream_as_one_appended_artifact_then_close() {
         let mut ex = Execution::new(task(TaskState::Working));
-        let frames = drive(&mut ex, vec![Progress::TextDelta("Hello ".into()), Progress::Reasoning("hmm".into()), Progress::TextDelta("world".into()), Progress::Completed]);
-        assert_eq!(frames, ["artifact(append=false,last=false)", "artifact(append=true,last=false)", "artifact(append=true,last=true)", "TASK_STATE_COMPLETED"]);
+        let frames = drive(
+            &mut ex,
+            vec![
+                Progress::TextDelta("Hello ".into()),
+                Progress::Reasoning("hmm".into()),
+                Progress::TextDelta("world".into()),
+                Progress::Completed,
+            ],
+        );
+        assert_eq!(
+            frames,
+            [
+                "artifact(append=false,last=false)",
+                "artifact(append=true,last=false)",
+                "artifact(append=true,last=true)",
+                "TASK_STATE_COMPLETED"
+            ]
+        );
         assert_eq!(ex.task().artifacts.len(), 1);
-        assert_eq!(ex.task().artifacts[0].parts, vec![Part::text("Hello world")]);
-        assert_eq!(ex.task().status.timestamp.as_deref(), Some("1970-01-01T00:00:01.000Z"));
+        assert_eq!(
+            ex.task().artifacts[0].parts,
+            vec![Part::text("Hello world")]
+        );
+        assert_eq!(
+            ex.task().status.timestamp.as_deref(),
+            Some("1970-01-01T00:00:01.000Z")
+        );
     }
 
     #[test]
     fn tool_calls_go_to_their_own_data_artifacts() {
         let mut ex = Execution::new(task(TaskState::Working));
-        let call = |a: &str| Progress::ToolCall { id: "c9".into(), name: "search".into(), arguments: a.into() };
+        let call = |a: &str| Progress::ToolCall {
+            id: "c9".into(),
+            name: "search".into(),
+            arguments: a.into(),
+        };
         let frames = drive(&mut ex, vec![call("{\"q\":"), call("\"x\"}")]);
-        assert_eq!(frames, ["artifact(append=false,last=false)", "artifact(append=true,last=false)"]);
+        assert_eq!(
+            frames,
+            [
+                "artifact(append=false,last=false)",
+                "artifact(append=true,last=false)"
+            ]
+        );
         let a = &ex.task().artifacts[0];
         assert_eq!(a.artifact_id, "tool-call-c9");
         assert_eq!(a.parts.len(), 2);
@@ -231,8 +351,14 @@ mod tests {
     fn failure_and_interruptions_carry_a_status_message() {
         for (p, state) in [
             (Progress::Failed("boom".into()), TaskState::Failed),
-            (Progress::InputRequired("more?".into()), TaskState::InputRequired),
-            (Progress::AuthRequired("login".into()), TaskState::AuthRequired),
+            (
+                Progress::InputRequired("more?".into()),
+                TaskState::InputRequired,
+            ),
+            (
+                Progress::AuthRequired("login".into()),
+                TaskState::AuthRequired,
+            ),
             (Progress::Rejected("no".into()), TaskState::Rejected),
         ] {
             let mut ex = Execution::new(task(TaskState::Working));
@@ -248,7 +374,10 @@ mod tests {
     fn a_canceled_task_refuses_late_progress() {
         let mut ex = Execution::new(task(TaskState::Canceled));
         let err = ex.apply(Progress::Completed, 1, || "m".into()).unwrap_err();
-        assert_eq!((err.from, err.to), (TaskState::Canceled, TaskState::Completed));
+        assert_eq!(
+            (err.from, err.to),
+            (TaskState::Canceled, TaskState::Completed)
+        );
         assert_eq!(ex.task().status.state, TaskState::Canceled);
     }
 
@@ -256,7 +385,8 @@ mod tests {
     fn a_direct_message_completes_the_task() {
         let mut ex = Execution::new(task(TaskState::Working));
         let m = Message::agent_text("a".into(), "c1", "t1", "hi");
-        ex.apply(Progress::Message(m.clone()), 1, || "m".into()).unwrap();
+        ex.apply(Progress::Message(m.clone()), 1, || "m".into())
+            .unwrap();
         assert_eq!(ex.direct_message(), Some(&m));
         assert_eq!(ex.task().status.state, TaskState::Completed);
     }
@@ -264,8 +394,18 @@ mod tests {
     #[test]
     fn whole_artifacts_replace_by_id() {
         let mut ex = Execution::new(task(TaskState::Working));
-        ex.apply(Progress::Artifact(artifact("f", Part::text("1"))), 1, || "m".into()).unwrap();
-        ex.apply(Progress::Artifact(artifact("f", Part::text("2"))), 1, || "m".into()).unwrap();
+        ex.apply(
+            Progress::Artifact(artifact("f", Part::text("1"))),
+            1,
+            || "m".into(),
+        )
+        .unwrap();
+        ex.apply(
+            Progress::Artifact(artifact("f", Part::text("2"))),
+            1,
+            || "m".into(),
+        )
+        .unwrap();
         assert_eq!(ex.task().artifacts.len(), 1);
         assert_eq!(ex.task().artifacts[0].parts, vec![Part::text("2")]);
     }
@@ -273,8 +413,14 @@ mod tests {
     #[test]
     fn a_status_without_a_message_draws_no_message_id() {
         let mut ex = Execution::new(task(TaskState::Submitted));
-        ex.set_status(TaskState::Working, None, 1, || panic!("no status message, so no id")).unwrap();
-        ex.apply(Progress::Completed, 2, || panic!("no status message, so no id")).unwrap();
+        ex.set_status(TaskState::Working, None, 1, || {
+            panic!("no status message, so no id")
+        })
+        .unwrap();
+        ex.apply(Progress::Completed, 2, || {
+            panic!("no status message, so no id")
+        })
+        .unwrap();
         assert!(ex.task().status.message.is_none() && ex.task().history.is_empty());
         assert!(Progress::Completed.is_final() && !Progress::TextDelta("x".into()).is_final());
     }

@@ -18,9 +18,13 @@ pub fn fingerprint(message: &Message) -> String {
 /// Whether `message` (whose fingerprint is `fingerprint`) retries the earlier message with the
 /// same id, recorded with `recorded` for `task`.
 pub fn is_retry(message: &Message, fingerprint: &str, recorded: &str, task: &Task) -> bool {
-    let same_context = message.context_id.as_deref().is_none_or(|c| c == task.context_id);
+    let same_context = message
+        .context_id
+        .as_deref()
+        .is_none_or(|c| c == task.context_id);
     let last_user = task.history.iter().rev().find(|m| m.role == Role::User);
-    let unchanged = task.status.state != TaskState::Canceled && last_user.is_some_and(|m| m.message_id == message.message_id);
+    let unchanged = task.status.state != TaskState::Canceled
+        && last_user.is_some_and(|m| m.message_id == message.message_id);
     fingerprint == recorded && same_context && unchanged
 }
 
@@ -43,17 +47,44 @@ mod tests {
     }
 
     fn task(state: TaskState, history: Vec<Message>) -> Task {
-        Task { id: "A".into(), context_id: "c1".into(), status: TaskStatus { state, message: None, timestamp: None }, artifacts: vec![], history, metadata: None }
+        Task {
+            id: "A".into(),
+            context_id: "c1".into(),
+            status: TaskStatus {
+                state,
+                message: None,
+                timestamp: None,
+            },
+            artifacts: vec![],
+            history,
+            metadata: None,
+        }
     }
 
     #[test]
     fn an_identical_resend_is_a_retry_also_while_its_turn_runs() {
         let first = msg("m1", None, None, "hi");
         let fp = fingerprint(&first);
-        for state in [TaskState::Working, TaskState::Completed, TaskState::InputRequired, TaskState::Failed] {
-            assert!(is_retry(&first, &fp, &fp, &task(state, vec![first.clone()])), "{state:?}");
+        for state in [
+            TaskState::Working,
+            TaskState::Completed,
+            TaskState::InputRequired,
+            TaskState::Failed,
+        ] {
+            assert!(
+                is_retry(&first, &fp, &fp, &task(state, vec![first.clone()])),
+                "{state:?}"
+            );
         }
-        assert!(is_retry(&msg("m1", None, Some("c1"), "hi"), &fp, &fp, &task(TaskState::Completed, vec![first.clone()])), "the task's own context");
+        assert!(
+            is_retry(
+                &msg("m1", None, Some("c1"), "hi"),
+                &fp,
+                &fp,
+                &task(TaskState::Completed, vec![first.clone()])
+            ),
+            "the task's own context"
+        );
     }
 
     #[test]
@@ -62,21 +93,50 @@ mod tests {
         let fp = fingerprint(&first);
         let t = task(TaskState::InputRequired, vec![first.clone()]);
         let other_parts = msg("m1", None, None, "hello");
-        assert!(!is_retry(&other_parts, &fingerprint(&other_parts), &fp, &t), "other parts");
+        assert!(
+            !is_retry(&other_parts, &fingerprint(&other_parts), &fp, &t),
+            "other parts"
+        );
         let names_task = msg("m1", Some("A"), None, "hi");
-        assert!(!is_retry(&names_task, &fingerprint(&names_task), &fp, &t), "a taskId the first message did not name");
+        assert!(
+            !is_retry(&names_task, &fingerprint(&names_task), &fp, &t),
+            "a taskId the first message did not name"
+        );
         let other_context = msg("m1", None, Some("c2"), "hi");
-        assert!(!is_retry(&other_context, &fingerprint(&other_context), &fp, &t), "another context");
-        let later = task(TaskState::Completed, vec![first.clone(), msg("m2", Some("A"), None, "more")]);
-        assert!(!is_retry(&first, &fp, &fp, &later), "the task took a later message");
-        assert!(!is_retry(&first, &fp, &fp, &task(TaskState::Canceled, vec![first.clone()])), "the task was canceled");
+        assert!(
+            !is_retry(&other_context, &fingerprint(&other_context), &fp, &t),
+            "another context"
+        );
+        let later = task(
+            TaskState::Completed,
+            vec![first.clone(), msg("m2", Some("A"), None, "more")],
+        );
+        assert!(
+            !is_retry(&first, &fp, &fp, &later),
+            "the task took a later message"
+        );
+        assert!(
+            !is_retry(
+                &first,
+                &fp,
+                &fp,
+                &task(TaskState::Canceled, vec![first.clone()])
+            ),
+            "the task was canceled"
+        );
     }
 
     #[test]
     fn fingerprints_cover_task_id_and_parts_only() {
         let a = msg("m1", None, None, "hi");
-        assert_eq!(fingerprint(&a), fingerprint(&msg("other-id", None, Some("c9"), "hi")));
-        assert_ne!(fingerprint(&a), fingerprint(&msg("m1", Some("A"), None, "hi")));
+        assert_eq!(
+            fingerprint(&a),
+            fingerprint(&msg("other-id", None, Some("c9"), "hi"))
+        );
+        assert_ne!(
+            fingerprint(&a),
+            fingerprint(&msg("m1", Some("A"), None, "hi"))
+        );
         assert_eq!(fingerprint(&a).len(), 64);
     }
 }

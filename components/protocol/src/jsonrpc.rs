@@ -20,16 +20,36 @@ pub struct Request {
 /// Parses a request body. On failure, returns the id to answer with (null when unknown) and the
 /// error: PARSE_ERROR for bad JSON, INVALID_REQUEST for a non-request.
 pub fn parse_request(body: &[u8]) -> Result<Request, (Value, RpcError)> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| (Value::Null, RpcError::new(ErrorKind::ParseError, format!("request body is not valid JSON: {e}"))))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        (
+            Value::Null,
+            RpcError::new(
+                ErrorKind::ParseError,
+                format!("request body is not valid JSON: {e}"),
+            ),
+        )
+    })?;
     let Value::Object(mut obj) = value else {
-        return Err((Value::Null, RpcError::new(ErrorKind::InvalidRequest, "a JSON-RPC request must be a JSON object")));
+        return Err((
+            Value::Null,
+            RpcError::new(
+                ErrorKind::InvalidRequest,
+                "a JSON-RPC request must be a JSON object",
+            ),
+        ));
     };
     let notification = !obj.contains_key("id");
     let id = match obj.remove("id") {
         None => Value::Null,
         Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
         Some(_) => {
-            return Err((Value::Null, RpcError::new(ErrorKind::InvalidRequest, "\"id\" must be a string, a number or null")));
+            return Err((
+                Value::Null,
+                RpcError::new(
+                    ErrorKind::InvalidRequest,
+                    "\"id\" must be a string, a number or null",
+                ),
+            ));
         }
     };
     let invalid = |msg: &str| Err((id.clone(), RpcError::new(ErrorKind::InvalidRequest, msg)));
@@ -44,15 +64,24 @@ pub fn parse_request(body: &[u8]) -> Result<Request, (Value, RpcError)> {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(p @ Value::Object(_)) => p,
         Some(_) => {
-            return Err((id, RpcError::new(ErrorKind::InvalidParams, "\"params\" must be an object")));
+            return Err((
+                id,
+                RpcError::new(ErrorKind::InvalidParams, "\"params\" must be an object"),
+            ));
         }
     };
-    Ok(Request { id, method, params, notification })
+    Ok(Request {
+        id,
+        method,
+        params,
+        notification,
+    })
 }
 
 /// Decodes `params` into a method's request type; errors are INVALID_PARAMS naming the problem.
 pub fn params<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T, RpcError> {
-    T::deserialize(params).map_err(|e| RpcError::new(ErrorKind::InvalidParams, format!("invalid params: {e}")))
+    T::deserialize(params)
+        .map_err(|e| RpcError::new(ErrorKind::InvalidParams, format!("invalid params: {e}")))
 }
 
 /// A success envelope.
@@ -76,7 +105,8 @@ mod tests {
 
     #[test]
     fn parses_a_request_with_missing_params_as_empty_object() {
-        let r = parse_request(br#"{"jsonrpc":"2.0","id":7,"method":"GetExtendedAgentCard"}"#).unwrap();
+        let r =
+            parse_request(br#"{"jsonrpc":"2.0","id":7,"method":"GetExtendedAgentCard"}"#).unwrap();
         assert_eq!(r.id, json!(7));
         assert_eq!(r.method, "GetExtendedAgentCard");
         assert_eq!(r.params, json!({}));
@@ -84,8 +114,18 @@ mod tests {
 
     #[test]
     fn string_and_null_ids_are_kept() {
-        assert_eq!(parse_request(br#"{"jsonrpc":"2.0","id":"a","method":"m"}"#).unwrap().id, json!("a"));
-        assert_eq!(parse_request(br#"{"jsonrpc":"2.0","method":"m"}"#).unwrap().id, Value::Null);
+        assert_eq!(
+            parse_request(br#"{"jsonrpc":"2.0","id":"a","method":"m"}"#)
+                .unwrap()
+                .id,
+            json!("a")
+        );
+        assert_eq!(
+            parse_request(br#"{"jsonrpc":"2.0","method":"m"}"#)
+                .unwrap()
+                .id,
+            Value::Null
+        );
     }
 
     #[test]
@@ -96,20 +136,39 @@ mod tests {
     #[test]
     fn non_objects_and_bad_envelopes_are_invalid_request() {
         assert_eq!(err("[1]").1, ErrorKind::InvalidRequest);
-        assert_eq!(err(r#"{"jsonrpc":"1.0","id":1,"method":"m"}"#), (json!(1), ErrorKind::InvalidRequest));
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1}"#).1, ErrorKind::InvalidRequest);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#).1, ErrorKind::InvalidRequest);
+        assert_eq!(
+            err(r#"{"jsonrpc":"1.0","id":1,"method":"m"}"#),
+            (json!(1), ErrorKind::InvalidRequest)
+        );
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":1}"#).1,
+            ErrorKind::InvalidRequest
+        );
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#).1,
+            ErrorKind::InvalidRequest
+        );
     }
 
     #[test]
     fn non_object_params_are_invalid_params() {
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}"#), (json!(1), ErrorKind::InvalidParams));
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}"#),
+            (json!(1), ErrorKind::InvalidParams)
+        );
     }
 
     #[test]
     fn envelopes() {
-        assert_eq!(success(&json!(1), json!({"a":1})), json!({"jsonrpc":"2.0","id":1,"result":{"a":1}}));
-        let f = failure(&json!("x"), &RpcError::new(ErrorKind::MethodNotFound, "no"), false);
+        assert_eq!(
+            success(&json!(1), json!({"a":1})),
+            json!({"jsonrpc":"2.0","id":1,"result":{"a":1}})
+        );
+        let f = failure(
+            &json!("x"),
+            &RpcError::new(ErrorKind::MethodNotFound, "no"),
+            false,
+        );
         assert_eq!(f["error"]["code"], -32601);
         assert_eq!(f["id"], "x");
     }

@@ -65,14 +65,26 @@ impl ListTasksRequest {
         let page_size = match self.page_size {
             None => DEFAULT_PAGE_SIZE,
             Some(n) if (1..=i64::from(MAX_PAGE_SIZE)).contains(&n) => n as u32,
-            Some(n) => return Err(invalid(format!("pageSize must be between 1 and {MAX_PAGE_SIZE}, not {n}"))),
+            Some(n) => {
+                return Err(invalid(format!(
+                    "pageSize must be between 1 and {MAX_PAGE_SIZE}, not {n}"
+                )));
+            }
         };
         if self.history_length.is_some_and(|n| n < 0) {
             return Err(invalid("historyLength must not be negative".into()));
         }
-        let updated_after = match self.status_timestamp_after.as_deref().filter(|s| !s.is_empty()) {
+        let updated_after = match self
+            .status_timestamp_after
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
             None => None,
-            Some(t) => Some(parse_rfc3339_ms(t).ok_or_else(|| invalid(format!("statusTimestampAfter {t:?} is not an RFC 3339 timestamp")))?),
+            Some(t) => Some(parse_rfc3339_ms(t).ok_or_else(|| {
+                invalid(format!(
+                    "statusTimestampAfter {t:?} is not an RFC 3339 timestamp"
+                ))
+            })?),
         };
         Ok(ListQuery {
             context_id: self.context_id.filter(|c| !c.is_empty()),
@@ -106,7 +118,12 @@ pub fn shape(mut task: Task, include_artifacts: bool, history_length: Option<i64
 pub const MAX_PAGE_BYTES: u64 = 8 << 20;
 
 /// The answer: `nextPageToken` (`""` on the last page), `pageSize` and `totalSize` always present.
-pub fn response(tasks: Vec<Task>, next_page_token: Option<String>, page_size: u32, total_size: u32) -> Value {
+pub fn response(
+    tasks: Vec<Task>,
+    next_page_token: Option<String>,
+    page_size: u32,
+    total_size: u32,
+) -> Value {
     json!({ "tasks": tasks, "nextPageToken": next_page_token.unwrap_or_default(), "pageSize": page_size, "totalSize": total_size })
 }
 
@@ -115,13 +132,18 @@ mod tests {
     use super::*;
 
     fn req(v: Value) -> Result<ListQuery, RpcError> {
-        serde_json::from_value::<ListTasksRequest>(v).unwrap().validate()
+        serde_json::from_value::<ListTasksRequest>(v)
+            .unwrap()
+            .validate()
     }
 
     #[test]
     fn defaults() {
         let q = req(json!({})).unwrap();
-        assert_eq!((q.page_size, q.include_artifacts, q.state, q.updated_after), (50, false, None, None));
+        assert_eq!(
+            (q.page_size, q.include_artifacts, q.state, q.updated_after),
+            (50, false, None, None)
+        );
     }
 
     #[test]
@@ -148,6 +170,9 @@ mod tests {
 
     #[test]
     fn last_page_has_an_empty_token_and_every_field() {
-        assert_eq!(response(vec![], None, 50, 0), json!({ "tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0 }));
+        assert_eq!(
+            response(vec![], None, 50, 0),
+            json!({ "tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0 })
+        );
     }
 }

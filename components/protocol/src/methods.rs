@@ -22,7 +22,12 @@ pub enum Method {
 }
 
 /// The push-notification config methods, answered PUSH_NOTIFICATION_NOT_SUPPORTED while push is off.
-pub const PUSH_METHODS: [&str; 4] = ["CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"];
+pub const PUSH_METHODS: [&str; 4] = [
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+];
 
 /// How to answer a request.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,12 +58,23 @@ pub fn dispatch(method: &str, accepts_sse: bool) -> Dispatch {
         "SubscribeToTask" => Method::SubscribeToTask,
         "GetExtendedAgentCard" => Method::GetExtendedAgentCard,
         m if PUSH_METHODS.contains(&m) => {
-            return Dispatch::Json(RpcError::new(ErrorKind::PushNotificationNotSupported, "push notifications are not supported by this agent"));
+            return Dispatch::Json(RpcError::new(
+                ErrorKind::PushNotificationNotSupported,
+                "push notifications are not supported by this agent",
+            ));
         }
-        other => return Dispatch::Json(RpcError::new(ErrorKind::MethodNotFound, format!("method {other:?} does not exist"))),
+        other => {
+            return Dispatch::Json(RpcError::new(
+                ErrorKind::MethodNotFound,
+                format!("method {other:?} does not exist"),
+            ));
+        }
     };
     match (m.is_streaming(), accepts_sse) {
-        (true, false) => Dispatch::Json(RpcError::new(ErrorKind::MethodNotFound, format!("{method} streams its answer: send it with Accept: text/event-stream"))),
+        (true, false) => Dispatch::Json(RpcError::new(
+            ErrorKind::MethodNotFound,
+            format!("{method} streams its answer: send it with Accept: text/event-stream"),
+        )),
         (false, true) if m == Method::SendMessage => Dispatch::Frame(RpcError::new(
             ErrorKind::MethodNotFound,
             "SendMessage is not served on the streaming path: use SendStreamingMessage, or send without Accept: text/event-stream",
@@ -69,7 +85,15 @@ pub fn dispatch(method: &str, accepts_sse: bool) -> Dispatch {
 
 /// Whether an `Accept` header value admits `text/event-stream`.
 pub fn accepts_sse(accept: Option<&str>) -> bool {
-    accept.is_some_and(|a| a.split(',').any(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/event-stream")))
+    accept.is_some_and(|a| {
+        a.split(',').any(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("text/event-stream")
+        })
+    })
 }
 
 #[cfg(test)]
@@ -87,8 +111,14 @@ mod tests {
         ] {
             assert_eq!(dispatch(name, false), Dispatch::Serve(m));
         }
-        assert_eq!(dispatch("SendStreamingMessage", true), Dispatch::Serve(Method::SendStreamingMessage));
-        assert_eq!(dispatch("SubscribeToTask", true), Dispatch::Serve(Method::SubscribeToTask));
+        assert_eq!(
+            dispatch("SendStreamingMessage", true),
+            Dispatch::Serve(Method::SendStreamingMessage)
+        );
+        assert_eq!(
+            dispatch("SubscribeToTask", true),
+            Dispatch::Serve(Method::SubscribeToTask)
+        );
         assert_eq!(dispatch("GetTask", true), Dispatch::Serve(Method::GetTask));
     }
 
@@ -107,21 +137,29 @@ mod tests {
 
     #[test]
     fn send_message_on_the_streaming_path_is_one_error_frame() {
-        assert!(matches!(dispatch("SendMessage", true), Dispatch::Frame(e) if e.kind == ErrorKind::MethodNotFound));
+        assert!(
+            matches!(dispatch("SendMessage", true), Dispatch::Frame(e) if e.kind == ErrorKind::MethodNotFound)
+        );
     }
 
     #[test]
     fn push_and_unknown_methods() {
         for m in PUSH_METHODS {
-            assert!(matches!(dispatch(m, false), Dispatch::Json(e) if e.kind == ErrorKind::PushNotificationNotSupported));
+            assert!(
+                matches!(dispatch(m, false), Dispatch::Json(e) if e.kind == ErrorKind::PushNotificationNotSupported)
+            );
         }
-        assert!(matches!(dispatch("message/send", false), Dispatch::Json(e) if e.kind == ErrorKind::MethodNotFound));
+        assert!(
+            matches!(dispatch("message/send", false), Dispatch::Json(e) if e.kind == ErrorKind::MethodNotFound)
+        );
     }
 
     #[test]
     fn accept_parsing() {
         assert!(accepts_sse(Some("text/event-stream")));
-        assert!(accepts_sse(Some("application/json, text/event-stream;q=0.9")));
+        assert!(accepts_sse(Some(
+            "application/json, text/event-stream;q=0.9"
+        )));
         assert!(!accepts_sse(Some("application/json")));
         assert!(!accepts_sse(None));
     }

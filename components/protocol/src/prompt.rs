@@ -17,7 +17,10 @@ fn render_part(p: &Part) -> String {
         return d.to_string();
     }
     let name = p.filename.as_deref().unwrap_or("file");
-    let media = p.media_type.as_deref().unwrap_or("application/octet-stream");
+    let media = p
+        .media_type
+        .as_deref()
+        .unwrap_or("application/octet-stream");
     if let Some(url) = &p.url {
         return format!("[file {name} {media} {url}]");
     }
@@ -41,9 +44,22 @@ mod tests {
         let parts = vec![
             Part::text("hello"),
             Part::data(json!({"k": 1})),
-            Part { url: Some("https://x/y.pdf".into()), filename: Some("y.pdf".into()), media_type: Some("application/pdf".into()), ..Default::default() },
-            Part { raw: Some("aGVsbG8=".into()), filename: Some("h.txt".into()), media_type: Some("text/plain".into()), ..Default::default() },
-            Part { raw: Some("aGk".into()), ..Default::default() },
+            Part {
+                url: Some("https://x/y.pdf".into()),
+                filename: Some("y.pdf".into()),
+                media_type: Some("application/pdf".into()),
+                ..Default::default()
+            },
+            Part {
+                raw: Some("aGVsbG8=".into()),
+                filename: Some("h.txt".into()),
+                media_type: Some("text/plain".into()),
+                ..Default::default()
+            },
+            Part {
+                raw: Some("aGk".into()),
+                ..Default::default()
+            },
         ];
         assert_eq!(
             render(&parts),

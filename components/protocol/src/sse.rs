@@ -43,8 +43,14 @@ impl Member {
 
 /// A result event whose StreamResponse member (`task`, `message`, `statusUpdate`,
 /// `artifactUpdate`) is already JSON text, so it is not parsed again.
-pub fn result_event(id: Option<u64>, request_id: &Value, member: &str, member_json: &str) -> String {
-    let envelope = format!(r#"{{"jsonrpc":"2.0","id":{request_id},"result":{{"{member}":{member_json}}}}}"#);
+pub fn result_event(
+    id: Option<u64>,
+    request_id: &Value,
+    member: &str,
+    member_json: &str,
+) -> String {
+    let envelope =
+        format!(r#"{{"jsonrpc":"2.0","id":{request_id},"result":{{"{member}":{member_json}}}}}"#);
     match id {
         Some(id) => format!("id: {id}\ndata: {envelope}\n\n"),
         None => format!("data: {envelope}\n\n"),
@@ -67,11 +73,19 @@ impl Decoder {
     pub fn push(&mut self, chunk: &[u8]) -> Vec<String> {
         self.buf.extend(chunk.iter().filter(|b| **b != b'\r'));
         let mut out = Vec::new();
-        while let Some(end) = self.buf[self.scanned.saturating_sub(1)..].windows(2).position(|w| w == b"\n\n").map(|i| i + self.scanned.saturating_sub(1)) {
+        while let Some(end) = self.buf[self.scanned.saturating_sub(1)..]
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .map(|i| i + self.scanned.saturating_sub(1))
+        {
             self.scanned = 0;
             let event: Vec<u8> = self.buf.drain(..end + 2).collect();
             let text = String::from_utf8_lossy(&event);
-            let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
             if !data.is_empty() {
                 out.push(data.join("\n"));
             }
@@ -95,14 +109,24 @@ mod tests {
     fn decoder_joins_chunks_skips_comments_and_keeps_split_characters() {
         let mut d = Decoder::default();
         assert!(d.push(b"id: 1\r\ndata: {\"a\":").is_empty());
-        assert_eq!(d.push(b"1}\r\n\r\n: keep-alive\n\ndata: x\ndata: y\n\ndata: \xc3"), ["{\"a\":1}", "x\ny"]);
-        assert_eq!(d.push(b"\xa9\n\n"), ["\u{e9}"], "a two-byte character split across chunks");
+        assert_eq!(
+            d.push(b"1}\r\n\r\n: keep-alive\n\ndata: x\ndata: y\n\ndata: \xc3"),
+            ["{\"a\":1}", "x\ny"]
+        );
+        assert_eq!(
+            d.push(b"\xa9\n\n"),
+            ["\u{e9}"],
+            "a two-byte character split across chunks"
+        );
     }
 
     #[test]
     fn frames_with_and_without_id() {
         let v = json!({"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t"}}});
-        assert_eq!(event(None, &v), "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"id\":\"t\"}}}\n\n");
+        assert_eq!(
+            event(None, &v),
+            "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"id\":\"t\"}}}\n\n"
+        );
         assert!(event(Some(42), &v).starts_with("id: 42\ndata: {"));
         assert_eq!(KEEP_ALIVE.lines().next(), Some(": keep-alive"));
     }
@@ -110,7 +134,10 @@ mod tests {
     #[test]
     fn result_events_wrap_member_json_without_reparsing() {
         let e = result_event(Some(3), &json!("r1"), "statusUpdate", r#"{"taskId":"t"}"#);
-        assert_eq!(e, "id: 3\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{\"statusUpdate\":{\"taskId\":\"t\"}}}\n\n");
+        assert_eq!(
+            e,
+            "id: 3\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{\"statusUpdate\":{\"taskId\":\"t\"}}}\n\n"
+        );
         let data = e.lines().nth(1).unwrap().strip_prefix("data: ").unwrap();
         let v: Value = serde_json::from_str(data).unwrap();
         assert_eq!(v["result"]["statusUpdate"]["taskId"], "t");

@@ -5,11 +5,19 @@ use crate::types::TaskState;
 impl TaskState {
     /// COMPLETED, FAILED, CANCELED, REJECTED: never changes again.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Canceled | Self::Rejected)
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Canceled | Self::Rejected
+        )
     }
 
     /// SUBMITTED, WORKING, INPUT_REQUIRED, AUTH_REQUIRED: the task is not over.
-    pub const ACTIVE: [TaskState; 4] = [Self::Submitted, Self::Working, Self::InputRequired, Self::AuthRequired];
+    pub const ACTIVE: [TaskState; 4] = [
+        Self::Submitted,
+        Self::Working,
+        Self::InputRequired,
+        Self::AuthRequired,
+    ];
 
     /// One of [`Self::ACTIVE`].
     pub fn is_active(self) -> bool {
@@ -44,7 +52,11 @@ impl TaskState {
 
     /// `self → to`, or an error naming both.
     pub fn transition(self, to: TaskState) -> Result<TaskState, TransitionError> {
-        if self.can_become(to) { Ok(to) } else { Err(TransitionError { from: self, to }) }
+        if self.can_become(to) {
+            Ok(to)
+        } else {
+            Err(TransitionError { from: self, to })
+        }
     }
 }
 
@@ -59,7 +71,12 @@ pub struct TransitionError {
 
 impl std::fmt::Display for TransitionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "a task in {} cannot become {}", self.from.as_str(), self.to.as_str())
+        write!(
+            f,
+            "a task in {} cannot become {}",
+            self.from.as_str(),
+            self.to.as_str()
+        )
     }
 }
 
@@ -68,13 +85,39 @@ mod tests {
     use super::*;
     use TaskState::*;
 
-    const STATES: [TaskState; 9] = [Unspecified, Submitted, Working, Completed, Failed, Canceled, InputRequired, Rejected, AuthRequired];
+    const STATES: [TaskState; 9] = [
+        Unspecified,
+        Submitted,
+        Working,
+        Completed,
+        Failed,
+        Canceled,
+        InputRequired,
+        Rejected,
+        AuthRequired,
+    ];
 
     /// The whole table, written out: (from, [allowed targets]).
     fn allowed(from: TaskState) -> &'static [TaskState] {
         match from {
-            Submitted => &[Working, Completed, Failed, Canceled, InputRequired, Rejected, AuthRequired],
-            Working => &[Working, Completed, Failed, Canceled, InputRequired, Rejected, AuthRequired],
+            Submitted => &[
+                Working,
+                Completed,
+                Failed,
+                Canceled,
+                InputRequired,
+                Rejected,
+                AuthRequired,
+            ],
+            Working => &[
+                Working,
+                Completed,
+                Failed,
+                Canceled,
+                InputRequired,
+                Rejected,
+                AuthRequired,
+            ],
             InputRequired | AuthRequired => &[Working, Failed, Canceled],
             Unspecified | Completed | Failed | Canceled | Rejected => &[],
         }
@@ -102,7 +145,11 @@ mod tests {
         }
         for s in STATES {
             assert_eq!(s.is_active(), !s.is_terminal() && s != Unspecified, "{s:?}");
-            assert_eq!(s.is_running(), s.is_active() && !s.is_interrupted(), "{s:?}");
+            assert_eq!(
+                s.is_running(),
+                s.is_active() && !s.is_interrupted(),
+                "{s:?}"
+            );
         }
     }
 
@@ -110,7 +157,10 @@ mod tests {
     fn a_landed_cancel_is_never_overwritten_by_a_late_completion() {
         let canceled = Working.transition(Canceled).unwrap();
         let err = canceled.transition(Completed).unwrap_err();
-        assert_eq!(err.to_string(), "a task in TASK_STATE_CANCELED cannot become TASK_STATE_COMPLETED");
+        assert_eq!(
+            err.to_string(),
+            "a task in TASK_STATE_CANCELED cannot become TASK_STATE_COMPLETED"
+        );
     }
 
     #[test]

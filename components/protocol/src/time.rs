@@ -53,7 +53,14 @@ mod tests {
 
     #[test]
     fn parses_what_it_formats() {
-        for ms in [0, 1, 999, 951_782_400_000, 1_790_000_000_123, 4_102_444_800_000] {
+        for ms in [
+            0,
+            1,
+            999,
+            951_782_400_000,
+            1_790_000_000_123,
+            4_102_444_800_000,
+        ] {
             assert_eq!(parse_rfc3339_ms(&rfc3339_ms(ms)), Some(ms));
         }
     }
@@ -62,26 +69,59 @@ mod tests {
     fn parses_fraction_lengths_and_offsets() {
         assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01Z"), Some(1000));
         assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01.5Z"), Some(1500));
-        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01.123456789Z"), Some(1123));
-        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01.1239999999999Z"), Some(1123), "RFC 3339 bounds no fraction length");
+        assert_eq!(
+            parse_rfc3339_ms("1970-01-01T00:00:01.123456789Z"),
+            Some(1123)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("1970-01-01T00:00:01.1239999999999Z"),
+            Some(1123),
+            "RFC 3339 bounds no fraction length"
+        );
         assert_eq!(parse_rfc3339_ms("1970-01-01T01:00:00+01:00"), Some(0));
-        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00-00:30"), Some(1_800_000));
-        assert_eq!(parse_rfc3339_ms("2026-03-01T00:30:00+01:00"), Some(1_772_321_400_000), "the offset moves the date back");
+        assert_eq!(
+            parse_rfc3339_ms("1970-01-01T00:00:00-00:30"),
+            Some(1_800_000)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2026-03-01T00:30:00+01:00"),
+            Some(1_772_321_400_000),
+            "the offset moves the date back"
+        );
     }
 
     #[test]
     fn leap_years() {
-        assert!(parse_rfc3339_ms("2024-02-29T00:00:00Z").is_some(), "divisible by 4");
-        assert!(parse_rfc3339_ms("2000-02-29T00:00:00Z").is_some(), "divisible by 400");
-        assert_eq!(parse_rfc3339_ms("1900-02-29T00:00:00Z"), None, "divisible by 100, not by 400");
+        assert!(
+            parse_rfc3339_ms("2024-02-29T00:00:00Z").is_some(),
+            "divisible by 4"
+        );
+        assert!(
+            parse_rfc3339_ms("2000-02-29T00:00:00Z").is_some(),
+            "divisible by 400"
+        );
+        assert_eq!(
+            parse_rfc3339_ms("1900-02-29T00:00:00Z"),
+            None,
+            "divisible by 100, not by 400"
+        );
         assert_eq!(parse_rfc3339_ms("2026-02-29T00:00:00Z"), None);
-        assert_eq!(parse_rfc3339_ms("2024-02-29T00:00:00Z"), Some(1_709_164_800_000));
+        assert_eq!(
+            parse_rfc3339_ms("2024-02-29T00:00:00Z"),
+            Some(1_709_164_800_000)
+        );
     }
 
     #[test]
     fn days_past_the_end_of_their_month_are_refused() {
-        for s in ["2026-02-30T00:00:00Z", "2026-02-31T00:00:00Z", "2024-02-30T00:00:00Z", "2026-04-31T00:00:00Z", "2026-06-31T00:00:00Z", "2026-01-32T00:00:00Z"]
-        {
+        for s in [
+            "2026-02-30T00:00:00Z",
+            "2026-02-31T00:00:00Z",
+            "2024-02-30T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "2026-06-31T00:00:00Z",
+            "2026-01-32T00:00:00Z",
+        ] {
             assert_eq!(parse_rfc3339_ms(s), None, "{s}");
         }
         assert!(parse_rfc3339_ms("2026-01-31T00:00:00Z").is_some());
@@ -91,8 +131,15 @@ mod tests {
     fn second_60_only_as_a_leap_second() {
         // RFC 3339 allows 60 only for a leap second, which ends a UTC day; millisecond time has
         // no place for it, so it reads as the last millisecond of its minute.
-        assert_eq!(parse_rfc3339_ms("2016-12-31T23:59:60Z"), parse_rfc3339_ms("2016-12-31T23:59:59.999Z"));
-        assert_eq!(parse_rfc3339_ms("2026-01-01T12:00:60Z"), None, "not at the end of a UTC day");
+        assert_eq!(
+            parse_rfc3339_ms("2016-12-31T23:59:60Z"),
+            parse_rfc3339_ms("2016-12-31T23:59:59.999Z")
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2026-01-01T12:00:60Z"),
+            None,
+            "not at the end of a UTC day"
+        );
         assert_eq!(parse_rfc3339_ms("2026-01-01T00:00:61Z"), None);
     }
 

@@ -8,7 +8,16 @@ pub const MAX_NAME: usize = 64;
 /// `a2a__<connection>__<skill>`, every character outside `[A-Za-z0-9_-]` as `_`, cut to 64.
 pub fn base_name(connection: &str, skill: &str) -> String {
     let raw = format!("a2a__{connection}__{skill}");
-    raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).take(MAX_NAME).collect()
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_NAME)
+        .collect()
 }
 
 /// Tool names for a connection's skills, in order: each its [`base_name`]; a name already taken
@@ -32,7 +41,9 @@ pub fn names(connection: &str, skills: &[&str]) -> Vec<String> {
 
 /// 32-bit FNV-1a: a short, stable, dependency-free hash for name suffixes.
 fn fnv1a(s: &str) -> u32 {
-    s.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+    s.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// The JSON Schema of every outbound tool's parameters.
@@ -65,9 +76,17 @@ mod tests {
         assert_ne!(n[2], n[0]);
         assert_ne!(n[1], n[2]);
         for name in &n[1..] {
-            assert!(name.starts_with("a2a__my_agent__web_search_") && name.len() == "a2a__my_agent__web_search".len() + 9, "{name}");
+            assert!(
+                name.starts_with("a2a__my_agent__web_search_")
+                    && name.len() == "a2a__my_agent__web_search".len() + 9,
+                "{name}"
+            );
         }
-        assert_eq!(n, names("my agent", &["web.search", "web search", "web_search"]), "stable");
+        assert_eq!(
+            n,
+            names("my agent", &["web.search", "web search", "web_search"]),
+            "stable"
+        );
     }
 
     #[test]
@@ -78,9 +97,16 @@ mod tests {
         assert_eq!(n[0], base_name(&conn, "alpha"));
         assert_eq!(n[0], format!("a2a__{}", "c".repeat(59)));
         assert_ne!(n[0], n[1]);
-        assert!(n[1].starts_with(&n[0][..55]) && n[1].as_bytes()[55] == b'_', "{}", n[1]);
+        assert!(
+            n[1].starts_with(&n[0][..55]) && n[1].as_bytes()[55] == b'_',
+            "{}",
+            n[1]
+        );
         assert!(n[1][56..].chars().all(|c| c.is_ascii_hexdigit()));
-        let ok = |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let ok = |s: &str| {
+            s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
         assert!(n.iter().all(|x| ok(x)));
     }
 

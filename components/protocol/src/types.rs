@@ -73,17 +73,32 @@ pub struct Part {
 impl Part {
     /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
-        Part { text: Some(text.into()), ..Default::default() }
+        Part {
+            text: Some(text.into()),
+            ..Default::default()
+        }
     }
 
     /// A data part.
     pub fn data(data: Value) -> Self {
-        Part { data: Some(data), ..Default::default() }
+        Part {
+            data: Some(data),
+            ..Default::default()
+        }
     }
 
     /// True when exactly one content member is set (ProtoJSON oneof).
     pub fn is_valid(&self) -> bool {
-        [self.text.is_some(), self.raw.is_some(), self.url.is_some(), self.data.is_some()].iter().filter(|set| **set).count() == 1
+        [
+            self.text.is_some(),
+            self.raw.is_some(),
+            self.url.is_some(),
+            self.data.is_some(),
+        ]
+        .iter()
+        .filter(|set| **set)
+        .count()
+            == 1
     }
 }
 
@@ -92,7 +107,10 @@ pub fn decode_base64(b64: &str) -> Result<Vec<u8>, String> {
     use base64::Engine;
     use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
     let trimmed = b64.trim_end_matches('=');
-    STANDARD_NO_PAD.decode(trimmed).or_else(|_| URL_SAFE_NO_PAD.decode(trimmed)).map_err(|e| format!("not valid base64: {e}"))
+    STANDARD_NO_PAD
+        .decode(trimmed)
+        .or_else(|_| URL_SAFE_NO_PAD.decode(trimmed))
+        .map_err(|e| format!("not valid base64: {e}"))
 }
 
 /// A message between client and agent.
@@ -119,13 +137,22 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
     /// Tasks this message refers to.
-    #[serde(default, alias = "reference_task_ids", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "reference_task_ids",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub reference_task_ids: Vec<String>,
 }
 
 impl Message {
     /// An agent message with one text part.
-    pub fn agent_text(message_id: String, context_id: &str, task_id: &str, text: impl Into<String>) -> Self {
+    pub fn agent_text(
+        message_id: String,
+        context_id: &str,
+        task_id: &str,
+        text: impl Into<String>,
+    ) -> Self {
         Message {
             message_id,
             context_id: Some(context_id.to_owned()),
@@ -236,7 +263,11 @@ pub struct TaskArtifactUpdateEvent {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub append: bool,
     /// This is the artifact's last chunk.
-    #[serde(default, alias = "last_chunk", skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        alias = "last_chunk",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub last_chunk: bool,
     /// Free-form metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -340,7 +371,10 @@ mod tests {
     fn message_serialises_camel_case_with_enum_names() {
         let m = Message::agent_text("m".into(), "c", "t", "x");
         let v = serde_json::to_value(&m).unwrap();
-        assert_eq!(v, json!({"messageId":"m","contextId":"c","taskId":"t","role":"ROLE_AGENT","parts":[{"text":"x"}]}));
+        assert_eq!(
+            v,
+            json!({"messageId":"m","contextId":"c","taskId":"t","role":"ROLE_AGENT","parts":[{"text":"x"}]})
+        );
     }
 
     #[test]
@@ -348,7 +382,10 @@ mod tests {
         assert!(serde_json::from_value::<Role>(json!("ROLE_BOT")).is_err());
         assert!(serde_json::from_value::<TaskState>(json!(99)).is_err());
         assert!(serde_json::from_value::<TaskState>(json!(true)).is_err());
-        assert_eq!(serde_json::from_value::<TaskState>(json!(8)).unwrap(), TaskState::AuthRequired);
+        assert_eq!(
+            serde_json::from_value::<TaskState>(json!(8)).unwrap(),
+            TaskState::AuthRequired
+        );
     }
 
     #[test]
@@ -366,13 +403,20 @@ mod tests {
         let t = Task {
             id: "t".into(),
             context_id: "c".into(),
-            status: TaskStatus { state: TaskState::Working, message: None, timestamp: None },
+            status: TaskStatus {
+                state: TaskState::Working,
+                message: None,
+                timestamp: None,
+            },
             artifacts: vec![],
             history: vec![],
             metadata: None,
         };
         let v = serde_json::to_value(StreamResponse::Task(t.clone())).unwrap();
-        assert_eq!(v, json!({"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}));
+        assert_eq!(
+            v,
+            json!({"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}})
+        );
         let back: StreamResponse = serde_json::from_value(v).unwrap();
         assert_eq!(back, StreamResponse::Task(t));
     }
@@ -381,7 +425,14 @@ mod tests {
     fn part_oneof_is_checked() {
         assert!(Part::text("a").is_valid());
         assert!(!Part::default().is_valid());
-        assert!(!Part { text: Some("a".into()), url: Some("u".into()), ..Default::default() }.is_valid());
+        assert!(
+            !Part {
+                text: Some("a".into()),
+                url: Some("u".into()),
+                ..Default::default()
+            }
+            .is_valid()
+        );
     }
 
     #[test]
@@ -390,7 +441,11 @@ mod tests {
         let t = Task {
             id: "t".into(),
             context_id: "c".into(),
-            status: TaskStatus { state: TaskState::Completed, message: None, timestamp: None },
+            status: TaskStatus {
+                state: TaskState::Completed,
+                message: None,
+                timestamp: None,
+            },
             artifacts: vec![],
             history: vec![msg("1"), msg("2"), msg("3")],
             metadata: None,
@@ -398,7 +453,13 @@ mod tests {
         assert_eq!(t.clone().with_history_length(None).history.len(), 3);
         assert!(t.clone().with_history_length(Some(0)).history.is_empty());
         let two = t.with_history_length(Some(2));
-        assert_eq!(two.history.iter().map(|m| m.message_id.as_str()).collect::<Vec<_>>(), ["2", "3"]);
+        assert_eq!(
+            two.history
+                .iter()
+                .map(|m| m.message_id.as_str())
+                .collect::<Vec<_>>(),
+            ["2", "3"]
+        );
     }
 
     #[test]

@@ -5,7 +5,9 @@ pub const SUPPORTED: &str = "1.0";
 
 /// Whether a requested version is served: absent or empty means 1.0; only major.minor compare.
 pub fn is_supported(requested: Option<&str>) -> bool {
-    let Some(v) = requested.map(str::trim).filter(|v| !v.is_empty()) else { return true };
+    let Some(v) = requested.map(str::trim).filter(|v| !v.is_empty()) else {
+        return true;
+    };
     let mut it = v.split('.');
     matches!((it.next(), it.next()), (Some("1"), Some("0")))
 }

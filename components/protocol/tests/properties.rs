@@ -23,8 +23,13 @@ fn json_text() -> impl Strategy<Value = String> {
 }
 
 fn message() -> impl Strategy<Value = Message> {
-    ("[a-z0-9-]{1,20}", proptest::option::of("[a-z0-9-]{1,20}"), proptest::option::of("[a-z0-9-]{1,20}"), prop::collection::vec("\\PC{0,40}", 1..5)).prop_map(
-        |(id, context, task, texts)| Message {
+    (
+        "[a-z0-9-]{1,20}",
+        proptest::option::of("[a-z0-9-]{1,20}"),
+        proptest::option::of("[a-z0-9-]{1,20}"),
+        prop::collection::vec("\\PC{0,40}", 1..5),
+    )
+        .prop_map(|(id, context, task, texts)| Message {
             message_id: id,
             context_id: context,
             task_id: task,
@@ -33,8 +38,7 @@ fn message() -> impl Strategy<Value = Message> {
             metadata: None,
             extensions: vec![],
             reference_task_ids: vec![],
-        },
-    )
+        })
 }
 
 proptest! {

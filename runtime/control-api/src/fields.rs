@@ -85,7 +85,9 @@ impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Bounded<MIN, MAX>
         match Value::deserialize(d)? {
             Value::Number(n) => match n.as_u64() {
                 Some(v) if (MIN..=MAX).contains(&v) => Ok(Bounded(v)),
-                _ => refuse::<D, _>(format!("must be a whole number from {MIN} to {MAX}, not {n}")),
+                _ => refuse::<D, _>(format!(
+                    "must be a whole number from {MIN} to {MAX}, not {n}"
+                )),
             },
             v => refuse::<D, _>(format!("must be a number, not {}", type_name(&v))),
         }
@@ -113,7 +115,9 @@ pub struct Names(pub Vec<String>);
 
 impl<'de> Deserialize<'de> for Names {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let Value::Array(list) = Value::deserialize(d)? else { return refuse::<D, _>("must be a list of skill ids".into()) };
+        let Value::Array(list) = Value::deserialize(d)? else {
+            return refuse::<D, _>("must be a list of skill ids".into());
+        };
         let names = list.into_iter().map(|v| match v {
             Value::String(s) => Ok(s),
             _ => Err(D::Error::custom("must be a list of strings")),
@@ -125,7 +129,12 @@ impl<'de> Deserialize<'de> for Names {
 /// What a setAuth asks: a `token` to set, or `clear: true`. An empty or blank token is refused
 /// (it would silently remove auth, e.g. from `echo "$UNSET" | …`); so is one shorter than
 /// `min_len` unless `allow_weak`. At most 4096 characters, no spaces or control characters.
-pub fn auth_change<'a>(token: Option<&'a Str>, clear: Option<Flag>, allow_weak: Option<Flag>, min_len: usize) -> Result<Option<&'a str>, Refusal> {
+pub fn auth_change<'a>(
+    token: Option<&'a Str>,
+    clear: Option<Flag>,
+    allow_weak: Option<Flag>,
+    min_len: usize,
+) -> Result<Option<&'a str>, Refusal> {
     match (token.map(|t| t.0.as_str()), clear.is_some_and(|c| c.0)) {
         (Some(_), true) => Err("give either \"token\" or \"clear\": true, not both".into()),
         (None, true) => Ok(None),
@@ -148,9 +157,20 @@ pub fn secret_name(field: &str, name: &str) -> Result<String, Refusal> {
 
 /// Checks a secret name: an environment-variable-like identifier of at most 128 characters.
 pub fn check_secret_name(name: &str) -> Result<String, String> {
-    let ok = name.len() <= 128 && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let ok = name.len() <= 128
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     let shown: String = name.chars().take(64).collect();
-    if ok { Ok(name.to_owned()) } else { Err(format!("must name a secret like MY_TOKEN (letters, digits, _), not {shown:?}")) }
+    if ok {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "must name a secret like MY_TOKEN (letters, digits, _), not {shown:?}"
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -164,37 +184,92 @@ mod tests {
 
     #[test]
     fn wrong_values_are_refused_in_words() {
-        assert_eq!(read::<Text>(json!(3)).unwrap_err(), "must be a string, not a number");
+        assert_eq!(
+            read::<Text>(json!(3)).unwrap_err(),
+            "must be a string, not a number"
+        );
         assert_eq!(read::<Text>(json!(" ")).unwrap_err(), "must not be empty");
         assert_eq!(read::<Str>(json!(" ")).unwrap(), Str(" ".into()));
-        assert_eq!(read::<Flag>(json!("yes")).unwrap_err(), "must be a boolean, not a string");
-        assert_eq!(read::<Bounded<1, 10>>(json!(-1)).unwrap_err(), "must be a whole number from 1 to 10, not -1");
-        assert_eq!(read::<Bounded<1, 10>>(json!(2.5)).unwrap_err(), "must be a whole number from 1 to 10, not 2.5");
+        assert_eq!(
+            read::<Flag>(json!("yes")).unwrap_err(),
+            "must be a boolean, not a string"
+        );
+        assert_eq!(
+            read::<Bounded<1, 10>>(json!(-1)).unwrap_err(),
+            "must be a whole number from 1 to 10, not -1"
+        );
+        assert_eq!(
+            read::<Bounded<1, 10>>(json!(2.5)).unwrap_err(),
+            "must be a whole number from 1 to 10, not 2.5"
+        );
         assert_eq!(read::<Bounded<1, 10>>(json!(10)).unwrap(), Bounded(10));
-        assert_eq!(read::<Object>(json!([])).unwrap_err(), "must be an object, not an array");
-        assert_eq!(read::<Names>(json!("a")).unwrap_err(), "must be a list of skill ids");
-        assert_eq!(read::<Names>(json!(["a", 1])).unwrap_err(), "must be a list of strings");
+        assert_eq!(
+            read::<Object>(json!([])).unwrap_err(),
+            "must be an object, not an array"
+        );
+        assert_eq!(
+            read::<Names>(json!("a")).unwrap_err(),
+            "must be a list of skill ids"
+        );
+        assert_eq!(
+            read::<Names>(json!(["a", 1])).unwrap_err(),
+            "must be a list of strings"
+        );
     }
 
     #[test]
     fn auth_changes() {
         let t = |s: &str| Some(Str(s.into()));
         let yes = Some(Flag(true));
-        assert_eq!(auth_change(t("0123456789abcdef").as_ref(), None, None, 16), Ok(Some("0123456789abcdef")));
+        assert_eq!(
+            auth_change(t("0123456789abcdef").as_ref(), None, None, 16),
+            Ok(Some("0123456789abcdef"))
+        );
         assert_eq!(auth_change(None, yes, None, 16), Ok(None));
-        assert!(auth_change(None, None, None, 16).unwrap_err().contains("\"clear\": true"));
-        assert!(auth_change(t("").as_ref(), None, None, 16).unwrap_err().contains("is empty"));
-        assert!(auth_change(t("   ").as_ref(), None, None, 16).unwrap_err().contains("is empty"));
-        assert!(auth_change(t("short").as_ref(), None, None, 16).unwrap_err().contains("at least 16"));
-        assert_eq!(auth_change(t("short").as_ref(), None, yes, 16), Ok(Some("short")));
-        assert!(auth_change(t("0123456789abcdef").as_ref(), yes, None, 16).unwrap_err().contains("not both"));
-        assert!(auth_change(t("a b").as_ref(), None, yes, 1).unwrap_err().contains("without spaces"));
+        assert!(
+            auth_change(None, None, None, 16)
+                .unwrap_err()
+                .contains("\"clear\": true")
+        );
+        assert!(
+            auth_change(t("").as_ref(), None, None, 16)
+                .unwrap_err()
+                .contains("is empty")
+        );
+        assert!(
+            auth_change(t("   ").as_ref(), None, None, 16)
+                .unwrap_err()
+                .contains("is empty")
+        );
+        assert!(
+            auth_change(t("short").as_ref(), None, None, 16)
+                .unwrap_err()
+                .contains("at least 16")
+        );
+        assert_eq!(
+            auth_change(t("short").as_ref(), None, yes, 16),
+            Ok(Some("short"))
+        );
+        assert!(
+            auth_change(t("0123456789abcdef").as_ref(), yes, None, 16)
+                .unwrap_err()
+                .contains("not both")
+        );
+        assert!(
+            auth_change(t("a b").as_ref(), None, yes, 1)
+                .unwrap_err()
+                .contains("without spaces")
+        );
     }
 
     #[test]
     fn secret_names() {
         assert!(secret_name("authTokenEnv", "MY_TOKEN_1").is_ok());
-        assert!(secret_name("authTokenEnv", "1BAD").unwrap_err().starts_with("field \"authTokenEnv\" must name a secret"));
+        assert!(
+            secret_name("authTokenEnv", "1BAD")
+                .unwrap_err()
+                .starts_with("field \"authTokenEnv\" must name a secret")
+        );
         assert!(secret_name("authTokenEnv", "a b").is_err());
     }
 }

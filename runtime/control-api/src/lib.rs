@@ -5,7 +5,10 @@
 
 mod fields;
 
-pub use fields::{Bounded, Flag, Names, Object, Refusal, Str, Text, auth_change, check_secret_name, secret_name, type_name};
+pub use fields::{
+    Bounded, Flag, Names, Object, Refusal, Str, Text, auth_change, check_secret_name, secret_name,
+    type_name,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -368,7 +371,12 @@ pub fn parse(body: &Map<String, Value>) -> Result<Action, Refusal> {
     let name = match body.get("action") {
         None | Some(Value::Null) => return Err("missing field \"action\"".into()),
         Some(Value::String(s)) => s.as_str(),
-        Some(v) => return Err(format!("field \"action\" must be a string, not {}", type_name(v))),
+        Some(v) => {
+            return Err(format!(
+                "field \"action\" must be a string, not {}",
+                type_name(v)
+            ));
+        }
     };
     let mut fields = body.clone();
     fields.remove("action");
@@ -376,7 +384,10 @@ pub fn parse(body: &Map<String, Value>) -> Result<Action, Refusal> {
     match Action::read(name, Value::Object(fields)) {
         Some(Ok(action)) => Ok(action),
         Some(Err(e)) => Err(refusal(&shown, &e)),
-        None => Err(format!("unknown action {shown:?}; known actions: {}", Action::NAMES.join(", "))),
+        None => Err(format!(
+            "unknown action {shown:?}; known actions: {}",
+            Action::NAMES.join(", ")
+        )),
     }
 }
 
@@ -390,7 +401,10 @@ fn refusal(action: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> R
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let (field, expected) = rest.split_once('`').unwrap_or((rest, ""));
         let shown: String = field.chars().take(64).collect();
-        let known = expected.trim_start_matches(", expected ").trim_start_matches("one of ").replace('`', "");
+        let known = expected
+            .trim_start_matches(", expected ")
+            .trim_start_matches("one of ")
+            .replace('`', "");
         return format!("{action} has no field {shown:?}; its fields are {known}");
     }
     format!("field \"{}\" {message}", e.path())
@@ -408,33 +422,87 @@ mod tests {
 
     #[test]
     fn refusals_name_the_action_and_the_field() {
-        let create = json!({"action": "inbound.create", "name": "n", "description": "d", "version": "1"});
+        let create =
+            json!({"action": "inbound.create", "name": "n", "description": "d", "version": "1"});
         let with = |k: &str, v: Value| {
             let mut b = create.clone();
             b[k] = v;
             b
         };
-        assert!(matches!(parse(create.as_object().unwrap()), Ok(Action::InboundCreate(_))));
-        assert_eq!(refused(json!({"action": "inbound.create", "description": "d", "version": "1"})), "missing field \"name\"");
-        assert_eq!(refused(with("name", json!(7))), "field \"name\" must be a string, not a number");
-        assert_eq!(refused(with("name", json!(" "))), "field \"name\" must not be empty");
-        assert_eq!(refused(with("enabled", json!("yes"))), "field \"enabled\" must be a boolean, not a string");
-        assert_eq!(refused(with("maxBodyBytes", json!(10))), "field \"maxBodyBytes\" must be a whole number from 1024 to 67108864, not 10");
+        assert!(matches!(
+            parse(create.as_object().unwrap()),
+            Ok(Action::InboundCreate(_))
+        ));
+        assert_eq!(
+            refused(json!({"action": "inbound.create", "description": "d", "version": "1"})),
+            "missing field \"name\""
+        );
+        assert_eq!(
+            refused(with("name", json!(7))),
+            "field \"name\" must be a string, not a number"
+        );
+        assert_eq!(
+            refused(with("name", json!(" "))),
+            "field \"name\" must not be empty"
+        );
+        assert_eq!(
+            refused(with("enabled", json!("yes"))),
+            "field \"enabled\" must be a boolean, not a string"
+        );
+        assert_eq!(
+            refused(with("maxBodyBytes", json!(10))),
+            "field \"maxBodyBytes\" must be a whole number from 1024 to 67108864, not 10"
+        );
         let colour = refused(with("colour", json!("red")));
-        assert!(colour.starts_with("inbound.create has no field \"colour\"; its fields are name, description, version"), "{colour}");
-        assert!(refused(json!({"action": "inbound.update", "id": "x", "enabled": false})).contains("has no field \"enabled\""));
-        assert!(refused(json!({"action": "inbound.explode"})).starts_with("unknown action \"inbound.explode\"; known actions: inbound.create,"));
-        assert_eq!(refused(json!({"action": 5})), "field \"action\" must be a string, not a number");
-        assert_eq!(refused(json!({"action": "task.cancel"})), "missing field \"id\"");
-        assert_eq!(refused(json!({"action": "inbound.sendTest", "id": "x"})), "missing field \"text\"");
-        assert_eq!(refused(json!({"action": "session.cancel", "id": "c", "serverId": 3})), "field \"serverId\" must be a string, not a number");
-        assert_eq!(refused(json!({"action": "outbound.create", "name": "n", "agentCardUrl": "u", "disabledSkills": [1]})), "field \"disabledSkills\" must be a list of strings");
+        assert!(
+            colour.starts_with(
+                "inbound.create has no field \"colour\"; its fields are name, description, version"
+            ),
+            "{colour}"
+        );
+        assert!(
+            refused(json!({"action": "inbound.update", "id": "x", "enabled": false}))
+                .contains("has no field \"enabled\"")
+        );
+        assert!(
+            refused(json!({"action": "inbound.explode"}))
+                .starts_with("unknown action \"inbound.explode\"; known actions: inbound.create,")
+        );
+        assert_eq!(
+            refused(json!({"action": 5})),
+            "field \"action\" must be a string, not a number"
+        );
+        assert_eq!(
+            refused(json!({"action": "task.cancel"})),
+            "missing field \"id\""
+        );
+        assert_eq!(
+            refused(json!({"action": "inbound.sendTest", "id": "x"})),
+            "missing field \"text\""
+        );
+        assert_eq!(
+            refused(json!({"action": "session.cancel", "id": "c", "serverId": 3})),
+            "field \"serverId\" must be a string, not a number"
+        );
+        assert_eq!(
+            refused(
+                json!({"action": "outbound.create", "name": "n", "agentCardUrl": "u", "disabledSkills": [1]})
+            ),
+            "field \"disabledSkills\" must be a list of strings"
+        );
     }
 
     #[test]
     fn null_is_absent_for_optional_fields() {
-        let a = parse(json!({"action": "inbound.update", "id": "x", "name": null}).as_object().unwrap()).unwrap();
-        let Action::InboundUpdate(u) = a else { panic!() };
+        let a = parse(
+            json!({"action": "inbound.update", "id": "x", "name": null})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        let Action::InboundUpdate(u) = a else {
+            panic!()
+        };
         assert_eq!(u.name, None);
     }
 
@@ -444,8 +512,22 @@ mod tests {
             let e = refused(json!({"action": name, "zzz": 1}));
             assert!(!e.starts_with("unknown action"), "{name}: {e}");
         }
-        let a = parse(json!({"action": "outbound.refresh", "id": "c"}).as_object().unwrap()).unwrap();
-        assert_eq!((a.name(), a.to_body()), ("outbound.refresh", json!({"action": "outbound.refresh", "id": "c"}).as_object().unwrap().clone()));
+        let a = parse(
+            json!({"action": "outbound.refresh", "id": "c"})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (a.name(), a.to_body()),
+            (
+                "outbound.refresh",
+                json!({"action": "outbound.refresh", "id": "c"})
+                    .as_object()
+                    .unwrap()
+                    .clone()
+            )
+        );
     }
 
     fn value() -> impl Strategy<Value = Value> {
@@ -459,14 +541,32 @@ mod tests {
         leaf.prop_recursive(3, 16, 4, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                prop::collection::btree_map("[a-zA-Z]{1,8}", inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect()))
+                prop::collection::btree_map("[a-zA-Z]{1,8}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect()))
             ]
         })
     }
 
     fn field_name() -> impl Strategy<Value = String> {
-        let known = ["id", "name", "description", "version", "enabled", "endpointPath", "preset", "authTokenEnv", "component", "maxBodyBytes", "limits", "token", "clear"];
-        prop_oneof![prop::sample::select(known.map(str::to_owned).to_vec()), "[a-zA-Z]{1,10}"]
+        let known = [
+            "id",
+            "name",
+            "description",
+            "version",
+            "enabled",
+            "endpointPath",
+            "preset",
+            "authTokenEnv",
+            "component",
+            "maxBodyBytes",
+            "limits",
+            "token",
+            "clear",
+        ];
+        prop_oneof![
+            prop::sample::select(known.map(str::to_owned).to_vec()),
+            "[a-zA-Z]{1,10}"
+        ]
     }
 
     proptest! {

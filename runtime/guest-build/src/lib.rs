@@ -17,24 +17,47 @@ pub fn build(workspace: &Path, package: &str, wit_dir: &Path) -> PathBuf {
     if let Err(message) = ensure_target(workspace) {
         panic!("{message}");
     }
-    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set for build scripts"));
+    let out_dir =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set for build scripts"));
     let target_dir = out_dir.join("guests");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--release", "--locked", "--target", TARGET, "-p", package])
-        .env("CARGO_TARGET_DIR", &target_dir)
-        // From the workspace's folder, so its `.cargo/config.toml` applies.
-        .current_dir(workspace);
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "RUSTC_WORKSPACE_WRAPPER", "CARGO_BUILD_TARGET"] {
+    cmd.args([
+        "build",
+        "--release",
+        "--locked",
+        "--target",
+        TARGET,
+        "-p",
+        package,
+    ])
+    .env("CARGO_TARGET_DIR", &target_dir)
+    // From the workspace's folder, so its `.cargo/config.toml` applies.
+    .current_dir(workspace);
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+    ] {
         cmd.env_remove(var);
     }
-    let output = cmd.output().unwrap_or_else(|e| panic!("could not run cargo for guest {package}: {e}"));
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("could not run cargo for guest {package}: {e}"));
     if !output.status.success() {
-        panic!("building guest {package} failed:\n{}", String::from_utf8_lossy(&output.stderr));
+        panic!(
+            "building guest {package} failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     let release = target_dir.join(TARGET).join("release");
     for manifest in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
-        println!("cargo:rerun-if-changed={}", workspace.join(manifest).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            workspace.join(manifest).display()
+        );
     }
     let lib_name = package.replace('-', "_");
     println!("cargo:rerun-if-changed={}", wit_dir.display());
@@ -52,15 +75,29 @@ const TARGET: &str = "wasm32-wasip2";
 fn ensure_target(crate_dir: &Path) -> Result<(), String> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let fix = format!("rustup target add {TARGET}");
-    let sysroot = Command::new(&rustc).args(["--print", "sysroot"]).output().map_err(|e| format!("{fix}\n(could not run rustc to find its sysroot: {e})"))?;
-    let installed = || Path::new(String::from_utf8_lossy(&sysroot.stdout).trim()).join("lib/rustlib").join(TARGET).join("lib").is_dir();
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("{fix}\n(could not run rustc to find its sysroot: {e})"))?;
+    let installed = || {
+        Path::new(String::from_utf8_lossy(&sysroot.stdout).trim())
+            .join("lib/rustlib")
+            .join(TARGET)
+            .join("lib")
+            .is_dir()
+    };
     if installed() {
         return Ok(());
     }
     // Build scripts of several crates may get here at once: one installs, the others wait.
     let lock = std::env::temp_dir().join("a2a-edge-rustup-target.lock");
     let waited = std::time::Instant::now();
-    while std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).is_err() {
+    while std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .is_err()
+    {
         if installed() {
             return Ok(());
         }
@@ -70,7 +107,9 @@ fn ensure_target(crate_dir: &Path) -> Result<(), String> {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     let mut rustup = Command::new("rustup");
-    rustup.args(["target", "add", TARGET]).current_dir(crate_dir);
+    rustup
+        .args(["target", "add", TARGET])
+        .current_dir(crate_dir);
     if let Some(toolchain) = std::env::var_os("RUSTUP_TOOLCHAIN") {
         rustup.arg("--toolchain").arg(toolchain);
     }
@@ -79,8 +118,13 @@ fn ensure_target(crate_dir: &Path) -> Result<(), String> {
     match result {
         // Another build script may have installed it at the same moment.
         _ if installed() => Ok(()),
-        Ok(out) => Err(format!("{fix}\n(the {TARGET} target is missing and `rustup target add` failed: {})", String::from_utf8_lossy(&out.stderr).trim())),
-        Err(e) => Err(format!("{fix}\n(the {TARGET} target is missing for this toolchain and rustup could not be run: {e})")),
+        Ok(out) => Err(format!(
+            "{fix}\n(the {TARGET} target is missing and `rustup target add` failed: {})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Err(format!(
+            "{fix}\n(the {TARGET} target is missing for this toolchain and rustup could not be run: {e})"
+        )),
     }
 }
 
@@ -118,7 +162,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("guest-build-test-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("bin")).unwrap();
         let fake_rustc = dir.join("bin/rustc");
-        std::fs::write(&fake_rustc, format!("#!/bin/sh\necho {}\n", dir.join("sysroot").display())).unwrap();
+        std::fs::write(
+            &fake_rustc,
+            format!("#!/bin/sh\necho {}\n", dir.join("sysroot").display()),
+        )
+        .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake_rustc, std::fs::Permissions::from_mode(0o755)).unwrap();
         // SAFETY: this is the only test in this crate that touches the environment.
@@ -127,7 +175,11 @@ mod tests {
             std::env::set_var("PATH", dir.join("bin"));
         }
         let err = ensure_target(&dir).unwrap_err();
-        assert_eq!(err.lines().next(), Some("rustup target add wasm32-wasip2"), "{err}");
+        assert_eq!(
+            err.lines().next(),
+            Some("rustup target add wasm32-wasip2"),
+            "{err}"
+        );
         std::fs::create_dir_all(dir.join("sysroot/lib/rustlib/wasm32-wasip2/lib")).unwrap();
         assert_eq!(ensure_target(&dir), Ok(()));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -33,6 +33,8 @@ pub struct SendArgs {
 }
 
 /// Runs `send`; with `json`, every JSON-RPC result is printed (one per line) instead of text.
+// The send command from request to printed answer, in the order it happens: it reads better
+// whole.
 pub async fn run(a: SendArgs, json: bool) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let endpoint = endpoint(&http, &a.card_url).await?;
@@ -46,32 +48,53 @@ pub async fn run(a: SendArgs, json: bool) -> anyhow::Result<()> {
     if let Some(s) = &a.skill {
         message["metadata"] = json!({ "skill": s });
     }
-    let method = if a.stream { "SendStreamingMessage" } else { "SendMessage" };
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": { "message": message } });
-    let mut req = http.post(&endpoint).header("A2A-Version", "1.0").json(&body);
+    let method = if a.stream {
+        "SendStreamingMessage"
+    } else {
+        "SendMessage"
+    };
+    let body =
+        json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": { "message": message } });
+    let mut req = http
+        .post(&endpoint)
+        .header("A2A-Version", "1.0")
+        .json(&body);
     if a.stream {
         req = req.header("Accept", "text/event-stream");
     }
     if let Some(t) = &a.token {
         req = req.bearer_auth(t);
     }
-    let r = req.send().await.with_context(|| format!("cannot reach {endpoint}"))?;
+    let r = req
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {endpoint}"))?;
     if r.status().as_u16() == 401 {
         bail!("{endpoint} wants a bearer token: pass --token or set A2A_TOKEN");
     }
     if !r.status().is_success() {
         let status = r.status().as_u16();
-        bail!("{endpoint} answered HTTP {status}: {}", r.text().await.unwrap_or_default());
+        bail!(
+            "{endpoint} answered HTTP {status}: {}",
+            r.text().await.unwrap_or_default()
+        );
     }
-    let is_sse = r.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    let mut out = Printer { json, printed: false };
+    let is_sse = r
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let mut out = Printer {
+        json,
+        printed: false,
+    };
     let last = if is_sse {
         let mut last = Value::Null;
         let mut events = a2a_protocol::sse::Decoder::default();
         let mut stream = r.bytes_stream();
         while let Some(chunk) = stream.next().await {
             for data in events.push(&chunk.context("the stream broke off")?) {
-                let v: Value = serde_json::from_str(&data).context("the agent sent an event that is not JSON")?;
+                let v: Value = serde_json::from_str(&data)
+                    .context("the agent sent an event that is not JSON")?;
                 last = out.frame(&v)?;
             }
         }
@@ -85,15 +108,26 @@ pub async fn run(a: SendArgs, json: bool) -> anyhow::Result<()> {
 
 /// The JSON-RPC endpoint: the card's JSONRPC interface, or the URL itself when it is not a card.
 async fn endpoint(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {
-    let r = http.get(url).send().await.with_context(|| format!("cannot reach {url}"))?;
-    let card: Option<Value> = if r.status().is_success() { r.json().await.ok() } else { None };
+    let r = http
+        .get(url)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {url}"))?;
+    let card: Option<Value> = if r.status().is_success() {
+        r.json().await.ok()
+    } else {
+        None
+    };
     let Some(card) = card.filter(|c| c.get("supportedInterfaces").is_some()) else {
         if url.ends_with("agent-card.json") {
             bail!("{url} is not an AgentCard");
         }
         return Ok(url.to_owned());
     };
-    let interfaces = card["supportedInterfaces"].as_array().cloned().unwrap_or_default();
+    let interfaces = card["supportedInterfaces"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     interfaces
         .iter()
         .find(|i| i["protocolBinding"] == "JSONRPC")
@@ -111,7 +145,11 @@ impl Printer {
     /// Prints one result (a stream frame or the whole answer); returns it.
     fn frame(&mut self, v: &Value) -> anyhow::Result<Value> {
         if let Some(e) = v.get("error") {
-            bail!("the agent answered error {}: {}", e["code"], e["message"].as_str().unwrap_or(""));
+            bail!(
+                "the agent answered error {}: {}",
+                e["code"],
+                e["message"].as_str().unwrap_or("")
+            );
         }
         let result = v["result"].clone();
         if self.json {
@@ -145,11 +183,22 @@ impl Printer {
                 (false, Some(t)) => println!("{t}"),
                 (false, None) => {}
             }
-            let note = message_text(&task["status"]["message"]).map(|m| format!(": {m}")).unwrap_or_default();
-            eprintln!("task {} {} (context {}){note}", task["id"].as_str().unwrap_or("?"), state.trim_start_matches("TASK_STATE_"), task["contextId"].as_str().unwrap_or("?"));
+            let note = message_text(&task["status"]["message"])
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            eprintln!(
+                "task {} {} (context {}){note}",
+                task["id"].as_str().unwrap_or("?"),
+                state.trim_start_matches("TASK_STATE_"),
+                task["contextId"].as_str().unwrap_or("?")
+            );
         }
         match state.as_str() {
-            "TASK_STATE_COMPLETED" | "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED" | "TASK_STATE_WORKING" | "TASK_STATE_SUBMITTED" => Ok(()),
+            "TASK_STATE_COMPLETED"
+            | "TASK_STATE_INPUT_REQUIRED"
+            | "TASK_STATE_AUTH_REQUIRED"
+            | "TASK_STATE_WORKING"
+            | "TASK_STATE_SUBMITTED" => Ok(()),
             other => bail!("the task ended {}", other.trim_start_matches("TASK_STATE_")),
         }
     }
@@ -157,7 +206,12 @@ impl Printer {
 
 /// The text of a task's artifacts, if any.
 pub fn output_text(task: &Value) -> Option<String> {
-    let text: Vec<String> = task["artifacts"].as_array()?.iter().map(|a| text_of(&a["parts"])).filter(|t| !t.is_empty()).collect();
+    let text: Vec<String> = task["artifacts"]
+        .as_array()?
+        .iter()
+        .map(|a| text_of(&a["parts"]))
+        .filter(|t| !t.is_empty())
+        .collect();
     (!text.is_empty()).then(|| text.join("\n"))
 }
 
@@ -168,5 +222,13 @@ pub fn message_text(m: &Value) -> Option<String> {
 }
 
 fn text_of(parts: &Value) -> String {
-    parts.as_array().map(|ps| ps.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("")).unwrap_or_default()
+    parts
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("")
+        })
+        .unwrap_or_default()
 }

@@ -12,7 +12,9 @@ pub fn print(header: &[&str], rows: &Value, cells: impl Fn(&Value) -> Vec<String
         return;
     }
     let mut t = Table::new();
-    t.load_preset(presets::NOTHING).set_content_arrangement(ContentArrangement::Disabled).set_header(header.to_vec());
+    t.load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.to_vec());
     for r in rows {
         t.add_row(cells(r));
     }

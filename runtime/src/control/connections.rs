@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use control_api::{Call, Discover, OutboundCreate, OutboundSetAuth, OutboundSettings, OutboundUpdate, Refusal, auth_change, secret_name};
+use control_api::{
+    Call, Discover, OutboundCreate, OutboundSetAuth, OutboundSettings, OutboundUpdate, Refusal,
+    auth_change, secret_name,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -14,11 +17,19 @@ use crate::records::{ConnectionRecord, SkillOverride};
 
 async fn save(app: &App, r: ConnectionRecord) -> Result<(), Refusal> {
     let id = r.id.clone();
-    app.outbound.save(r).await.map_err(|e| format!("could not save outbound {id:?}: {e}"))
+    app.outbound
+        .save(r)
+        .await
+        .map_err(|e| format!("could not save outbound {id:?}: {e}"))
 }
 
 /// Saves, then (re)connects when enabled: a failed connect keeps the record and answers 409.
-async fn save_and_connect(app: &Arc<App>, r: ConnectionRecord, done: String, extra: Value) -> Result<Value, Refusal> {
+async fn save_and_connect(
+    app: &Arc<App>,
+    r: ConnectionRecord,
+    done: String,
+    extra: Value,
+) -> Result<Value, Refusal> {
     save(app, r.clone()).await?;
     let message = if r.enabled {
         app.outbound.connect(&r).await.map_err(|e| format!("{done}, but connecting failed: {e} (the connection is saved as failed; outbound.refresh retries)"))?;
@@ -34,9 +45,18 @@ async fn save_and_connect(app: &Arc<App>, r: ConnectionRecord, done: String, ext
     Ok(v)
 }
 
-fn apply(r: &mut ConnectionRecord, f: &OutboundSettings, name: Option<&str>, app: &App) -> Result<(), Refusal> {
+fn apply(
+    r: &mut ConnectionRecord,
+    f: &OutboundSettings,
+    name: Option<&str>,
+    app: &App,
+) -> Result<(), Refusal> {
     if let Some(n) = name {
-        a2a_protocol::bounds::check("field \"name\"", n.trim(), a2a_protocol::bounds::MAX_NAME_CHARS)?;
+        a2a_protocol::bounds::check(
+            "field \"name\"",
+            n.trim(),
+            a2a_protocol::bounds::MAX_NAME_CHARS,
+        )?;
         r.name = n.trim().to_owned();
     }
     if let Some(p) = &f.preset {
@@ -83,7 +103,13 @@ pub async fn create(app: &Arc<App>, a: &OutboundCreate) -> Result<Value, Refusal
         r.bearer_token_env = Some(secret_name("bearerTokenEnv", env.as_str())?);
     }
     apply(&mut r, &a.settings(), Some(&name), app)?;
-    save_and_connect(app, r, format!("outbound connection {name:?} created"), json!({ "id": id })).await
+    save_and_connect(
+        app,
+        r,
+        format!("outbound connection {name:?} created"),
+        json!({ "id": id }),
+    )
+    .await
 }
 
 /// `outbound.update` (never the card URL)
@@ -91,9 +117,17 @@ pub async fn update(app: &Arc<App>, a: &OutboundUpdate) -> Result<Value, Refusal
     let id = a.id.as_str();
     let mut r = app.outbound.record(id)?;
     if a.agent_card_url.as_ref().is_some_and(|v| !v.is_null()) {
-        return Err("outbound.update never changes agentCardUrl: remove the connection and create it again".into());
+        return Err(
+            "outbound.update never changes agentCardUrl: remove the connection and create it again"
+                .into(),
+        );
     }
-    apply(&mut r, &a.settings(), a.name.as_ref().map(|n| n.as_str()), app)?;
+    apply(
+        &mut r,
+        &a.settings(),
+        a.name.as_ref().map(|n| n.as_str()),
+        app,
+    )?;
     r.updated_at = now_ms();
     save_and_connect(app, r, format!("outbound \"{id}\" updated"), json!({})).await
 }
@@ -101,10 +135,15 @@ pub async fn update(app: &Arc<App>, a: &OutboundUpdate) -> Result<Value, Refusal
 /// `outbound.remove`
 pub async fn remove(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
     let r = app.outbound.record(id)?;
-    app.outbound.remove(id).await.map_err(|e| format!("could not remove outbound {id:?}: {e}"))?;
+    app.outbound
+        .remove(id)
+        .await
+        .map_err(|e| format!("could not remove outbound {id:?}: {e}"))?;
     let name = crate::credentials::outbound_name(id);
     if r.bearer_token_env.as_deref() == Some(name.as_str()) {
-        app.credentials.set(&name, None).map_err(|e| format!("outbound {id:?} was removed but its stored token was not: {e:#}"))?;
+        app.credentials.set(&name, None).map_err(|e| {
+            format!("outbound {id:?} was removed but its stored token was not: {e:#}")
+        })?;
     }
     Ok(json!({ "ok": true, "message": format!("outbound \"{id}\" removed") }))
 }
@@ -122,7 +161,9 @@ pub async fn set_enabled(app: &Arc<App>, id: &str, enabled: bool) -> Result<Valu
 pub async fn refresh(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
     let r = app.outbound.record(id)?;
     if !r.enabled {
-        return Err(format!("outbound \"{id}\" is disabled; enable it to connect"));
+        return Err(format!(
+            "outbound \"{id}\" is disabled; enable it to connect"
+        ));
     }
     save_and_connect(app, r, format!("outbound \"{id}\" refreshed"), json!({})).await
 }
@@ -134,7 +175,9 @@ pub async fn set_auth(app: &Arc<App>, a: &OutboundSetAuth) -> Result<Value, Refu
     // The remote decides its tokens' strength: no minimum length here.
     let token = auth_change(a.token.as_ref(), a.clear, None, 1)?;
     let name = crate::credentials::outbound_name(id);
-    app.credentials.set(&name, token).map_err(|e| format!("the token could not be stored: {e:#}"))?;
+    app.credentials
+        .set(&name, token)
+        .map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.bearer_token_env = token.map(|_| name.clone());
     r.updated_at = now_ms();
     let done = match token {
@@ -147,22 +190,44 @@ pub async fn set_auth(app: &Arc<App>, a: &OutboundSetAuth) -> Result<Value, Refu
 /// `outbound.discover`: the remote card's preview, nothing created.
 pub async fn discover(app: &Arc<App>, a: &Discover) -> Result<Value, Refusal> {
     let url = card_url(a.agent_card_url.as_str())?;
-    let token = a.token.as_ref().filter(|t| !t.0.is_empty()).map(|t| t.0.clone());
-    let preview = app.outbound.discover(&url, token, a.allow_private.is_some_and(|p| p.0)).await.map_err(|e| format!("cannot discover {url}: {e}"))?;
-    Ok(json!({ "ok": true, "message": format!("discovered {}", preview["name"].as_str().unwrap_or("an agent")), "preview": preview }))
+    let token = a
+        .token
+        .as_ref()
+        .filter(|t| !t.0.is_empty())
+        .map(|t| t.0.clone());
+    let preview = app
+        .outbound
+        .discover(&url, token, a.allow_private.is_some_and(|p| p.0))
+        .await
+        .map_err(|e| format!("cannot discover {url}: {e}"))?;
+    Ok(
+        json!({ "ok": true, "message": format!("discovered {}", preview["name"].as_str().unwrap_or("an agent")), "preview": preview }),
+    )
 }
 
 /// `outbound.call`: the tool's text result.
 pub async fn call(app: &Arc<App>, a: &Call) -> Result<Value, Refusal> {
     let id = a.id.as_str().to_owned();
     let task_id = a.task_id.as_ref().map(|t| t.0.clone());
-    let context = a.context_id.as_ref().map_or_else(|| context_for(&id, "control-api"), |c| c.0.clone());
+    let context = a
+        .context_id
+        .as_ref()
+        .map_or_else(|| context_for(&id, "control-api"), |c| c.0.clone());
     // The call runs on its own task: when the caller goes away, the guard aborts it and the
     // client component still gets to cancel the remote task.
     let abort = CancellationToken::new();
     let _guard = abort.clone().drop_guard();
-    let (outbound, skill, prompt, which) = (app.outbound.clone(), a.skill.0.clone(), a.prompt.0.clone(), id.clone());
-    let run = tokio::spawn(async move { outbound.call(&which, &skill, &prompt, task_id, context, abort).await });
+    let (outbound, skill, prompt, which) = (
+        app.outbound.clone(),
+        a.skill.0.clone(),
+        a.prompt.0.clone(),
+        id.clone(),
+    );
+    let run = tokio::spawn(async move {
+        outbound
+            .call(&which, &skill, &prompt, task_id, context, abort)
+            .await
+    });
     let result = run.await.map_err(|e| format!("the call failed: {e}"))??;
     Ok(json!({ "ok": true, "message": format!("outbound \"{id}\" answered"), "result": result }))
 }

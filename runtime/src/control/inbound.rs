@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use control_api::{InboundCreate, InboundSetAuth, InboundSettings, InboundUpdate, Refusal, SendTest, auth_change, secret_name};
+use control_api::{
+    InboundCreate, InboundSetAuth, InboundSettings, InboundUpdate, Refusal, SendTest, auth_change,
+    secret_name,
+};
 use serde_json::{Value, json};
 
 use super::done;
@@ -18,7 +21,8 @@ const MIN_TOKEN_CHARS: usize = 16;
 
 /// The stored record of an instance.
 pub fn record(app: &App, id: &str) -> Result<InstanceRecord, Refusal> {
-    app.record(id).ok_or_else(|| format!("unknown inbound id {id:?}; GET /a2a/api lists the instances"))
+    app.record(id)
+        .ok_or_else(|| format!("unknown inbound id {id:?}; GET /a2a/api lists the instances"))
 }
 
 /// The instance as it is served.
@@ -28,13 +32,20 @@ pub fn assembled(app: &App, id: &str) -> Result<Arc<Instance>, Refusal> {
 
 async fn save(app: &App, record: InstanceRecord) -> Result<(), Refusal> {
     let id = record.id.clone();
-    app.save_instance(record).await.map_err(|e| format!("could not save inbound {id:?}: {e:#}"))
+    app.save_instance(record)
+        .await
+        .map_err(|e| format!("could not save inbound {id:?}: {e:#}"))
 }
 
 /// Refuses an endpoint path another instance serves, or one nested in (or around) it.
 fn endpoint_free(app: &App, r: &InstanceRecord) -> Result<(), Refusal> {
     let all = app.records();
-    instances::check_endpoint_free(&r.endpoint_path, all.iter().filter(|o| o.id != r.id).map(|o| (o.id.as_str(), o.endpoint_path.as_str())))
+    instances::check_endpoint_free(
+        &r.endpoint_path,
+        all.iter()
+            .filter(|o| o.id != r.id)
+            .map(|o| (o.id.as_str(), o.endpoint_path.as_str())),
+    )
 }
 
 /// Sets a card field (`name`, `description`, `version`) within its bound.
@@ -56,7 +67,11 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &InboundSettings) -> R
         let presets = app.config.all_presets();
         if !presets.iter().any(|x| x.id == p.as_str()) {
             let ids: Vec<&str> = presets.iter().map(|x| x.id.as_str()).collect();
-            return Err(format!("unknown preset {:?}; presets: {}", p.as_str(), ids.join(", ")));
+            return Err(format!(
+                "unknown preset {:?}; presets: {}",
+                p.as_str(),
+                ids.join(", ")
+            ));
         }
         r.preset = p.0.clone();
     }
@@ -65,7 +80,11 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &InboundSettings) -> R
     }
     if let Some(c) = &f.component {
         // Re-read from its source, compiled and validated off the request path; refused = unchanged.
-        app.host.registry.reload(c.as_str()).await.map_err(|e| format!("component {:?} was refused: {e:#}", c.as_str()))?;
+        app.host
+            .registry
+            .reload(c.as_str())
+            .await
+            .map_err(|e| format!("component {:?} was refused: {e:#}", c.as_str()))?;
         r.component = c.0.clone();
     }
     if let Some(limits) = &f.limits {
@@ -73,8 +92,11 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &InboundSettings) -> R
         for (k, v) in &limits.0 {
             merged[k] = v.clone();
         }
-        r.limits = serde_json::from_value::<Limits>(merged).map_err(|e| format!("field \"limits\": {e}"))?;
-        r.limits.check().map_err(|e| format!("field \"limits\": {e}"))?;
+        r.limits = serde_json::from_value::<Limits>(merged)
+            .map_err(|e| format!("field \"limits\": {e}"))?;
+        r.limits
+            .check()
+            .map_err(|e| format!("field \"limits\": {e}"))?;
     }
     if let Some(n) = f.max_body_bytes {
         r.limits.max_body_bytes = n.0;
@@ -106,8 +128,18 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
         updated_at: now,
     };
     set_text(&mut r.name, "name", Some(name), MAX_NAME_CHARS)?;
-    set_text(&mut r.description, "description", Some(a.description.as_str()), MAX_DESCRIPTION_CHARS)?;
-    set_text(&mut r.version, "version", Some(a.version.as_str()), MAX_VERSION_CHARS)?;
+    set_text(
+        &mut r.description,
+        "description",
+        Some(a.description.as_str()),
+        MAX_DESCRIPTION_CHARS,
+    )?;
+    set_text(
+        &mut r.version,
+        "version",
+        Some(a.version.as_str()),
+        MAX_VERSION_CHARS,
+    )?;
     apply(app, &mut r, &a.settings()).await?;
     endpoint_free(app, &r)?;
     save(app, r).await?;
@@ -120,9 +152,24 @@ pub async fn update(app: &Arc<App>, a: &InboundUpdate) -> Result<Value, Refusal>
     let id = a.id.as_str();
     let mut r = record(app, id)?;
     let old_path = r.endpoint_path.clone();
-    set_text(&mut r.name, "name", a.name.as_ref().map(|t| t.as_str()), MAX_NAME_CHARS)?;
-    set_text(&mut r.description, "description", a.description.as_ref().map(|t| t.as_str()), MAX_DESCRIPTION_CHARS)?;
-    set_text(&mut r.version, "version", a.version.as_ref().map(|t| t.as_str()), MAX_VERSION_CHARS)?;
+    set_text(
+        &mut r.name,
+        "name",
+        a.name.as_ref().map(|t| t.as_str()),
+        MAX_NAME_CHARS,
+    )?;
+    set_text(
+        &mut r.description,
+        "description",
+        a.description.as_ref().map(|t| t.as_str()),
+        MAX_DESCRIPTION_CHARS,
+    )?;
+    set_text(
+        &mut r.version,
+        "version",
+        a.version.as_ref().map(|t| t.as_str()),
+        MAX_VERSION_CHARS,
+    )?;
     apply(app, &mut r, &a.settings()).await?;
     r.updated_at = now_ms();
     let moved = r.endpoint_path != old_path;
@@ -136,12 +183,18 @@ pub async fn update(app: &Arc<App>, a: &InboundUpdate) -> Result<Value, Refusal>
 /// `inbound.remove`
 pub async fn remove(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
     record(app, id)?;
-    app.remove_instance(id).await.map_err(|e| format!("could not remove inbound {id:?}: {e:#}"))?;
+    app.remove_instance(id)
+        .await
+        .map_err(|e| format!("could not remove inbound {id:?}: {e:#}"))?;
     app.services().activity.close_instance(id);
     if app.credentials.resolve(&inbound_name(id)).is_some() {
-        app.credentials.set(&inbound_name(id), None).map_err(|e| format!("inbound {id:?} was removed but its stored token was not: {e:#}"))?;
+        app.credentials.set(&inbound_name(id), None).map_err(|e| {
+            format!("inbound {id:?} was removed but its stored token was not: {e:#}")
+        })?;
     }
-    Ok(done(format!("inbound server \"{id}\" removed (its tasks stay readable through /a2a/api/task)")))
+    Ok(done(format!(
+        "inbound server \"{id}\" removed (its tasks stay readable through /a2a/api/task)"
+    )))
 }
 
 /// `inbound.enable` / `inbound.disable`
@@ -166,13 +219,19 @@ pub async fn set_auth(app: &Arc<App>, a: &InboundSetAuth) -> Result<Value, Refus
     let mut r = record(app, id)?;
     let token = auth_change(a.token.as_ref(), a.clear, a.allow_weak, MIN_TOKEN_CHARS)?;
     let name = inbound_name(id);
-    app.credentials.set(&name, token).map_err(|e| format!("the token could not be stored: {e:#}"))?;
+    app.credentials
+        .set(&name, token)
+        .map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.auth_token_env = token.map(|_| name.clone());
     r.updated_at = now_ms();
     save(app, r).await?;
     Ok(done(match token {
-        Some(_) => format!("inbound server \"{id}\": token set (stored as {name}); callers must send Authorization: Bearer <token>"),
-        None => format!("inbound server \"{id}\": token cleared; the endpoint accepts calls without a token"),
+        Some(_) => format!(
+            "inbound server \"{id}\": token set (stored as {name}); callers must send Authorization: Bearer <token>"
+        ),
+        None => format!(
+            "inbound server \"{id}\": token cleared; the endpoint accepts calls without a token"
+        ),
     }))
 }
 
@@ -187,11 +246,19 @@ pub async fn send_test(app: &Arc<App>, a: &SendTest) -> Result<Value, Refusal> {
     if let Some(s) = &a.skill {
         message["metadata"] = json!({ "skill": s.as_str() });
     }
-    let result = super::call(app, &instance, "SendMessage", json!({ "message": message })).await.map_err(|e| format!("sendTest on \"{id}\" was refused: {e}"))?;
+    let result = super::call(app, &instance, "SendMessage", json!({ "message": message }))
+        .await
+        .map_err(|e| format!("sendTest on \"{id}\" was refused: {e}"))?;
     let (task_id, state) = match (result.get("task"), result.get("message")) {
         (Some(t), _) => (t["id"].clone(), t["status"]["state"].clone()),
         (None, Some(m)) => (m["taskId"].clone(), json!("TASK_STATE_COMPLETED")),
-        _ => return Err(format!("sendTest on \"{id}\": the component answered neither a task nor a message")),
+        _ => {
+            return Err(format!(
+                "sendTest on \"{id}\": the component answered neither a task nor a message"
+            ));
+        }
     };
-    Ok(json!({ "ok": true, "message": format!("test message sent to \"{id}\": {}", state.as_str().unwrap_or("")), "taskId": task_id, "state": state, "result": result }))
+    Ok(
+        json!({ "ok": true, "message": format!("test message sent to \"{id}\": {}", state.as_str().unwrap_or("")), "taskId": task_id, "state": state, "result": result }),
+    )
 }

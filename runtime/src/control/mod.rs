@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 use control_api::{Action, Refusal};
 
 use crate::app::App;
+use crate::body::read_body;
 use crate::host::{CallNote, Invocation, Route};
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, json as answer};
-use crate::server::body::read_body;
 
 /// The control API's body limit.
 const CONTROL_BODY_LIMIT: u64 = 1 << 20;
@@ -36,7 +36,11 @@ pub fn refusal(status: u16, message: &str) -> Response<Body> {
 /// Answers one control request (the guards have passed); the action it named, for the log.
 pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, Option<String>) {
     let path = req.uri().path().trim_end_matches('/').to_owned();
-    let query = Query(form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect());
+    let query = Query(
+        form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect(),
+    );
     let param = |name: &str| query.get(name);
     let response = match (req.method().clone(), path.as_str()) {
         (Method::GET, "/a2a/api") => reads::snapshot(app, &query).await,
@@ -44,9 +48,16 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
         (Method::GET, "/a2a/api/components") => answer(200, &reads::components(app)),
         (Method::GET, "/a2a/api/card") => reads::card(app, param("id")).await,
         (Method::GET, "/a2a/api/task") => reads::task(app, param("id")).await,
-        (Method::GET, "/a2a/api/session") => reads::session(app, param("contextId"), param("serverId")).await,
+        (Method::GET, "/a2a/api/session") => {
+            reads::session(app, param("contextId"), param("serverId")).await
+        }
         (Method::GET, "/a2a/api/metrics") => reads::metrics(app, param("format")).await,
-        (Method::GET, "/a2a/api/update") => answer(200, &app.update.answer(matches!(param("refresh"), Some("1" | "true"))).await),
+        (Method::GET, "/a2a/api/update") => answer(
+            200,
+            &app.update
+                .answer(matches!(param("refresh"), Some("1" | "true")))
+                .await,
+        ),
         (Method::POST, "/a2a/api") => {
             let body = match read_body(req, CONTROL_BODY_LIMIT, &app.config.runtime).await {
                 Ok((_, body)) => body,
@@ -54,7 +65,10 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
             };
             match serde_json::from_slice::<Value>(&body) {
                 Ok(Value::Object(action)) => {
-                    let name = action.get("action").and_then(Value::as_str).map(|a| a.chars().take(64).collect::<String>());
+                    let name = action
+                        .get("action")
+                        .and_then(Value::as_str)
+                        .map(|a| a.chars().take(64).collect::<String>());
                     let response = match act(app, &action).await {
                         Ok(v) => answer(200, &v),
                         Err(message) => {
@@ -70,8 +84,14 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
         }
         (Method::GET | Method::POST, p) => refusal(404, &format!("no control resource at {p}")),
         (m, _) => {
-            let mut r = refusal(405, &format!("{m} is not allowed on the control API; use GET or POST"));
-            r.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET, POST"));
+            let mut r = refusal(
+                405,
+                &format!("{m} is not allowed on the control API; use GET or POST"),
+            );
+            r.headers_mut().insert(
+                http::header::ALLOW,
+                http::HeaderValue::from_static("GET, POST"),
+            );
             r
         }
     };
@@ -116,7 +136,10 @@ pub struct Query(Vec<(String, String)>);
 impl Query {
     /// The first value of `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -127,16 +150,36 @@ fn control_peer() -> SocketAddr {
 
 /// Runs a request through an instance's own component, as the runtime (no HTTP auth, same gate
 /// and task lifecycle): the body it answered.
-async fn invoke(app: &Arc<App>, instance: &Arc<Instance>, route: Route, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
-    let call = Invocation { instance: instance.clone(), route, peer: control_peer(), note: CallNote::default() };
+async fn invoke(
+    app: &Arc<App>,
+    instance: &Arc<Instance>,
+    route: Route,
+    req: Request<Full<Bytes>>,
+) -> Result<(u16, Bytes), String> {
+    let call = Invocation {
+        instance: instance.clone(),
+        route,
+        peer: control_peer(),
+        note: CallNote::default(),
+    };
     let response = app.host.handle(call, req).await;
     let status = response.status().as_u16();
-    let body = response.into_body().collect().await.map_err(|e| format!("the component's answer broke off: {e:?}"))?.to_bytes();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("the component's answer broke off: {e:?}"))?
+        .to_bytes();
     Ok((status, body))
 }
 
 /// Calls a JSON-RPC method on an instance as the runtime; the `result`, or the error's message.
-pub async fn call(app: &Arc<App>, instance: &Arc<Instance>, method: &str, params: Value) -> Result<Value, String> {
+pub async fn call(
+    app: &Arc<App>,
+    instance: &Arc<Instance>,
+    method: &str,
+    params: Value,
+) -> Result<Value, String> {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
     let req = Request::post(&instance.record.endpoint_path)
         .header("host", "localhost")
@@ -144,21 +187,31 @@ pub async fn call(app: &Arc<App>, instance: &Arc<Instance>, method: &str, params
         .body(Full::new(Bytes::from(body)))
         .expect("a static request is valid");
     let (status, bytes) = invoke(app, instance, Route::Internal, req).await?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|_| format!("the component answered {method} with HTTP {status} and a body that is not JSON"))?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| {
+        format!("the component answered {method} with HTTP {status} and a body that is not JSON")
+    })?;
     match &v["error"] {
         Value::Null => Ok(v["result"].clone()),
         Value::String(plain) => Err(plain.clone()),
-        e => Err(e["message"].as_str().map_or_else(|| format!("the component refused {method}: {e}"), str::to_owned)),
+        e => Err(e["message"].as_str().map_or_else(
+            || format!("the component refused {method}: {e}"),
+            str::to_owned,
+        )),
     }
 }
 
 /// The instance's card, as its own component serves it.
 pub async fn card_of(app: &Arc<App>, instance: &Arc<Instance>) -> Result<Value, String> {
     let path = format!("{}/agent-card.json", instance.record.endpoint_path);
-    let req = Request::get(path).header("host", "localhost").body(Full::new(Bytes::new())).expect("a static request is valid");
+    let req = Request::get(path)
+        .header("host", "localhost")
+        .body(Full::new(Bytes::new()))
+        .expect("a static request is valid");
     let (status, bytes) = invoke(app, instance, Route::Http(RouteKind::Card), req).await?;
     if status != 200 {
-        return Err(format!("the component answered the card request with HTTP {status}"));
+        return Err(format!(
+            "the component answered the card request with HTTP {status}"
+        ));
     }
     serde_json::from_slice(&bytes).map_err(|e| format!("the card is not JSON: {e}"))
 }

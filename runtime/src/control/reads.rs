@@ -25,48 +25,28 @@ const MAX_SNAPSHOT_TASK_BYTES: u64 = 16 << 20;
 
 /// `GET /a2a/api`: everything at once, tasks paged and filtered by `task*` parameters.
 pub async fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
-    let param = |name: &str| query.get(name);
-    let number = |name: &str, default: u32, max: u32| -> Result<u32, String> {
-        match param(name) {
-            None | Some("") => Ok(default),
-            Some(v) => v.parse::<u32>().ok().filter(|n| *n <= max).ok_or_else(|| format!("{name} must be a whole number from 0 to {max}, not {v:?}")),
-        }
-    };
-    let filter = (|| -> Result<TaskFilter, String> {
-        let limit = number("taskLimit", 50, MAX_TASK_LIMIT)?.max(1);
-        let offset = number("taskOffset", 0, u32::MAX)?;
-        let state = match param("taskState").filter(|s| !s.is_empty()) {
-            Some(s) => Some(parse_state(s).ok_or_else(|| format!("taskState {s:?} is not a task state (e.g. TASK_STATE_WORKING or working)"))?),
-            None => None,
-        };
-        let nonempty = |n: &str| param(n).filter(|s| !s.is_empty()).map(str::to_owned);
-        Ok(TaskFilter {
-            instance_id: nonempty("taskServerId"),
-            context_id: nonempty("taskContextId"),
-            state,
-            updated_after: None,
-            limit,
-            start: PageStart::Offset(offset),
-            max_bytes: Some(MAX_SNAPSHOT_TASK_BYTES),
-            shape: None,
-        })
-    })();
-    let filter = match filter {
+    let (filter, offset) = match task_filter(query) {
         Ok(f) => f,
         Err(e) => return refusal(400, &e),
     };
-    let page = match app.store.list_tasks(filter.clone()).await {
+    let page = match app.store.list_tasks(filter).await {
         Ok(p) => p,
         Err(e) => return refusal(503, &format!("the store cannot list tasks: {e}")),
     };
-    let offset = match filter.start {
-        PageStart::Offset(o) => o,
-        _ => 0,
-    };
     let next = offset + page.tasks.len() as u32;
     let instances = app.instances();
-    let inbounds: Vec<Value> = app.records().iter().map(|r| views::inbound(app, r, instances.iter().find(|i| i.record.id == r.id).map(|i| &**i))).collect();
-    let outbounds: Vec<Value> = app.outbound.records().iter().map(|r| app.outbound.view(r)).collect();
+    let served = |id: &str| instances.iter().find(|i| i.record.id == id).map(|i| &**i);
+    let inbounds: Vec<Value> = app
+        .records()
+        .iter()
+        .map(|r| views::inbound(app, r, served(&r.id)))
+        .collect();
+    let outbounds: Vec<Value> = app
+        .outbound
+        .records()
+        .iter()
+        .map(|r| app.outbound.view(r))
+        .collect();
     answer(
         200,
         &json!({
@@ -83,11 +63,60 @@ pub async fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
     )
 }
 
-async fn sessions(app: &App, instance: Option<&str>, context: Option<&str>, limit: u32) -> Vec<Value> {
+/// The snapshot's task page from its `task*` parameters, and the offset it starts at.
+fn task_filter(query: &super::Query) -> Result<(TaskFilter, u32), String> {
+    let number =
+        |name: &str, default: u32, max: u32| -> Result<u32, String> {
+            match query.get(name) {
+                None | Some("") => Ok(default),
+                Some(v) => v.parse::<u32>().ok().filter(|n| *n <= max).ok_or_else(|| {
+                    format!("{name} must be a whole number from 0 to {max}, not {v:?}")
+                }),
+            }
+        };
+    let limit = number("taskLimit", 50, MAX_TASK_LIMIT)?.max(1);
+    let offset = number("taskOffset", 0, u32::MAX)?;
+    let nonempty = |n: &str| query.get(n).filter(|s| !s.is_empty());
+    let state = match nonempty("taskState") {
+        Some(s) => Some(parse_state(s).ok_or_else(|| {
+            format!("taskState {s:?} is not a task state (e.g. TASK_STATE_WORKING or working)")
+        })?),
+        None => None,
+    };
+    let filter = TaskFilter {
+        instance_id: nonempty("taskServerId").map(str::to_owned),
+        context_id: nonempty("taskContextId").map(str::to_owned),
+        state,
+        updated_after: None,
+        limit,
+        start: PageStart::Offset(offset),
+        max_bytes: Some(MAX_SNAPSHOT_TASK_BYTES),
+        shape: None,
+    };
+    Ok((filter, offset))
+}
+
+async fn sessions(
+    app: &App,
+    instance: Option<&str>,
+    context: Option<&str>,
+    limit: u32,
+) -> Vec<Value> {
     let streaming = app.services().activity.streaming_contexts();
     let instances = app.records();
-    let contexts = app.store.contexts(instance.map(str::to_owned), context.map(str::to_owned), limit).await.unwrap_or_default();
-    contexts.iter().map(|c| views::session(app, c, &instances, &streaming)).collect()
+    let contexts = app
+        .store
+        .contexts(
+            instance.map(str::to_owned),
+            context.map(str::to_owned),
+            limit,
+        )
+        .await
+        .unwrap_or_default();
+    contexts
+        .iter()
+        .map(|c| views::session(app, c, &instances, &streaming))
+        .collect()
 }
 
 /// `GET /a2a/api/presets`.
@@ -104,8 +133,12 @@ pub fn presets(app: &App) -> Value {
 
 /// `GET /a2a/api/card?id=`: the card the instance's component serves.
 pub async fn card(app: &Arc<App>, id: Option<&str>) -> Response<Body> {
-    let Some(id) = id.filter(|i| !i.is_empty()) else { return refusal(400, "give the instance: /a2a/api/card?id=<inbound id>") };
-    let Some(instance) = app.instances().into_iter().find(|i| i.record.id == id) else { return refusal(404, &format!("no inbound instance {id:?}")) };
+    let Some(id) = id.filter(|i| !i.is_empty()) else {
+        return refusal(400, "give the instance: /a2a/api/card?id=<inbound id>");
+    };
+    let Some(instance) = app.instances().into_iter().find(|i| i.record.id == id) else {
+        return refusal(404, &format!("no inbound instance {id:?}"));
+    };
     match super::card_of(app, &instance).await {
         Ok(card) => answer(200, &card),
         Err(e) => refusal(502, &e),
@@ -114,7 +147,9 @@ pub async fn card(app: &Arc<App>, id: Option<&str>) -> Response<Body> {
 
 /// `GET /a2a/api/task?id=`: one TaskRecord.
 pub async fn task(app: &App, id: Option<&str>) -> Response<Body> {
-    let Some(id) = id.filter(|i| !i.is_empty()) else { return refusal(400, "give the task: /a2a/api/task?id=<task id>") };
+    let Some(id) = id.filter(|i| !i.is_empty()) else {
+        return refusal(400, "give the task: /a2a/api/task?id=<task id>");
+    };
     match app.store.get_task(id.to_owned(), None).await {
         Ok(Some(row)) => answer(200, &views::task_record(&row)),
         Ok(None) => refusal(404, &format!("no task {id:?}")),
@@ -125,23 +160,48 @@ pub async fn task(app: &App, id: Option<&str>) -> Response<Body> {
 /// `GET /a2a/api/session?contextId=&serverId=`: the conversation derived from the context's
 /// tasks; 409 when the context lives on several instances and `serverId` is missing.
 pub async fn session(app: &App, context: Option<&str>, server: Option<&str>) -> Response<Body> {
-    let Some(context) = context.filter(|c| !c.is_empty()) else { return refusal(400, "give the context: /a2a/api/session?contextId=<id>[&serverId=<inbound id>]") };
+    let Some(context) = context.filter(|c| !c.is_empty()) else {
+        return refusal(
+            400,
+            "give the context: /a2a/api/session?contextId=<id>[&serverId=<inbound id>]",
+        );
+    };
     let server = server.filter(|s| !s.is_empty());
     let rows = sessions(app, server, Some(context), 50).await;
     match rows.as_slice() {
-        [] => refusal(404, &format!("no session with contextId {context:?}{}", server.map(|s| format!(" on {s:?}")).unwrap_or_default())),
+        [] => refusal(
+            404,
+            &format!(
+                "no session with contextId {context:?}{}",
+                server.map(|s| format!(" on {s:?}")).unwrap_or_default()
+            ),
+        ),
         [one] => {
             let instance = one["serverId"].as_str().unwrap_or_default();
             let mut view = one.clone();
-            let filter = TaskFilter { instance_id: Some(instance.to_owned()), context_id: Some(context.to_owned()), limit: 100, ..TaskFilter::default() };
-            let tasks = app.store.list_tasks(filter).await.map(|p| p.tasks).unwrap_or_default();
+            let filter = TaskFilter {
+                instance_id: Some(instance.to_owned()),
+                context_id: Some(context.to_owned()),
+                limit: 100,
+                ..TaskFilter::default()
+            };
+            let tasks = app
+                .store
+                .list_tasks(filter)
+                .await
+                .map(|p| p.tasks)
+                .unwrap_or_default();
             view["tasks"] = json!(tasks.iter().map(views::task_record).collect::<Vec<_>>());
-            view["messages"] = json!(crate::sessions::history::rebuild(&*app.store, instance, context, "").await);
+            view["messages"] =
+                json!(crate::sessions::history::rebuild(&*app.store, instance, context, "").await);
             answer(200, &view)
         }
         many => {
             let ids: Vec<&str> = many.iter().filter_map(|s| s["serverId"].as_str()).collect();
-            answer(409, &json!({ "ok": false, "message": format!("contextId {context:?} exists on several instances ({}); add serverId=<one of them>", ids.join(", ")) }))
+            answer(
+                409,
+                &json!({ "ok": false, "message": format!("contextId {context:?} exists on several instances ({}); add serverId=<one of them>", ids.join(", ")) }),
+            )
         }
     }
 }
@@ -154,10 +214,16 @@ pub async fn metrics(app: &App, format: Option<&str>) -> Response<Body> {
         None | Some("" | "json") => answer(200, &metrics.json(&g)),
         Some("prometheus" | "openmetrics") => Response::builder()
             .status(200)
-            .header(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
             .body(crate::responses::full(metrics.openmetrics(&g)))
             .expect("static response parts are valid"),
-        Some(other) => refusal(400, &format!("format {other:?} is not known; use json or prometheus")),
+        Some(other) => refusal(
+            400,
+            &format!("format {other:?} is not known; use json or prometheus"),
+        ),
     }
 }
 
@@ -166,7 +232,14 @@ async fn gauges(app: &App) -> Gauges {
     let size = |name: &str| std::fs::metadata(app.data_dir.join(name)).map_or(0, |m| m.len());
     let s = app.services();
     Gauges {
-        tasks: app.store.state_counts().await.unwrap_or_default().into_iter().map(|(i, s, n)| (i, s.as_str(), n)).collect(),
+        tasks: app
+            .store
+            .state_counts()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(i, s, n)| (i, s.as_str(), n))
+            .collect(),
         open_streams: s.activity.open_streams(),
         store_bytes: size("a2a-edge.db") + size("a2a-edge.db-wal"),
         attachment_bytes: s.attachments.stored_bytes(),

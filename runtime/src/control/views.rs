@@ -41,11 +41,22 @@ pub fn inbound(app: &App, r: &InstanceRecord, assembled: Option<&Instance>) -> V
 /// of its user messages, and `error` when it FAILED or was REJECTED.
 pub fn task_record(row: &TaskRow) -> Value {
     let task = serde_json::from_str::<Task>(&row.body).ok();
-    let users: Vec<_> = task.iter().flat_map(|t| t.history.iter().filter(|m| m.role == Role::User)).collect();
-    let error = task.as_ref().filter(|_| matches!(row.state, TaskState::Failed | TaskState::Rejected)).map(|t| {
-        let message = t.status.message.as_ref().map(|m| a2a_protocol::prompt::render(&m.parts)).unwrap_or_default();
-        json!({ "code": row.state.as_str(), "message": message })
-    });
+    let users: Vec<_> = task
+        .iter()
+        .flat_map(|t| t.history.iter().filter(|m| m.role == Role::User))
+        .collect();
+    let error = task
+        .as_ref()
+        .filter(|_| matches!(row.state, TaskState::Failed | TaskState::Rejected))
+        .map(|t| {
+            let message = t
+                .status
+                .message
+                .as_ref()
+                .map(|m| a2a_protocol::prompt::render(&m.parts))
+                .unwrap_or_default();
+            json!({ "code": row.state.as_str(), "message": message })
+        });
     json!({
         "taskId": row.id,
         "contextId": row.context_id,
@@ -64,7 +75,12 @@ pub fn task_record(row: &TaskRow) -> Value {
 
 /// One session row: a conversation on an instance (`instances` are the stored records) with its
 /// live and streaming flags.
-pub fn session(app: &App, c: &ContextSummary, instances: &[InstanceRecord], streaming: &HashSet<(String, String)>) -> Value {
+pub fn session(
+    app: &App,
+    c: &ContextSummary,
+    instances: &[InstanceRecord],
+    streaming: &HashSet<(String, String)>,
+) -> Value {
     let instance = instances.iter().find(|i| i.id == c.instance_id);
     json!({
         "contextId": c.context_id,
@@ -84,7 +100,14 @@ pub fn session(app: &App, c: &ContextSummary, instances: &[InstanceRecord], stre
 /// A task-state filter: the protocol name (`TASK_STATE_WORKING`) or its short form
 /// (`working`, `input-required`, `input_required`).
 pub fn parse_state(s: &str) -> Option<TaskState> {
-    TaskState::from_name(s).or_else(|| TaskState::from_name(&format!("TASK_STATE_{}", s.to_ascii_uppercase().replace('-', "_")))).filter(|s| *s != TaskState::Unspecified)
+    TaskState::from_name(s)
+        .or_else(|| {
+            TaskState::from_name(&format!(
+                "TASK_STATE_{}",
+                s.to_ascii_uppercase().replace('-', "_")
+            ))
+        })
+        .filter(|s| *s != TaskState::Unspecified)
 }
 
 #[cfg(test)]
@@ -94,7 +117,10 @@ mod tests {
     #[test]
     fn states_parse_in_both_forms() {
         assert_eq!(parse_state("TASK_STATE_WORKING"), Some(TaskState::Working));
-        assert_eq!(parse_state("input-required"), Some(TaskState::InputRequired));
+        assert_eq!(
+            parse_state("input-required"),
+            Some(TaskState::InputRequired)
+        );
         assert_eq!(parse_state("completed"), Some(TaskState::Completed));
         assert_eq!(parse_state("unspecified"), None);
         assert_eq!(parse_state("nope"), None);

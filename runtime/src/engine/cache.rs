@@ -22,28 +22,53 @@ pub struct Cache {
 impl Cache {
     /// The cache in `dir` (created when missing).
     pub fn new(engine: wasmtime::Engine, dir: PathBuf) -> anyhow::Result<Cache> {
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create cache directory {}", dir.display()))?;
-        Ok(Cache { engine, dir, compilations: AtomicU64::new(0) })
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
+        Ok(Cache {
+            engine,
+            dir,
+            compilations: AtomicU64::new(0),
+        })
     }
 
     /// The compiled component of `wasm` (hash `sha256`): from the cache, or compiled now and
     /// cached; whether it came from the cache.
-    pub fn compile(&self, name: &str, wasm: &[u8], sha256: &str) -> anyhow::Result<(Component, bool)> {
-        let cached = self.dir.join(format!("{sha256}-{}.cwasm", self.engine_hash()));
+    pub fn compile(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        sha256: &str,
+    ) -> anyhow::Result<(Component, bool)> {
+        let cached = self
+            .dir
+            .join(format!("{sha256}-{}.cwasm", self.engine_hash()));
         // SAFETY: files in the cache directory are written only by `precompile_component` of an
         // engine with this compatibility hash (below), under their content hash.
-        if let Some(Ok(c)) = cached.exists().then(|| unsafe { Component::deserialize_file(&self.engine, &cached) }) {
+        if let Some(Ok(c)) = cached
+            .exists()
+            .then(|| unsafe { Component::deserialize_file(&self.engine, &cached) })
+        {
             return Ok((c, true));
         }
-        let compiled =
-            self.engine.precompile_component(wasm).map_err(|e| anyhow::anyhow!("component {name:?} is not a valid WebAssembly component: {}", invalid_because(wasm, &e)))?;
+        let compiled = self.engine.precompile_component(wasm).map_err(|e| {
+            anyhow::anyhow!(
+                "component {name:?} is not a valid WebAssembly component: {}",
+                invalid_because(wasm, &e)
+            )
+        })?;
         self.compilations.fetch_add(1, Ordering::Relaxed);
         let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, &compiled).and_then(|_| std::fs::rename(&tmp, &cached)).is_err() {
+        if std::fs::write(&tmp, &compiled)
+            .and_then(|_| std::fs::rename(&tmp, &cached))
+            .is_err()
+        {
             tracing::warn!(path = %cached.display(), "could not write the compile cache");
         }
         // SAFETY: the bytes were produced by `precompile_component` of this engine just now.
-        Ok((wt(unsafe { Component::deserialize(&self.engine, &compiled) })?, false))
+        Ok((
+            wt(unsafe { Component::deserialize(&self.engine, &compiled) })?,
+            false,
+        ))
     }
 
     /// Compiles (or loads from the cache) wasm, with its hash.

@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use wasmtime::{CallHook, Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{
+    CallHook, Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
+    StoreLimitsBuilder, UpdateDeadline,
+};
 
 pub use cache::Cache;
 pub use registry::Registry;
@@ -34,7 +37,8 @@ impl Engine {
     /// The engine (pooling allocator sized by `settings`) with its epoch ticker, and the compile
     /// cache (`settings.cache_dir`, default `<data-dir>/cache`).
     pub fn new(settings: &RuntimeSettings, data_dir: &Path) -> anyhow::Result<Engine> {
-        let memory_bytes = usize::try_from(settings.memory_mib.max(1) << 20).context("memoryMib is too large")?;
+        let memory_bytes =
+            usize::try_from(settings.memory_mib.max(1) << 20).context("memoryMib is too large")?;
         let max = settings.max_instances.max(1);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(max)
@@ -53,17 +57,37 @@ impl Engine {
             .async_stack_keep_resident(64 << 10)
             .decommit_batch_size(64);
         let mut config = Config::new();
-        config.wasm_component_model(true).epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let wasm = wt(wasmtime::Engine::new(&config)).context("cannot create the wasmtime engine (is enough virtual address space available?)")?;
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let wasm = wt(wasmtime::Engine::new(&config)).context(
+            "cannot create the wasmtime engine (is enough virtual address space available?)",
+        )?;
         spawn_epoch_ticker(&wasm);
-        let cache = Arc::new(Cache::new(wasm.clone(), settings.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache")))?);
-        let cpu_burst_ticks = u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64).unwrap_or(u32::MAX).max(1);
-        Ok(Engine { wasm, cache, cpu_burst_ticks, memory_bytes })
+        let cache = Arc::new(Cache::new(
+            wasm.clone(),
+            settings
+                .cache_dir
+                .clone()
+                .unwrap_or_else(|| data_dir.join("cache")),
+        )?);
+        let cpu_burst_ticks = u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64)
+            .unwrap_or(u32::MAX)
+            .max(1);
+        Ok(Engine {
+            wasm,
+            cache,
+            cpu_burst_ticks,
+            memory_bytes,
+        })
     }
 
     /// The memory limits of one store.
     pub fn limits(&self) -> StoreLimits {
-        StoreLimitsBuilder::new().memory_size(self.memory_bytes).build()
+        StoreLimitsBuilder::new()
+            .memory_size(self.memory_bytes)
+            .build()
     }
 
     /// A store for `data`, metered: memory limited, and trapping when the guest computes for
@@ -78,7 +102,10 @@ impl Engine {
             b.ticks += 1;
             b.in_epoch_callback = true;
             if b.ticks > max_ticks {
-                wasmtime::bail!("CPU limit: the component computed for more than {} ms without waiting", max_ticks as u128 * EPOCH_TICK.as_millis());
+                wasmtime::bail!(
+                    "CPU limit: the component computed for more than {} ms without waiting",
+                    max_ticks as u128 * EPOCH_TICK.as_millis()
+                );
             }
             Ok(UpdateDeadline::Yield(1))
         });
@@ -122,7 +149,11 @@ pub fn wt<T>(r: wasmtime::Result<T>) -> anyhow::Result<T> {
 pub fn trap_cause(e: &wasmtime::Error) -> String {
     let root = e.root_cause().to_string();
     let line = root.lines().next().unwrap_or("");
-    let prefix = if e.downcast_ref::<wasmtime::Trap>().is_some() { "wasm trap: " } else { "" };
+    let prefix = if e.downcast_ref::<wasmtime::Trap>().is_some() {
+        "wasm trap: "
+    } else {
+        ""
+    };
     format!("{prefix}{}", line.chars().take(300).collect::<String>())
 }
 

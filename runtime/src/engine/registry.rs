@@ -15,7 +15,10 @@ use super::{Cache, wt};
 pub const DEFAULT_COMPONENT: &str = "a2a-server";
 
 /// The components built into the binary.
-pub const EMBEDDED: &[(&str, &[u8])] = &[(DEFAULT_COMPONENT, include_bytes!(env!("A2A_EDGE_SERVER_WASM")))];
+pub const EMBEDDED: &[(&str, &[u8])] = &[(
+    DEFAULT_COMPONENT,
+    include_bytes!(env!("A2A_EDGE_SERVER_WASM")),
+)];
 
 /// Where a component came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,19 +58,37 @@ pub struct Registry<T: 'static> {
 impl<T: Send + 'static> Registry<T> {
     /// Loads the embedded components and every `*.wasm` in `components_dir` (a bad file is
     /// logged and skipped; a bad embedded component is an error).
-    pub fn new(cache: Arc<Cache>, linker: Linker<T>, components_dir: PathBuf) -> anyhow::Result<Registry<T>> {
-        let registry = Registry { cache, linker, components_dir, entries: RwLock::default() };
+    pub fn new(
+        cache: Arc<Cache>,
+        linker: Linker<T>,
+        components_dir: PathBuf,
+    ) -> anyhow::Result<Registry<T>> {
+        let registry = Registry {
+            cache,
+            linker,
+            components_dir,
+            entries: RwLock::default(),
+        };
         for (name, wasm) in EMBEDDED {
-            let loaded = registry.load(name, wasm, Source::Embedded).with_context(|| format!("embedded component {name}"))?;
+            let loaded = registry
+                .load(name, wasm, Source::Embedded)
+                .with_context(|| format!("embedded component {name}"))?;
             registry.insert(loaded);
         }
         if let Ok(dir) = std::fs::read_dir(&registry.components_dir) {
             for entry in dir.flatten() {
                 let path = entry.path();
-                let Some(name) = component_name(&path) else { continue };
-                match std::fs::read(&path).map_err(anyhow::Error::from).and_then(|wasm| registry.load(&name, &wasm, Source::File(path.clone()))) {
+                let Some(name) = component_name(&path) else {
+                    continue;
+                };
+                match std::fs::read(&path)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|wasm| registry.load(&name, &wasm, Source::File(path.clone())))
+                {
                     Ok(loaded) => registry.insert(loaded),
-                    Err(e) => tracing::error!(component = %name, error = %format!("{e:#}"), "component not loaded"),
+                    Err(e) => {
+                        tracing::error!(component = %name, error = %format!("{e:#}"), "component not loaded")
+                    }
                 }
             }
         }
@@ -88,7 +109,10 @@ impl<T: Send + 'static> Registry<T> {
 
     fn insert(&self, loaded: Loaded<T>) {
         tracing::info!(component = %loaded.name, sha256 = %&loaded.sha256[..12], from_cache = loaded.from_cache, "component ready");
-        self.entries.write().unwrap().insert(loaded.name.clone(), Arc::new(loaded));
+        self.entries
+            .write()
+            .unwrap()
+            .insert(loaded.name.clone(), Arc::new(loaded));
     }
 
     /// Re-reads `name` from its source (`<components-dir>/<name>.wasm`; an embedded one from the
@@ -107,12 +131,16 @@ impl<T: Send + 'static> Registry<T> {
             (Err(e), None) => {
                 tracing::warn!(component = %name, path = %path.display(), error = %e, "component file not readable");
                 let built_in: Vec<&str> = EMBEDDED.iter().map(|(n, _)| *n).collect();
-                anyhow::bail!("there is no component {name:?}: put {name}.wasm in the data directory's components/ folder, or use a built-in one ({})", built_in.join(", "));
+                anyhow::bail!(
+                    "there is no component {name:?}: put {name}.wasm in the data directory's components/ folder, or use a built-in one ({})",
+                    built_in.join(", ")
+                );
             }
         };
         let this = self.clone();
         let owned = name.to_owned();
-        let loaded = tokio::task::spawn_blocking(move || this.load(&owned, &wasm, source)).await??;
+        let loaded =
+            tokio::task::spawn_blocking(move || this.load(&owned, &wasm, source)).await??;
         self.insert(loaded);
         Ok(self.get(name).expect("just inserted"))
     }
@@ -121,26 +149,46 @@ impl<T: Send + 'static> Registry<T> {
     fn load(&self, name: &str, wasm: &[u8], source: Source) -> anyhow::Result<Loaded<T>> {
         check_name(name)?;
         let (component, sha256, from_cache) = self.cache.load(name, wasm)?;
-        let instance_pre = wt(self.linker.instantiate_pre(&component)).with_context(|| format!("component {name:?} imports something this runtime does not provide"))?;
-        let pre = wt(ProxyPre::new(instance_pre)).with_context(|| format!("component {name:?} does not export wasi:http/incoming-handler"))?;
-        Ok(Loaded { name: name.to_owned(), source, sha256, size: wasm.len(), loaded_at: crate::clock::now_ms(), from_cache, pre })
+        let instance_pre = wt(self.linker.instantiate_pre(&component)).with_context(|| {
+            format!("component {name:?} imports something this runtime does not provide")
+        })?;
+        let pre = wt(ProxyPre::new(instance_pre)).with_context(|| {
+            format!("component {name:?} does not export wasi:http/incoming-handler")
+        })?;
+        Ok(Loaded {
+            name: name.to_owned(),
+            source,
+            sha256,
+            size: wasm.len(),
+            loaded_at: crate::clock::now_ms(),
+            from_cache,
+            pre,
+        })
     }
 }
 
 /// `<name>.wasm` → `name`.
 fn component_name(path: &Path) -> Option<String> {
-    (path.extension()? == "wasm").then(|| path.file_stem()?.to_str().map(str::to_owned)).flatten()
+    (path.extension()? == "wasm")
+        .then(|| path.file_stem()?.to_str().map(str::to_owned))
+        .flatten()
 }
 
 /// Component names are `[a-z0-9][a-z0-9_-]{0,63}`: nothing that could leave the components folder.
 fn check_name(name: &str) -> anyhow::Result<()> {
     let lower_digit = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let ok = name.len() <= 64 && name.as_bytes().first().is_some_and(lower_digit) && name.bytes().all(|b| lower_digit(&b) || b == b'-' || b == b'_');
+    let ok = name.len() <= 64
+        && name.as_bytes().first().is_some_and(lower_digit)
+        && name
+            .bytes()
+            .all(|b| lower_digit(&b) || b == b'-' || b == b'_');
     if ok {
         return Ok(());
     }
     let shown: String = name.chars().take(64).collect();
-    anyhow::bail!("component name {shown:?} is not valid: use 1-64 characters of a-z, 0-9, - and _, starting with a letter or digit")
+    anyhow::bail!(
+        "component name {shown:?} is not valid: use 1-64 characters of a-z, 0-9, - and _, starting with a letter or digit"
+    )
 }
 
 #[cfg(test)]
@@ -152,7 +200,17 @@ mod tests {
         for ok in ["a2a-server", "x", "my_comp-2", &"a".repeat(64)] {
             assert!(check_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "../../dir/x", "-x", "_x", "X", "a/b", "a.b", "a\0", &"a".repeat(65)] {
+        for bad in [
+            "",
+            "../../dir/x",
+            "-x",
+            "_x",
+            "X",
+            "a/b",
+            "a.b",
+            "a\0",
+            &"a".repeat(65),
+        ] {
             let e = check_name(bad).unwrap_err().to_string();
             assert!(e.contains("is not valid"), "{bad}: {e}");
         }

@@ -37,7 +37,10 @@ impl Host for View<'_, AdmissionCtx> {
 
     fn acquire_slot(&mut self) -> wasmtime::Result<Result<Resource<Slot>, u32>> {
         let c = &self.ctx;
-        match c.admission.acquire(&c.instance_id, c.limits.max_concurrent_tasks) {
+        match c
+            .admission
+            .acquire(&c.instance_id, c.limits.max_concurrent_tasks)
+        {
             Ok(slot) => Ok(Ok(self.table.push(slot)?)),
             Err(max) => {
                 c.metrics.rejection("quota");
@@ -61,29 +64,65 @@ mod tests {
     use super::*;
 
     fn ctx(limits: Limits) -> AdmissionCtx {
-        AdmissionCtx { admission: Arc::default(), metrics: Arc::default(), instance_id: "i".into(), limits, source: "10.0.0.1".parse().unwrap() }
+        AdmissionCtx {
+            admission: Arc::default(),
+            metrics: Arc::default(),
+            instance_id: "i".into(),
+            limits,
+            source: "10.0.0.1".parse().unwrap(),
+        }
     }
 
     #[test]
     fn slots_are_held_until_the_guest_drops_them() {
-        let mut c = ctx(Limits { max_concurrent_tasks: 1, ..Limits::default() });
+        let mut c = ctx(Limits {
+            max_concurrent_tasks: 1,
+            ..Limits::default()
+        });
         let mut table = ResourceTable::new();
-        let mut view = View { ctx: &mut c, table: &mut table };
-        let slot = view.acquire_slot().unwrap().expect("the first slot is free");
-        assert_eq!(view.acquire_slot().unwrap().err(), Some(1), "the instance's one slot is held");
+        let mut view = View {
+            ctx: &mut c,
+            table: &mut table,
+        };
+        let slot = view
+            .acquire_slot()
+            .unwrap()
+            .expect("the first slot is free");
+        assert_eq!(
+            view.acquire_slot().unwrap().err(),
+            Some(1),
+            "the instance's one slot is held"
+        );
         HostSlot::drop(&mut view, slot).unwrap();
-        assert!(view.acquire_slot().unwrap().is_ok(), "dropping the resource frees the slot");
+        assert!(
+            view.acquire_slot().unwrap().is_ok(),
+            "dropping the resource frees the slot"
+        );
         assert_eq!(c.metrics.rejections()["quota"], 1);
     }
 
     #[test]
     fn the_rate_is_the_callers() {
-        let mut c = ctx(Limits { rate_per_second: 1.0, rate_burst: 1, ..Limits::default() });
+        let mut c = ctx(Limits {
+            rate_per_second: 1.0,
+            rate_burst: 1,
+            ..Limits::default()
+        });
         let mut table = ResourceTable::new();
-        let mut view = View { ctx: &mut c, table: &mut table };
+        let mut view = View {
+            ctx: &mut c,
+            table: &mut table,
+        };
         assert_eq!(view.check_rate().unwrap(), Ok(()));
-        assert!(view.check_rate().unwrap().is_err(), "the burst of one is spent");
+        assert!(
+            view.check_rate().unwrap().is_err(),
+            "the burst of one is spent"
+        );
         view.ctx.source = "10.0.0.2".parse().unwrap();
-        assert_eq!(view.check_rate().unwrap(), Ok(()), "another caller has its own bucket");
+        assert_eq!(
+            view.check_rate().unwrap(),
+            Ok(()),
+            "another caller has its own bucket"
+        );
     }
 }

@@ -9,7 +9,14 @@ use crate::attachments::Attachments;
 pub struct AttachmentsCtx(pub Arc<Attachments>);
 
 impl Host for AttachmentsCtx {
-    fn admit(&mut self, media_type: Option<String>, filename: Option<String>, base64: String) -> wasmtime::Result<Result<String, String>> {
-        Ok(self.0.admit(media_type.as_deref(), filename.as_deref(), &base64))
+    fn admit(
+        &mut self,
+        media_type: Option<String>,
+        filename: Option<String>,
+        base64: String,
+    ) -> wasmtime::Result<Result<String, String>> {
+        Ok(self
+            .0
+            .admit(media_type.as_deref(), filename.as_deref(), &base64))
     }
 }

@@ -3,9 +3,9 @@
 
 #![allow(missing_docs)] // generated code; the WIT carries the documentation
 
+use a2a_protocol::TaskState;
 use a2a_protocol::execution::Progress;
 use a2a_protocol::sse::Member;
-use a2a_protocol::TaskState;
 
 use crate::store;
 
@@ -59,7 +59,11 @@ impl TryFrom<TaskState> for types::TaskState {
 
     fn try_from(s: TaskState) -> Result<types::TaskState, store::StoreError> {
         Ok(match s {
-            TaskState::Unspecified => return Err(store::StoreError::Invalid("a task cannot be in TASK_STATE_UNSPECIFIED".into())),
+            TaskState::Unspecified => {
+                return Err(store::StoreError::Invalid(
+                    "a task cannot be in TASK_STATE_UNSPECIFIED".into(),
+                ));
+            }
             TaskState::Submitted => types::TaskState::Submitted,
             TaskState::Working => types::TaskState::Working,
             TaskState::InputRequired => types::TaskState::InputRequired,
@@ -101,7 +105,15 @@ impl From<Progress> for TurnEvent {
         match p {
             Progress::TextDelta(t) => TurnEvent::TextDelta(t),
             Progress::Reasoning(t) => TurnEvent::Reasoning(t),
-            Progress::ToolCall { id, name, arguments } => TurnEvent::ToolCall(ToolCallDelta { id, name, arguments }),
+            Progress::ToolCall {
+                id,
+                name,
+                arguments,
+            } => TurnEvent::ToolCall(ToolCallDelta {
+                id,
+                name,
+                arguments,
+            }),
             Progress::Artifact(a) => TurnEvent::Artifact(json(serde_json::to_string(&a))),
             Progress::Message(m) => TurnEvent::Message(json(serde_json::to_string(&m))),
             Progress::InputRequired(t) => TurnEvent::InputRequired(t),
@@ -118,7 +130,16 @@ impl TryFrom<store::TaskRow> for TaskRow {
 
     fn try_from(r: store::TaskRow) -> Result<TaskRow, store::StoreError> {
         let state = r.state.try_into()?;
-        Ok(TaskRow { id: r.id, context_id: r.context_id, state, skill: r.skill, created_at: r.created_at, updated_at: r.updated_at, version: r.version, body: r.body })
+        Ok(TaskRow {
+            id: r.id,
+            context_id: r.context_id,
+            state,
+            skill: r.skill,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            version: r.version,
+            body: r.body,
+        })
     }
 }
 
@@ -142,19 +163,29 @@ impl TaskRow {
 
 impl From<store::MessageRecord> for MessageRecord {
     fn from(r: store::MessageRecord) -> MessageRecord {
-        MessageRecord { task_id: r.task_id, fingerprint: r.fingerprint }
+        MessageRecord {
+            task_id: r.task_id,
+            fingerprint: r.fingerprint,
+        }
     }
 }
 
 impl From<MessageRecord> for store::MessageRecord {
     fn from(r: MessageRecord) -> store::MessageRecord {
-        store::MessageRecord { task_id: r.task_id, fingerprint: r.fingerprint }
+        store::MessageRecord {
+            task_id: r.task_id,
+            fingerprint: r.fingerprint,
+        }
     }
 }
 
 impl From<MessageClaim> for store::MessageClaim {
     fn from(c: MessageClaim) -> store::MessageClaim {
-        store::MessageClaim { message_id: c.message_id, fingerprint: c.fingerprint, replaces: c.replaces.map(Into::into) }
+        store::MessageClaim {
+            message_id: c.message_id,
+            fingerprint: c.fingerprint,
+            replaces: c.replaces.map(Into::into),
+        }
     }
 }
 

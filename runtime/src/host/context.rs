@@ -32,7 +32,11 @@ impl CallNote {
 
     /// Notes the first task the request wrote.
     pub fn task(&self, id: &str) {
-        self.0.lock().unwrap().task_id.get_or_insert_with(|| id.to_owned());
+        self.0
+            .lock()
+            .unwrap()
+            .task_id
+            .get_or_insert_with(|| id.to_owned());
     }
 
     fn call(&self, method: &str, outcome: &str) {
@@ -65,7 +69,12 @@ fn info(instance: &Instance, s: &Services) -> InstanceInfo {
             .preset
             .skills
             .iter()
-            .map(|s| Skill { id: s.id.clone(), name: s.name.clone().unwrap_or_else(|| s.id.clone()), description: s.description.clone(), tags: s.tags.clone() })
+            .map(|s| Skill {
+                id: s.id.clone(),
+                name: s.name.clone().unwrap_or_else(|| s.id.clone()),
+                description: s.description.clone(),
+                tags: s.tags.clone(),
+            })
             .collect(),
         auth_required: r.auth_token_env.is_some(),
         attachments: s.attachments.enabled(),
@@ -85,14 +94,30 @@ fn info(instance: &Instance, s: &Services) -> InstanceInfo {
 
 impl ContextCtx {
     /// The context of one call of `instance`.
-    pub fn new(instance: Arc<Instance>, s: &Services, call: &Invocation, peer_id: String, started: Instant) -> ContextCtx {
+    pub fn new(
+        instance: Arc<Instance>,
+        s: &Services,
+        call: &Invocation,
+        peer_id: String,
+        started: Instant,
+    ) -> ContextCtx {
         let route = match call.route {
             Route::Http(Kind::Card) => RouteKind::Card,
             Route::Http(Kind::Rpc) => RouteKind::Rpc,
             Route::Internal => RouteKind::Internal,
         };
-        let peer = PeerInfo { id: peer_id, source: call.peer.to_string() };
-        ContextCtx { info: info(&instance, s), peer, route, metrics: s.metrics.clone(), note: call.note.clone(), started }
+        let peer = PeerInfo {
+            id: peer_id,
+            source: call.peer.to_string(),
+        };
+        ContextCtx {
+            info: info(&instance, s),
+            peer,
+            route,
+            metrics: s.metrics.clone(),
+            note: call.note.clone(),
+            started,
+        }
     }
 }
 

@@ -42,7 +42,10 @@ impl wasmtime_wasi::p2::Pollable for Subscription {
 
 impl Host for View<'_, EventsCtx> {
     fn publish(&mut self, task_id: String, kind: FrameKind, json: String) -> wasmtime::Result<u64> {
-        Ok(self.ctx.hub.publish(&self.ctx.key(&task_id), kind.into(), json))
+        Ok(self
+            .ctx
+            .hub
+            .publish(&self.ctx.key(&task_id), kind.into(), json))
     }
 
     fn close(&mut self, task_id: String) -> wasmtime::Result<()> {
@@ -50,8 +53,16 @@ impl Host for View<'_, EventsCtx> {
         Ok(())
     }
 
-    async fn open(&mut self, task_id: String, after: Option<u64>) -> wasmtime::Result<Result<Resource<Subscription>, String>> {
-        let known = self.ctx.store.get_task(task_id.clone(), Some(self.ctx.instance_id.clone())).await;
+    async fn open(
+        &mut self,
+        task_id: String,
+        after: Option<u64>,
+    ) -> wasmtime::Result<Result<Resource<Subscription>, String>> {
+        let known = self
+            .ctx
+            .store
+            .get_task(task_id.clone(), Some(self.ctx.instance_id.clone()))
+            .await;
         if !matches!(known, Ok(Some(_))) {
             return Ok(Err(format!("task {task_id} not found")));
         }
@@ -59,23 +70,44 @@ impl Host for View<'_, EventsCtx> {
         Ok(Ok(self.table.push(sub)?))
     }
 
-    fn hand_off(&mut self, sub: Resource<Subscription>, request_id: String) -> wasmtime::Result<()> {
+    fn hand_off(
+        &mut self,
+        sub: Resource<Subscription>,
+        request_id: String,
+    ) -> wasmtime::Result<()> {
         let sub = self.table.delete(sub)?;
         let c = &self.ctx;
-        let task_id = sub.key().strip_prefix(&format!("{}/", c.instance_id)).unwrap_or_default().to_owned();
+        let task_id = sub
+            .key()
+            .strip_prefix(&format!("{}/", c.instance_id))
+            .unwrap_or_default()
+            .to_owned();
         let request_id = serde_json::from_str(&request_id).unwrap_or(serde_json::Value::Null);
-        *c.hand_off.lock().unwrap() = Some(handoff::Continuation { sub, request_id, task_id, instance_id: c.instance_id.clone(), keep_alive: c.keep_alive });
+        *c.hand_off.lock().unwrap() = Some(handoff::Continuation {
+            sub,
+            request_id,
+            task_id,
+            instance_id: c.instance_id.clone(),
+            keep_alive: c.keep_alive,
+        });
         Ok(())
     }
 }
 
 impl HostSubscription for View<'_, EventsCtx> {
-    fn subscribe(&mut self, this: Resource<Subscription>) -> wasmtime::Result<Resource<DynPollable>> {
+    fn subscribe(
+        &mut self,
+        this: Resource<Subscription>,
+    ) -> wasmtime::Result<Resource<DynPollable>> {
         subscribe(self.table, this)
     }
 
     fn try_next(&mut self, this: Resource<Subscription>) -> wasmtime::Result<Option<Frame>> {
-        Ok(self.table.get_mut(&this)?.try_next().map(|f| Frame { seq: f.seq, kind: f.kind.into(), json: f.json.to_string() }))
+        Ok(self.table.get_mut(&this)?.try_next().map(|f| Frame {
+            seq: f.seq,
+            kind: f.kind.into(),
+            json: f.json.to_string(),
+        }))
     }
 
     fn is_closed(&mut self, this: Resource<Subscription>) -> wasmtime::Result<bool> {
@@ -106,23 +138,61 @@ mod tests {
     #[tokio::test]
     async fn logs_replay_from_a_sequence_and_stay_within_the_instance() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-        store.create_task(crate::store::contract::row("t", 1), None).await.unwrap();
+        store
+            .create_task(crate::store::contract::row("t", 1), None)
+            .await
+            .unwrap();
         let hub = Arc::new(EventHub::default());
-        let ctx = |instance: &str| EventsCtx { hub: hub.clone(), store: store.clone(), instance_id: instance.into(), keep_alive: Duration::from_secs(1), hand_off: Default::default() };
+        let ctx = |instance: &str| EventsCtx {
+            hub: hub.clone(),
+            store: store.clone(),
+            instance_id: instance.into(),
+            keep_alive: Duration::from_secs(1),
+            hand_off: Default::default(),
+        };
         let (mut mine, mut theirs) = (ctx("i"), ctx("j"));
         let mut table = ResourceTable::new();
-        let mut view = View { ctx: &mut mine, table: &mut table };
+        let mut view = View {
+            ctx: &mut mine,
+            table: &mut table,
+        };
         for n in 1..=3 {
-            assert_eq!(view.publish("t".into(), FrameKind::StatusUpdate, format!("{{\"n\":{n}}}")).unwrap(), n);
+            assert_eq!(
+                view.publish(
+                    "t".into(),
+                    FrameKind::StatusUpdate,
+                    format!("{{\"n\":{n}}}")
+                )
+                .unwrap(),
+                n
+            );
         }
-        let sub = view.open("t".into(), Some(1)).await.unwrap().expect("the instance's own task");
-        let next = view.try_next(Resource::new_borrow(sub.rep())).unwrap().unwrap();
-        assert_eq!((next.seq, next.kind, next.json.as_str()), (2, FrameKind::StatusUpdate, "{\"n\":2}"), "replay starts after the given sequence");
+        let sub = view
+            .open("t".into(), Some(1))
+            .await
+            .unwrap()
+            .expect("the instance's own task");
+        let next = view
+            .try_next(Resource::new_borrow(sub.rep()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (next.seq, next.kind, next.json.as_str()),
+            (2, FrameKind::StatusUpdate, "{\"n\":2}"),
+            "replay starts after the given sequence"
+        );
         assert_eq!(view.head(Resource::new_borrow(sub.rep())).unwrap(), 3);
         view.close("t".into()).unwrap();
         let _ = view.try_next(Resource::new_borrow(sub.rep())).unwrap();
         assert!(view.is_closed(Resource::new_borrow(sub.rep())).unwrap());
-        let mut other = View { ctx: &mut theirs, table: &mut table };
-        assert_eq!(other.open("t".into(), None).await.unwrap().err().as_deref(), Some("task t not found"), "another instance cannot open the log");
+        let mut other = View {
+            ctx: &mut theirs,
+            table: &mut table,
+        };
+        assert_eq!(
+            other.open("t".into(), None).await.unwrap().err().as_deref(),
+            Some("task t not found"),
+            "another instance cannot open the log"
+        );
     }
 }

@@ -38,7 +38,13 @@ pub type Slot = Arc<Mutex<Option<Continuation>>>;
 
 /// A response body: the component's, then, if it handed off, the host's.
 pub fn chain(guest: Body, slot: Slot, store: Arc<dyn Store>) -> Body {
-    Chained { guest: Some(guest), slot, store, host: None }.boxed_unsync()
+    Chained {
+        guest: Some(guest),
+        slot,
+        store,
+        host: None,
+    }
+    .boxed_unsync()
 }
 
 struct Chained {
@@ -52,7 +58,10 @@ impl HttpBody for Chained {
     type Data = Bytes;
     type Error = wasmtime_wasi_http::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if let Some(guest) = self.guest.as_mut() {
             match std::task::ready!(Pin::new(guest).poll_frame(cx)) {
                 Some(frame) => return Poll::Ready(Some(frame)),
@@ -67,7 +76,9 @@ impl HttpBody for Chained {
                 }
             }
         }
-        let Some(host) = self.host.as_mut() else { return Poll::Ready(None) };
+        let Some(host) = self.host.as_mut() else {
+            return Poll::Ready(None);
+        };
         Poll::Ready(std::task::ready!(host.poll_recv(cx)).map(|b| Ok(Frame::data(b))))
     }
 }
@@ -81,7 +92,14 @@ async fn produce(mut c: Continuation, store: Arc<dyn Store>, tx: mpsc::Sender<By
     };
     loop {
         while let Some(f) = c.sub.try_next() {
-            if !send(sse::result_event(Some(f.seq), &c.request_id, f.kind.name(), &f.json)).await {
+            if !send(sse::result_event(
+                Some(f.seq),
+                &c.request_id,
+                f.kind.name(),
+                &f.json,
+            ))
+            .await
+            {
                 return;
             }
         }
@@ -98,7 +116,16 @@ async fn produce(mut c: Continuation, store: Arc<dyn Store>, tx: mpsc::Sender<By
             _ = tx.closed() => return,
         }
     }
-    if let Ok(Some(row)) = store.get_task(c.task_id.clone(), Some(c.instance_id.clone())).await {
-        send(sse::result_event(None, &c.request_id, sse::Member::Task.name(), &row.body)).await;
+    if let Ok(Some(row)) = store
+        .get_task(c.task_id.clone(), Some(c.instance_id.clone()))
+        .await
+    {
+        send(sse::result_event(
+            None,
+            &c.request_id,
+            sse::Member::Task.name(),
+            &row.body,
+        ))
+        .await;
     }
 }

@@ -32,11 +32,17 @@ impl wasmtime_wasi::p2::Pollable for Turn {
 }
 
 impl Host for View<'_, SessionsCtx> {
-    async fn start_turn(&mut self, req: TurnRequest) -> wasmtime::Result<Result<Resource<Turn>, String>> {
+    async fn start_turn(
+        &mut self,
+        req: TurnRequest,
+    ) -> wasmtime::Result<Result<Resource<Turn>, String>> {
         let c = &self.ctx;
-        let history = history::rebuild(&*c.store, &c.instance_id, &req.context_id, &req.task_id).await;
+        let history =
+            history::rebuild(&*c.store, &c.instance_id, &req.context_id, &req.task_id).await;
         let input = TurnInput {
-            host: c.toolbox.for_turn(&c.preset, format!("{}/{}", c.instance_id, req.context_id)),
+            host: c
+                .toolbox
+                .for_turn(&c.preset, format!("{}/{}", c.instance_id, req.context_id)),
             history,
             instance_id: c.instance_id.clone(),
             context_id: req.context_id,
@@ -53,7 +59,10 @@ impl Host for View<'_, SessionsCtx> {
     }
 
     fn cancel_task(&mut self, task_id: String) -> wasmtime::Result<bool> {
-        Ok(self.ctx.sessions.cancel_task(&task_key(&self.ctx.instance_id, &task_id)))
+        Ok(self
+            .ctx
+            .sessions
+            .cancel_task(&task_key(&self.ctx.instance_id, &task_id)))
     }
 }
 
@@ -87,39 +96,81 @@ mod tests {
     use crate::store::memory::MemoryStore;
 
     fn request(task: &str, prompt: &str) -> TurnRequest {
-        TurnRequest { context_id: "c".into(), task_id: task.into(), message_id: prompt.into(), skill: "chat".into(), prompt: prompt.into(), message: "{}".into() }
+        TurnRequest {
+            context_id: "c".into(),
+            task_id: task.into(),
+            message_id: prompt.into(),
+            skill: "chat".into(),
+            prompt: prompt.into(),
+            message: "{}".into(),
+        }
     }
 
     #[tokio::test]
     async fn a_turn_runs_on_the_preset_and_a_task_cancel_stops_it() {
         let scripted = Preset::builtin("scripted", "Scripted", "", Backend::Scripted);
         let mut ctx = SessionsCtx {
-            sessions: Arc::new(Sessions::new(&[Preset::builtin("echo", "Echo", "", Backend::Echo), scripted], None)),
+            sessions: Arc::new(Sessions::new(
+                &[Preset::builtin("echo", "Echo", "", Backend::Echo), scripted],
+                None,
+            )),
             store: Arc::new(MemoryStore::default()),
             toolbox: Arc::new(NoHost),
             instance_id: "i".into(),
             preset: "echo".into(),
         };
         let mut table = ResourceTable::new();
-        let mut view = View { ctx: &mut ctx, table: &mut table };
-        let turn = view.start_turn(request("t1", "hello")).await.unwrap().expect("the echo preset runs");
+        let mut view = View {
+            ctx: &mut ctx,
+            table: &mut table,
+        };
+        let turn = view
+            .start_turn(request("t1", "hello"))
+            .await
+            .unwrap()
+            .expect("the echo preset runs");
         let mut events = Vec::new();
-        while !matches!(events.last(), Some(TurnEvent::Completed | TurnEvent::Failed(_))) {
-            view.table.get_mut(&Resource::<Turn>::new_borrow(turn.rep())).unwrap().ready().await;
+        while !matches!(
+            events.last(),
+            Some(TurnEvent::Completed | TurnEvent::Failed(_))
+        ) {
+            view.table
+                .get_mut(&Resource::<Turn>::new_borrow(turn.rep()))
+                .unwrap()
+                .ready()
+                .await;
             events.extend(view.next(Resource::new_borrow(turn.rep())).unwrap());
         }
-        assert!(matches!(events.first(), Some(TurnEvent::TextDelta(t)) if t == "hello"), "{events:?}");
+        assert!(
+            matches!(events.first(), Some(TurnEvent::TextDelta(t)) if t == "hello"),
+            "{events:?}"
+        );
         // A slow scripted turn, canceled by task id (as CancelTask from another request does).
         view.ctx.preset = "scripted".into();
-        let slow = view.start_turn(request("t2", "tck-long-running")).await.unwrap().unwrap();
+        let slow = view
+            .start_turn(request("t2", "tck-long-running"))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(view.cancel_task("t2".into()).unwrap(), "a turn was running");
         assert!(!view.cancel_task("nope".into()).unwrap());
         let last = loop {
-            view.table.get_mut(&Resource::<Turn>::new_borrow(slow.rep())).unwrap().ready().await;
-            if let Some(e) = view.next(Resource::new_borrow(slow.rep())).unwrap().filter(|e| matches!(e, TurnEvent::Failed(_) | TurnEvent::Completed)) {
+            view.table
+                .get_mut(&Resource::<Turn>::new_borrow(slow.rep()))
+                .unwrap()
+                .ready()
+                .await;
+            if let Some(e) = view
+                .next(Resource::new_borrow(slow.rep()))
+                .unwrap()
+                .filter(|e| matches!(e, TurnEvent::Failed(_) | TurnEvent::Completed))
+            {
                 break e;
             }
         };
-        assert!(matches!(&last, TurnEvent::Failed(why) if why == "canceled"), "{last:?}");
+        assert!(
+            matches!(&last, TurnEvent::Failed(why) if why == "canceled"),
+            "{last:?}"
+        );
     }
 }

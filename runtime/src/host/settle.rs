@@ -46,13 +46,27 @@ pub struct Settle {
 impl Settle {
     /// Settles FAILED each task of `written` the invocation left running; `error` is how it
     /// ended, if it failed. Only those tasks are read again: the writes tell the states.
-    pub async fn abandoned(&self, instance_id: &str, written: &[(String, u64, TaskState)], error: Option<String>) {
+    pub async fn abandoned(
+        &self,
+        instance_id: &str,
+        written: &[(String, u64, TaskState)],
+        error: Option<String>,
+    ) {
         let why = match &error {
-            Some(e) => format!("the agent component failed: {}", e.lines().next().unwrap_or("trap")),
+            Some(e) => format!(
+                "the agent component failed: {}",
+                e.lines().next().unwrap_or("trap")
+            ),
             None => "the agent component ended before the task settled".to_owned(),
         };
         for (task_id, version, _) in written.iter().filter(|(_, _, state)| state.is_running()) {
-            let Ok(Some(row)) = self.store.get_task(task_id.clone(), Some(instance_id.to_owned())).await else { continue };
+            let Ok(Some(row)) = self
+                .store
+                .get_task(task_id.clone(), Some(instance_id.to_owned()))
+                .await
+            else {
+                continue;
+            };
             // A newer version was written by another request, which now owns the task.
             if row.version != *version {
                 continue;
@@ -64,9 +78,16 @@ impl Settle {
     async fn fail(&self, instance_id: &str, row: TaskRow, why: &str) {
         self.sessions.cancel_task(&task_key(instance_id, &row.id));
         let now = crate::clock::now_ms();
-        let Some((body, update)) = crate::tasks::failed(&row.body, now, why) else { return };
+        let Some((body, update)) = crate::tasks::failed(&row.body, now, why) else {
+            return;
+        };
         let (id, expected) = (row.id.clone(), row.version);
-        let failed = TaskRow { state: TaskState::Failed, updated_at: now, body, ..row };
+        let failed = TaskRow {
+            state: TaskState::Failed,
+            updated_at: now,
+            body,
+            ..row
+        };
         if self.store.update_task(failed, expected, None).await.is_ok() {
             self.activity.task_settled(&id);
             let key = log_key(instance_id, &id);
@@ -83,26 +104,61 @@ mod tests {
     use crate::store::memory::MemoryStore;
 
     fn settle(store: Arc<dyn Store>) -> Settle {
-        Settle { store, sessions: Arc::new(Sessions::new(&[], None)), events: Arc::default(), activity: Arc::default() }
+        Settle {
+            store,
+            sessions: Arc::new(Sessions::new(&[], None)),
+            events: Arc::default(),
+            activity: Arc::default(),
+        }
     }
 
     #[tokio::test]
     async fn only_running_tasks_still_at_the_written_version_are_failed() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         for id in ["left", "done", "moved"] {
-            store.create_task(TaskRow { id: id.into(), ..crate::store::contract::row(id, 1) }, None).await.unwrap();
+            store
+                .create_task(
+                    TaskRow {
+                        id: id.into(),
+                        ..crate::store::contract::row(id, 1)
+                    },
+                    None,
+                )
+                .await
+                .unwrap();
         }
-        store.update_task(crate::store::contract::row("moved", 2), 1, None).await.unwrap();
+        store
+            .update_task(crate::store::contract::row("moved", 2), 1, None)
+            .await
+            .unwrap();
         let s = settle(store.clone());
         let mut log = s.events.subscribe(&log_key("i", "left"), None);
-        let written = [("left".to_owned(), 1, TaskState::Working), ("done".to_owned(), 1, TaskState::Completed), ("moved".to_owned(), 1, TaskState::Working)];
-        s.abandoned("i", &written, Some("wasm trap: unreachable".into())).await;
+        let written = [
+            ("left".to_owned(), 1, TaskState::Working),
+            ("done".to_owned(), 1, TaskState::Completed),
+            ("moved".to_owned(), 1, TaskState::Working),
+        ];
+        s.abandoned("i", &written, Some("wasm trap: unreachable".into()))
+            .await;
         let get = |id: &str| store.get_task(id.into(), None);
         let left = get("left").await.unwrap().unwrap();
         assert_eq!(left.state, TaskState::Failed);
-        assert!(left.body.contains("the agent component failed: wasm trap: unreachable"), "{}", left.body);
-        assert_eq!(get("done").await.unwrap().unwrap().state, TaskState::Submitted, "written as settled: not read, not touched");
-        assert_eq!(get("moved").await.unwrap().unwrap().version, 2, "another request owns it now");
+        assert!(
+            left.body
+                .contains("the agent component failed: wasm trap: unreachable"),
+            "{}",
+            left.body
+        );
+        assert_eq!(
+            get("done").await.unwrap().unwrap().state,
+            TaskState::Submitted,
+            "written as settled: not read, not touched"
+        );
+        assert_eq!(
+            get("moved").await.unwrap().unwrap().version,
+            2,
+            "another request owns it now"
+        );
         let frame = log.try_next().expect("subscribers hear of it");
         assert_eq!(frame.kind, Member::StatusUpdate);
         assert!(log.is_closed(), "and the log closes");

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use a2a_protocol::TaskState;
 
 use super::bindings::storage::Host;
-use super::bindings::types::{MessageClaim, MessageRecord, StoreError, TaskPage, TaskQuery, TaskRow};
+use super::bindings::types::{
+    MessageClaim, MessageRecord, StoreError, TaskPage, TaskQuery, TaskRow,
+};
 use super::context::CallNote;
 use super::settle::Written;
 use crate::activity::{Activity, Contexts};
@@ -42,7 +44,12 @@ impl StorageCtx {
 /// The text of a stored task's status message (what a FAILED task says went wrong).
 fn status_text(body: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    v["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("(no status message)").chars().take(300).collect()
+    v["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or("(no status message)")
+        .chars()
+        .take(300)
+        .collect()
 }
 
 /// A stored row as the guest reads it; an unreadable one as the store error it is.
@@ -51,7 +58,11 @@ fn to_guest(row: store::TaskRow) -> Result<TaskRow, StoreError> {
 }
 
 impl Host for StorageCtx {
-    async fn create_task(&mut self, row: TaskRow, claim: Option<MessageClaim>) -> wasmtime::Result<Result<(), StoreError>> {
+    async fn create_task(
+        &mut self,
+        row: TaskRow,
+        claim: Option<MessageClaim>,
+    ) -> wasmtime::Result<Result<(), StoreError>> {
         let row = row.stored(&self.instance_id, &self.peer_id);
         let (id, context, state) = (row.id.clone(), row.context_id.clone(), row.state);
         let result = self.store.create_task(row, claim.map(Into::into)).await;
@@ -64,11 +75,19 @@ impl Host for StorageCtx {
         Ok(result.map_err(Into::into))
     }
 
-    async fn update_task(&mut self, row: TaskRow, expected_version: u64, claim: Option<MessageClaim>) -> wasmtime::Result<Result<u64, StoreError>> {
+    async fn update_task(
+        &mut self,
+        row: TaskRow,
+        expected_version: u64,
+        claim: Option<MessageClaim>,
+    ) -> wasmtime::Result<Result<u64, StoreError>> {
         let row = row.stored(&self.instance_id, &self.peer_id);
         let (id, state) = (row.id.clone(), row.state);
         let failure = (state == TaskState::Failed).then(|| status_text(&row.body));
-        let result = self.store.update_task(row, expected_version, claim.map(Into::into)).await;
+        let result = self
+            .store
+            .update_task(row, expected_version, claim.map(Into::into))
+            .await;
         if let Ok(v) = result {
             if let Some(reason) = failure {
                 tracing::warn!(instance = %self.instance_id, task = %id, %reason, "task FAILED");
@@ -83,7 +102,12 @@ impl Host for StorageCtx {
     }
 
     async fn get_task(&mut self, id: String) -> wasmtime::Result<Option<TaskRow>> {
-        let row = self.store.get_task(id, Some(self.instance_id.clone())).await.ok().flatten();
+        let row = self
+            .store
+            .get_task(id, Some(self.instance_id.clone()))
+            .await
+            .ok()
+            .flatten();
         if let Some(r) = &row {
             self.touched(r.context_id.clone());
         }
@@ -105,12 +129,29 @@ impl Host for StorageCtx {
             Ok(p) => p,
             Err(e) => return Ok(Err(e.into())),
         };
-        let tasks = page.tasks.into_iter().map(to_guest).collect::<Result<Vec<_>, _>>();
-        Ok(tasks.map(|tasks| TaskPage { tasks, next_page_token: page.next_token, total_size: page.total }))
+        let tasks = page
+            .tasks
+            .into_iter()
+            .map(to_guest)
+            .collect::<Result<Vec<_>, _>>();
+        Ok(tasks.map(|tasks| TaskPage {
+            tasks,
+            next_page_token: page.next_token,
+            total_size: page.total,
+        }))
     }
 
-    async fn find_message(&mut self, message_id: String) -> wasmtime::Result<Option<MessageRecord>> {
-        Ok(self.store.find_message(self.instance_id.clone(), message_id).await.ok().flatten().map(Into::into))
+    async fn find_message(
+        &mut self,
+        message_id: String,
+    ) -> wasmtime::Result<Option<MessageRecord>> {
+        Ok(self
+            .store
+            .find_message(self.instance_id.clone(), message_id)
+            .await
+            .ok()
+            .flatten()
+            .map(Into::into))
     }
 }
 
@@ -133,42 +174,112 @@ mod tests {
     }
 
     fn row(id: &str, state: WitState, version: u64) -> TaskRow {
-        let body = format!(r#"{{"id":"{id}","contextId":"c","status":{{"state":"TASK_STATE_WORKING"}}}}"#);
-        TaskRow { id: id.into(), context_id: "c".into(), state, skill: "chat".into(), created_at: 1, updated_at: 1, version, body }
+        let body =
+            format!(r#"{{"id":"{id}","contextId":"c","status":{{"state":"TASK_STATE_WORKING"}}}}"#);
+        TaskRow {
+            id: id.into(),
+            context_id: "c".into(),
+            state,
+            skill: "chat".into(),
+            created_at: 1,
+            updated_at: 1,
+            version,
+            body,
+        }
     }
 
     #[tokio::test]
     async fn writes_compare_and_swap_and_are_scoped_to_the_instance() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let (mut mine, mut theirs) = (ctx(store.clone(), "i"), ctx(store.clone(), "j"));
-        mine.create_task(row("t", WitState::Working, 1), None).await.unwrap().unwrap();
-        assert!(matches!(mine.update_task(row("t", WitState::Completed, 2), 1, None).await.unwrap(), Ok(2)));
-        match mine.update_task(row("t", WitState::Failed, 2), 1, None).await.unwrap() {
-            Err(StoreError::Conflict(current)) => assert_eq!((current.version, current.state), (2, WitState::Completed)),
+        mine.create_task(row("t", WitState::Working, 1), None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            mine.update_task(row("t", WitState::Completed, 2), 1, None)
+                .await
+                .unwrap(),
+            Ok(2)
+        ));
+        match mine
+            .update_task(row("t", WitState::Failed, 2), 1, None)
+            .await
+            .unwrap()
+        {
+            Err(StoreError::Conflict(current)) => {
+                assert_eq!((current.version, current.state), (2, WitState::Completed))
+            }
             other => panic!("{other:?}"),
         }
-        assert!(theirs.get_task("t".into()).await.unwrap().is_none(), "another instance never sees the task");
-        assert!(matches!(theirs.update_task(row("t", WitState::Failed, 3), 2, None).await.unwrap(), Err(StoreError::NotFound)));
-        assert_eq!(mine.get_task("t".into()).await.unwrap().unwrap().state, WitState::Completed);
-        assert_eq!(mine.contexts.lock().unwrap().as_slice(), ["c"], "the request worked in context c");
-        assert_eq!(mine.written.take(), [("t".to_owned(), 2, TaskState::Completed)], "the last write of each task is remembered");
+        assert!(
+            theirs.get_task("t".into()).await.unwrap().is_none(),
+            "another instance never sees the task"
+        );
+        assert!(matches!(
+            theirs
+                .update_task(row("t", WitState::Failed, 3), 2, None)
+                .await
+                .unwrap(),
+            Err(StoreError::NotFound)
+        ));
+        assert_eq!(
+            mine.get_task("t".into()).await.unwrap().unwrap().state,
+            WitState::Completed
+        );
+        assert_eq!(
+            mine.contexts.lock().unwrap().as_slice(),
+            ["c"],
+            "the request worked in context c"
+        );
+        assert_eq!(
+            mine.written.take(),
+            [("t".to_owned(), 2, TaskState::Completed)],
+            "the last write of each task is remembered"
+        );
         assert_eq!(mine.note.take().task_id.as_deref(), Some("t"));
     }
 
     #[tokio::test]
     async fn message_claims_are_the_idempotency_index() {
         let mut c = ctx(Arc::new(MemoryStore::default()), "i");
-        let claim = |replaces: Option<MessageRecord>| Some(MessageClaim { message_id: "m".into(), fingerprint: "f".into(), replaces });
-        c.create_task(row("a", WitState::Working, 1), claim(None)).await.unwrap().unwrap();
-        let recorded = c.find_message("m".into()).await.unwrap().expect("the claim is recorded");
+        let claim = |replaces: Option<MessageRecord>| {
+            Some(MessageClaim {
+                message_id: "m".into(),
+                fingerprint: "f".into(),
+                replaces,
+            })
+        };
+        c.create_task(row("a", WitState::Working, 1), claim(None))
+            .await
+            .unwrap()
+            .unwrap();
+        let recorded = c
+            .find_message("m".into())
+            .await
+            .unwrap()
+            .expect("the claim is recorded");
         assert_eq!(recorded.task_id, "a");
-        match c.create_task(row("b", WitState::Working, 1), claim(None)).await.unwrap() {
+        match c
+            .create_task(row("b", WitState::Working, 1), claim(None))
+            .await
+            .unwrap()
+        {
             Err(StoreError::DuplicateMessage(now)) => assert_eq!(now.task_id, "a"),
             other => panic!("a second claim on the same id must lose: {other:?}"),
         }
-        assert!(c.get_task("b".into()).await.unwrap().is_none(), "the losing write wrote nothing");
-        c.create_task(row("b", WitState::Working, 1), claim(Some(recorded))).await.unwrap().unwrap();
-        assert_eq!(c.find_message("m".into()).await.unwrap().unwrap().task_id, "b");
+        assert!(
+            c.get_task("b".into()).await.unwrap().is_none(),
+            "the losing write wrote nothing"
+        );
+        c.create_task(row("b", WitState::Working, 1), claim(Some(recorded)))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            c.find_message("m".into()).await.unwrap().unwrap().task_id,
+            "b"
+        );
     }
 
     #[tokio::test]
@@ -176,9 +287,16 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let mut c = ctx(store.clone(), "i");
         for i in 0..3 {
-            c.create_task(row(&format!("t{i}"), WitState::Working, 1), None).await.unwrap().unwrap();
+            c.create_task(row(&format!("t{i}"), WitState::Working, 1), None)
+                .await
+                .unwrap()
+                .unwrap();
         }
-        ctx(store, "j").create_task(row("other", WitState::Working, 1), None).await.unwrap().unwrap();
+        ctx(store, "j")
+            .create_task(row("other", WitState::Working, 1), None)
+            .await
+            .unwrap()
+            .unwrap();
         let q = |token: Option<String>| TaskQuery {
             context_id: None,
             state: Some(WitState::Working),
@@ -190,8 +308,15 @@ mod tests {
         };
         let first = c.list_tasks(q(None)).await.unwrap().unwrap();
         assert_eq!((first.tasks.len(), first.total_size), (2, 3));
-        let second = c.list_tasks(q(first.next_page_token)).await.unwrap().unwrap();
+        let second = c
+            .list_tasks(q(first.next_page_token))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((second.tasks.len(), second.next_page_token), (1, None));
-        assert!(matches!(c.list_tasks(q(Some("bogus".into()))).await.unwrap(), Err(StoreError::Invalid(_))));
+        assert!(matches!(
+            c.list_tasks(q(Some("bogus".into()))).await.unwrap(),
+            Err(StoreError::Invalid(_))
+        ));
     }
 }

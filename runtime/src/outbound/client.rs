@@ -50,13 +50,20 @@ pub struct ClientState {
 
 impl WasiView for ClientState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 impl WasiHttpView for ClientState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
     }
 }
 
@@ -101,14 +108,22 @@ impl ClientHost {
     pub fn new(engine: Arc<Engine>) -> anyhow::Result<ClientHost> {
         let mut linker: Linker<ClientState> = Linker::new(&engine.wasm);
         wt(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
-        wt(wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))?;
+        wt(wasmtime_wasi_http::p2::add_only_http_to_linker_async(
+            &mut linker,
+        ))?;
         wt(outbound::add_to_linker::<ClientState, HasSelf<ClientState>>(&mut linker, |s| s))?;
         let (component, _, _) = engine.cache.load("a2a-client", CLIENT_WASM)?;
-        let pre = wt(OutboundClientPre::new(wt(linker.instantiate_pre(&component))?))?;
+        let pre = wt(OutboundClientPre::new(wt(
+            linker.instantiate_pre(&component)
+        )?))?;
         Ok(ClientHost { engine, pre })
     }
 
-    async fn instance(&self, target: Target, abort: CancellationToken) -> wasmtime::Result<(Store<ClientState>, OutboundClient)> {
+    async fn instance(
+        &self,
+        target: Target,
+        abort: CancellationToken,
+    ) -> wasmtime::Result<(Store<ClientState>, OutboundClient)> {
         let rules = Rules {
             bearer: target.bearer,
             origins: target.origins,
@@ -133,20 +148,41 @@ impl ClientHost {
 
     /// Fetches and validates the remote card; the card JSON.
     pub async fn discover(&self, target: Target) -> Result<serde_json::Value, String> {
-        let (mut store, client) = self.instance(target, CancellationToken::new()).await.map_err(trap)?;
-        let card = client.a2a_edge_client().call_discover(&mut store).await.map_err(trap)?.map_err(describe)?;
+        let (mut store, client) = self
+            .instance(target, CancellationToken::new())
+            .await
+            .map_err(trap)?;
+        let card = client
+            .a2a_edge_client()
+            .call_discover(&mut store)
+            .await
+            .map_err(trap)?
+            .map_err(describe)?;
         serde_json::from_str(&card).map_err(|e| format!("the remote card is not JSON: {e}"))
     }
 
     /// Runs one remote skill; the tool text, or the error to show.
-    pub async fn call(&self, target: Target, req: CallRequest, abort: CancellationToken) -> Result<String, String> {
+    pub async fn call(
+        &self,
+        target: Target,
+        req: CallRequest,
+        abort: CancellationToken,
+    ) -> Result<String, String> {
         let (mut store, client) = self.instance(target, abort).await.map_err(trap)?;
-        client.a2a_edge_client().call_call(&mut store, &req).await.map_err(trap)?.map_err(describe)
+        client
+            .a2a_edge_client()
+            .call_call(&mut store, &req)
+            .await
+            .map_err(trap)?
+            .map_err(describe)
     }
 }
 
 fn trap(e: wasmtime::Error) -> String {
-    format!("the outbound client component failed: {}", format!("{e:#}").lines().next().unwrap_or("trap"))
+    format!(
+        "the outbound client component failed: {}",
+        format!("{e:#}").lines().next().unwrap_or("trap")
+    )
 }
 
 /// A call error as the message a user or a model reads.

@@ -30,7 +30,10 @@ pub struct Reach {
 pub fn always_refused(ip: IpAddr) -> bool {
     match ip.to_canonical() {
         IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80 || v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254),
+        IpAddr::V6(v6) => {
+            (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+        }
     }
 }
 
@@ -53,7 +56,11 @@ pub fn is_internal(ip: IpAddr) -> bool {
         }
         IpAddr::V6(v6) => {
             let first = v6.segments()[0];
-            v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
         }
     }
 }
@@ -61,10 +68,16 @@ pub fn is_internal(ip: IpAddr) -> bool {
 impl Reach {
     /// Checks the addresses `host` resolved to; the refusal says which address and why.
     pub fn check(&self, host: &str, addrs: &[SocketAddr]) -> Result<(), String> {
-        let trusted = self.trusted_host.as_deref().is_some_and(|t| t.eq_ignore_ascii_case(host));
+        let trusted = self
+            .trusted_host
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case(host));
         for a in addrs {
             if always_refused(a.ip()) {
-                return Err(format!("{host} resolves to the link-local address {}, which outbound calls never reach", a.ip()));
+                return Err(format!(
+                    "{host} resolves to the link-local address {}, which outbound calls never reach",
+                    a.ip()
+                ));
             }
             if is_internal(a.ip()) && !trusted && !self.allow_private {
                 return Err(format!(
@@ -79,25 +92,49 @@ impl Reach {
 
 /// The host of a URI as the guard compares it: lower-cased, without IPv6 brackets.
 pub fn host_of(uri: &http::Uri) -> Option<String> {
-    Some(uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase())
+    Some(
+        uri.host()?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase(),
+    )
 }
 
 /// [`host_of`] and the port (the scheme's default when none is given).
 fn host_port(uri: &http::Uri) -> Option<(String, u16)> {
-    let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
     Some((host_of(uri)?, port))
 }
 
 /// Resolves the request's host, checks every address against `reach`, and returns them.
-pub async fn resolve(uri: &http::Uri, reach: &Reach, timeout: Duration) -> Result<Vec<SocketAddr>, Error> {
+pub async fn resolve(
+    uri: &http::Uri,
+    reach: &Reach,
+    timeout: Duration,
+) -> Result<Vec<SocketAddr>, Error> {
     let (host, port) = host_port(uri).ok_or(Error::HttpRequestUriInvalid)?;
     let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => match tokio::time::timeout(timeout, tokio::net::lookup_host((host.as_str(), port))).await {
-            Ok(Ok(found)) => found.collect(),
-            Ok(Err(e)) => return Err(Error::DnsError { rcode: Some(e.to_string()), info_code: None }),
-            Err(_) => return Err(Error::DnsTimeout),
-        },
+        Err(_) => {
+            match tokio::time::timeout(timeout, tokio::net::lookup_host((host.as_str(), port)))
+                .await
+            {
+                Ok(Ok(found)) => found.collect(),
+                Ok(Err(e)) => {
+                    return Err(Error::DnsError {
+                        rcode: Some(e.to_string()),
+                        info_code: None,
+                    });
+                }
+                Err(_) => return Err(Error::DnsTimeout),
+            }
+        }
     };
     if addrs.is_empty() {
         return Err(Error::DestinationNotFound);
@@ -110,38 +147,60 @@ pub async fn resolve(uri: &http::Uri, reach: &Reach, timeout: Duration) -> Resul
 }
 
 /// A response head and the future driving the rest of the connection.
-pub type Sent = (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>);
+pub type Sent = (
+    http::Response<WasiBody>,
+    Box<dyn Future<Output = Result<(), Error>> + Send>,
+);
 
 /// Sends `request` over a new connection to the first of `addrs` that answers (TLS for
 /// `https`, verified against the web PKI roots for the URI's host), within `timeout` for the
 /// connect and for the response head.
-pub async fn send(mut request: Request<WasiBody>, addrs: Vec<SocketAddr>, timeout: Duration) -> Result<Sent, Error> {
+pub async fn send(
+    mut request: Request<WasiBody>,
+    addrs: Vec<SocketAddr>,
+    timeout: Duration,
+) -> Result<Sent, Error> {
     let (host, _) = host_port(request.uri()).ok_or(Error::HttpRequestUriInvalid)?;
     let https = request.uri().scheme_str() == Some("https");
-    let tcp = tokio::time::timeout(timeout, connect(&addrs)).await.map_err(|_| Error::ConnectionTimeout)?.map_err(Error::Connect)?;
+    let tcp = tokio::time::timeout(timeout, connect(&addrs))
+        .await
+        .map_err(|_| Error::ConnectionTimeout)?
+        .map_err(Error::Connect)?;
     let _ = tcp.set_nodelay(true);
     let io: Box<dyn Io> = if https {
         let name = match host.parse::<IpAddr>() {
             Ok(ip) => rustls::pki_types::ServerName::from(ip),
-            Err(_) => rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| Error::HttpRequestUriInvalid)?,
+            Err(_) => rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|_| Error::HttpRequestUriInvalid)?,
         };
-        let tls = tokio::time::timeout(timeout, tls_connector().connect(name, tcp)).await.map_err(|_| Error::ConnectionTimeout)?;
+        let tls = tokio::time::timeout(timeout, tls_connector().connect(name, tcp))
+            .await
+            .map_err(|_| Error::ConnectionTimeout)?;
         Box::new(tls.map_err(Error::Tls)?)
     } else {
         Box::new(tcp)
     };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)).await?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)).await?;
     // The request line carries only the path: the authority travels in the Host header.
-    let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
     let authority = request.uri().authority().map(|a| a.as_str().to_owned());
-    if let (Some(a), false) = (authority, request.headers().contains_key(http::header::HOST))
-        && let Ok(v) = http::HeaderValue::from_str(&a)
+    if let (Some(a), false) = (
+        authority,
+        request.headers().contains_key(http::header::HOST),
+    ) && let Ok(v) = http::HeaderValue::from_str(&a)
     {
         request.headers_mut().insert(http::header::HOST, v);
     }
     *request.uri_mut() = path.parse().map_err(|_| Error::HttpRequestUriInvalid)?;
     let driver = tokio::spawn(conn);
-    let response = tokio::time::timeout(timeout, sender.send_request(request)).await.map_err(|_| Error::ConnectionReadTimeout)??;
+    let response = tokio::time::timeout(timeout, sender.send_request(request))
+        .await
+        .map_err(|_| Error::ConnectionReadTimeout)??;
     let response = response.map(|body| body.map_err(Error::from).boxed_unsync());
     let io = async move {
         match driver.await {
@@ -169,9 +228,13 @@ async fn connect(addrs: &[SocketAddr]) -> std::io::Result<tokio::net::TcpStream>
 fn tls_connector() -> tokio_rustls::TlsConnector {
     static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
     let config = CONFIG.get_or_init(|| {
-        let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().expect("ring supports the default TLS versions");
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default TLS versions");
         Arc::new(builder.with_root_certificates(roots).with_no_client_auth())
     });
     tokio_rustls::TlsConnector::from(config.clone())
@@ -207,10 +270,18 @@ mod tests {
         ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "172.32.0.1", "100.128.0.1"] {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "172.32.0.1",
+            "100.128.0.1",
+        ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
-        assert!(always_refused(IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254))));
+        assert!(always_refused(IpAddr::V4(Ipv4Addr::new(
+            169, 254, 169, 254
+        ))));
         assert!(always_refused("fd00:ec2::254".parse().unwrap()));
         assert!(always_refused("::ffff:169.254.169.254".parse().unwrap()));
         assert!(!always_refused("10.0.0.1".parse().unwrap()));
@@ -218,13 +289,37 @@ mod tests {
 
     #[test]
     fn only_the_card_host_may_be_internal() {
-        let reach = Reach { trusted_host: Some("card.local".into()), allow_private: false };
-        assert!(reach.check("card.local", &addr("127.0.0.1")).is_ok(), "the operator's own card URL");
+        let reach = Reach {
+            trusted_host: Some("card.local".into()),
+            allow_private: false,
+        };
+        assert!(
+            reach.check("card.local", &addr("127.0.0.1")).is_ok(),
+            "the operator's own card URL"
+        );
         assert!(reach.check("CARD.local", &addr("10.0.0.1")).is_ok());
-        assert!(reach.check("announced.example", &addr("127.0.0.1")).unwrap_err().contains("internal address 127.0.0.1"));
-        assert!(reach.check("announced.example", &addr("93.184.216.34")).is_ok());
-        assert!(reach.check("card.local", &addr("169.254.169.254")).unwrap_err().contains("link-local"), "metadata even for the card's host");
-        let open = Reach { trusted_host: None, allow_private: true };
+        assert!(
+            reach
+                .check("announced.example", &addr("127.0.0.1"))
+                .unwrap_err()
+                .contains("internal address 127.0.0.1")
+        );
+        assert!(
+            reach
+                .check("announced.example", &addr("93.184.216.34"))
+                .is_ok()
+        );
+        assert!(
+            reach
+                .check("card.local", &addr("169.254.169.254"))
+                .unwrap_err()
+                .contains("link-local"),
+            "metadata even for the card's host"
+        );
+        let open = Reach {
+            trusted_host: None,
+            allow_private: true,
+        };
         assert!(open.check("any", &addr("192.168.0.9")).is_ok());
         assert!(open.check("any", &addr("169.254.169.254")).is_err());
     }

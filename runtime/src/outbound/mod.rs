@@ -72,20 +72,39 @@ pub struct Outbound {
 
 /// The SSRF guard of a connection: its card URL's host is trusted as the operator gave it.
 fn reach(card_url: &str, allow_private: bool) -> egress::Reach {
-    let trusted_host = card_url.parse::<http::Uri>().ok().as_ref().and_then(egress::host_of);
-    egress::Reach { trusted_host, allow_private }
+    let trusted_host = card_url
+        .parse::<http::Uri>()
+        .ok()
+        .as_ref()
+        .and_then(egress::host_of);
+    egress::Reach {
+        trusted_host,
+        allow_private,
+    }
 }
 
 /// The secret holding a connection's bearer token.
 pub fn secret_name(r: &ConnectionRecord) -> String {
-    r.bearer_token_env.clone().unwrap_or_else(|| outbound_name(&r.id))
+    r.bearer_token_env
+        .clone()
+        .unwrap_or_else(|| outbound_name(&r.id))
 }
 
 impl Outbound {
     /// The connections the store holds, served by `client`.
-    pub async fn new(store: Arc<dyn Store>, credentials: Arc<Credentials>, client: ClientHost) -> Result<Outbound, StoreError> {
+    pub async fn new(
+        store: Arc<dyn Store>,
+        credentials: Arc<Credentials>,
+        client: ClientHost,
+    ) -> Result<Outbound, StoreError> {
         let records = RwLock::new(store.connections().await?);
-        Ok(Outbound { store, credentials, client, records, live: RwLock::default() })
+        Ok(Outbound {
+            store,
+            credentials,
+            client,
+            records,
+            live: RwLock::default(),
+        })
     }
 
     /// Every connection record, by id.
@@ -95,7 +114,15 @@ impl Outbound {
 
     /// A connection record by id; the error says where the ids are listed.
     pub fn record(&self, id: &str) -> Result<ConnectionRecord, String> {
-        self.records.read().unwrap().iter().find(|r| r.id == id).cloned().ok_or_else(|| format!("unknown outbound id {id:?}; GET /a2a/api lists the connections"))
+        self.records
+            .read()
+            .unwrap()
+            .iter()
+            .find(|r| r.id == id)
+            .cloned()
+            .ok_or_else(|| {
+                format!("unknown outbound id {id:?}; GET /a2a/api lists the connections")
+            })
     }
 
     /// Stores a record (new or changed).
@@ -122,7 +149,12 @@ impl Outbound {
 
     /// A connection's live state.
     pub fn live(&self, id: &str) -> Live {
-        self.live.read().unwrap().get(id).cloned().unwrap_or_default()
+        self.live
+            .read()
+            .unwrap()
+            .get(id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn set(&self, id: &str, live: Live) {
@@ -137,12 +169,25 @@ impl Outbound {
     /// What the client component needs for a connection: its info, the token, the origins.
     fn target(&self, r: &ConnectionRecord, card: Option<&Value>) -> Target {
         let bearer = self.credentials.resolve(&secret_name(r));
-        let mut origins: Vec<String> = r.agent_card_url.parse::<http::Uri>().ok().as_ref().and_then(origin).into_iter().collect();
+        let mut origins: Vec<String> = r
+            .agent_card_url
+            .parse::<http::Uri>()
+            .ok()
+            .as_ref()
+            .and_then(origin)
+            .into_iter()
+            .collect();
         if let Some(ep) = card.and_then(|c| a2a_protocol::client::endpoint(c).ok()) {
             origins.extend(ep.url.parse::<http::Uri>().ok().as_ref().and_then(origin));
         }
         Target {
-            info: ConnectionInfo { id: r.id.clone(), name: r.name.clone(), agent_card_url: r.agent_card_url.clone(), timeout_ms: r.timeout_ms, has_credential: bearer.is_some() },
+            info: ConnectionInfo {
+                id: r.id.clone(),
+                name: r.name.clone(),
+                agent_card_url: r.agent_card_url.clone(),
+                timeout_ms: r.timeout_ms,
+                has_credential: bearer.is_some(),
+            },
             bearer,
             origins,
             reach: reach(&r.agent_card_url, r.allow_private),
@@ -153,8 +198,16 @@ impl Outbound {
     pub async fn connect(&self, r: &ConnectionRecord) -> Result<(), String> {
         let result = self.client.discover(self.target(r, None)).await;
         let live = match &result {
-            Ok(card) => Live { status: Status::Connected, last_error: None, card: Some(Arc::new(card.clone())) },
-            Err(e) => Live { status: Status::Failed, last_error: Some(e.clone()), card: self.live(&r.id).card },
+            Ok(card) => Live {
+                status: Status::Connected,
+                last_error: None,
+                card: Some(Arc::new(card.clone())),
+            },
+            Err(e) => Live {
+                status: Status::Failed,
+                last_error: Some(e.clone()),
+                card: self.live(&r.id).card,
+            },
         };
         match &result {
             Ok(_) => tracing::info!(connection = %r.id, "outbound connection connected"),
@@ -188,13 +241,28 @@ impl Outbound {
     }
 
     /// Fetches a remote card without creating anything: its preview.
-    pub async fn discover(&self, url: &str, token: Option<String>, allow_private: bool) -> Result<Value, String> {
-        let uri: http::Uri = url.parse().map_err(|e| format!("agentCardUrl {url:?} is not a URL: {e}"))?;
-        let Some(o) = origin(&uri).filter(|o| o.starts_with("http://") || o.starts_with("https://")) else {
+    pub async fn discover(
+        &self,
+        url: &str,
+        token: Option<String>,
+        allow_private: bool,
+    ) -> Result<Value, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("agentCardUrl {url:?} is not a URL: {e}"))?;
+        let Some(o) =
+            origin(&uri).filter(|o| o.starts_with("http://") || o.starts_with("https://"))
+        else {
             return Err(format!("agentCardUrl {url:?} must be an http(s) URL"));
         };
         let target = Target {
-            info: ConnectionInfo { id: "discover".into(), name: "discover".into(), agent_card_url: url.to_owned(), timeout_ms: 10_000, has_credential: token.is_some() },
+            info: ConnectionInfo {
+                id: "discover".into(),
+                name: "discover".into(),
+                agent_card_url: url.to_owned(),
+                timeout_ms: 10_000,
+                has_credential: token.is_some(),
+            },
             bearer: token,
             origins: vec![o],
             reach: reach(url, allow_private),
@@ -205,22 +273,42 @@ impl Outbound {
 
     /// Runs a remote skill as a tool would; the tool text. `context_id` is the caller's stable
     /// conversation with that agent.
-    pub async fn call(&self, id: &str, skill: &str, prompt: &str, task_id: Option<String>, context_id: String, abort: CancellationToken) -> Result<String, String> {
+    pub async fn call(
+        &self,
+        id: &str,
+        skill: &str,
+        prompt: &str,
+        task_id: Option<String>,
+        context_id: String,
+        abort: CancellationToken,
+    ) -> Result<String, String> {
         let r = self.record(id)?;
         if !r.enabled {
             return Err(format!("outbound {id:?} is disabled; enable it first"));
         }
         if self.live(id).status != Status::Connected {
-            self.connect(&r).await.map_err(|e| format!("outbound {id:?} is not connected: {e}"))?;
+            self.connect(&r)
+                .await
+                .map_err(|e| format!("outbound {id:?} is not connected: {e}"))?;
         }
         let live = self.live(id);
         let offered = tools(&r, &live);
         if !offered.iter().any(|t| t.skill == skill) {
             let offered: Vec<String> = offered.into_iter().map(|t| t.skill).collect();
-            return Err(format!("outbound {id:?} offers no skill {skill:?} (offered: {})", offered.join(", ")));
+            return Err(format!(
+                "outbound {id:?} offers no skill {skill:?} (offered: {})",
+                offered.join(", ")
+            ));
         }
-        let req = CallRequest { skill: skill.to_owned(), prompt: prompt.to_owned(), context_id, task_id };
-        self.client.call(self.target(&r, live.card.as_deref()), req, abort).await
+        let req = CallRequest {
+            skill: skill.to_owned(),
+            prompt: prompt.to_owned(),
+            context_id,
+            task_id,
+        };
+        self.client
+            .call(self.target(&r, live.card.as_deref()), req, abort)
+            .await
     }
 
     /// A secret by name (credentials file, then environment).
@@ -235,58 +323,12 @@ pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// Checks a card URL: http(s) with a host.
 pub fn check_card_url(url: &str) -> Result<String, String> {
     let url = url.trim();
-    a2a_protocol::client::split_url(url).map(|_| url.to_owned()).map_err(|_| format!("must be an http(s) URL with a host, not {:?}", url.chars().take(200).collect::<String>()))
+    a2a_protocol::client::split_url(url)
+        .map(|_| url.to_owned())
+        .map_err(|_| {
+            format!(
+                "must be an http(s) URL with a host, not {:?}",
+                url.chars().take(200).collect::<String>()
+            )
+        })
 }
-
-/// The record a declared connection should have: `stored` with every declared field applied,
-/// or a new record.
-pub fn reconcile(
-    d: &crate::config::ConnectionDecl,
-    stored: Option<&ConnectionRecord>,
-    config: &crate::config::Config,
-    now: u64,
-) -> Result<ConnectionRecord, crate::instances::DeclError> {
-    let mut r = stored.cloned().unwrap_or_else(|| ConnectionRecord {
-        id: d.id.clone().unwrap_or_else(|| crate::instances::new_id(&d.name)),
-        enabled: true,
-        timeout_ms: DEFAULT_TIMEOUT_MS,
-        created_at: now,
-        updated_at: now,
-        ..ConnectionRecord::default()
-    });
-    let before = r.clone();
-    r.name = crate::instances::declared_name(&d.name)?;
-    r.agent_card_url = check_card_url(&d.agent_card_url).map_err(|e| ("agentCardUrl", e))?;
-    if let Some(name) = &d.bearer_token_env {
-        r.bearer_token_env = Some(crate::credentials::check_secret_name(name).map_err(|e| ("bearerTokenEnv", e))?);
-    }
-    if let Some(p) = &d.preset {
-        if !config.all_presets().iter().any(|x| &x.id == p) {
-            return Err(("preset", format!("unknown preset {p:?}")));
-        }
-        r.preset = Some(p.clone());
-    }
-    if let Some(e) = d.enabled {
-        r.enabled = e;
-    }
-    if let Some(t) = d.timeout_ms {
-        if !(100..=MAX_TIMEOUT_MS).contains(&t) {
-            return Err(("timeoutMs", format!("must be from 100 to {MAX_TIMEOUT_MS}")));
-        }
-        r.timeout_ms = t;
-    }
-    if let Some(list) = &d.disabled_skills {
-        r.disabled_skills = list.clone();
-    }
-    if let Some(o) = &d.skill_overrides {
-        r.skill_overrides = o.clone();
-    }
-    if let Some(a) = d.allow_private {
-        r.allow_private = a;
-    }
-    if stored.is_some() && r != before {
-        r.updated_at = now;
-    }
-    Ok(r)
-}
-

@@ -57,12 +57,28 @@ impl WasiHttpHooks for Policy {
             request.headers_mut().insert(http::header::AUTHORIZATION, v);
         }
         // The guest may ask for shorter timeouts, never longer ones.
-        let t = options.and_then(|o| o.connect_timeout.into_iter().chain(o.first_byte_timeout).min()).map_or(rules.timeout, |d| d.min(rules.timeout));
+        let t = options
+            .and_then(|o| {
+                o.connect_timeout
+                    .into_iter()
+                    .chain(o.first_byte_timeout)
+                    .min()
+            })
+            .map_or(rules.timeout, |d| d.min(rules.timeout));
         let (cap, reach) = (rules.max_response_bytes, rules.reach.clone());
         Box::new(async move {
             let addrs = super::egress::resolve(request.uri(), &reach, t).await?;
             let (response, io) = super::egress::send(request, addrs, t).await?;
-            let response = response.map(|body| Capped { inner: body, left: cap, cap, idle: t, timer: Box::pin(tokio::time::sleep(t)) }.boxed_unsync());
+            let response = response.map(|body| {
+                Capped {
+                    inner: body,
+                    left: cap,
+                    cap,
+                    idle: t,
+                    timer: Box::pin(tokio::time::sleep(t)),
+                }
+                .boxed_unsync()
+            });
             Ok((response, io))
         })
     }
@@ -81,7 +97,10 @@ impl HttpBody for Capped {
     type Data = Bytes;
     type Error = Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(frame) => frame,
             Poll::Pending => {

@@ -26,19 +26,46 @@ pub struct Tool {
 
 /// The tools of a connected, enabled connection, with overrides applied and disabled skills left out.
 pub fn tools(r: &ConnectionRecord, live: &Live) -> Vec<Tool> {
-    let Some(card) = live.card.as_ref().filter(|_| r.enabled && live.status == Status::Connected) else { return Vec::new() };
-    let skills: Vec<&Value> = card["skills"].as_array().map(|s| s.iter().collect()).unwrap_or_default();
-    let ids: Vec<String> = a2a_protocol::client::skill_ids(card).into_iter().filter(|id| !r.disabled_skills.contains(id)).collect();
-    let names = a2a_protocol::tools::names(&r.name, &ids.iter().map(String::as_str).collect::<Vec<_>>());
+    let Some(card) = live
+        .card
+        .as_ref()
+        .filter(|_| r.enabled && live.status == Status::Connected)
+    else {
+        return Vec::new();
+    };
+    let skills: Vec<&Value> = card["skills"]
+        .as_array()
+        .map(|s| s.iter().collect())
+        .unwrap_or_default();
+    let ids: Vec<String> = a2a_protocol::client::skill_ids(card)
+        .into_iter()
+        .filter(|id| !r.disabled_skills.contains(id))
+        .collect();
+    let names =
+        a2a_protocol::tools::names(&r.name, &ids.iter().map(String::as_str).collect::<Vec<_>>());
     ids.into_iter()
         .zip(names)
         .map(|(id, name)| {
             let skill = skills.iter().find(|s| s["id"] == id.as_str());
             let o = r.skill_overrides.get(&id);
-            let title = o.and_then(|o| o.name.clone()).or_else(|| skill.and_then(|s| s["name"].as_str().map(str::to_owned))).unwrap_or_else(|| id.clone());
-            let about = o.and_then(|o| o.description.clone()).or_else(|| skill.and_then(|s| s["description"].as_str().map(str::to_owned))).unwrap_or_default();
+            let title = o
+                .and_then(|o| o.name.clone())
+                .or_else(|| skill.and_then(|s| s["name"].as_str().map(str::to_owned)))
+                .unwrap_or_else(|| id.clone());
+            let about = o
+                .and_then(|o| o.description.clone())
+                .or_else(|| skill.and_then(|s| s["description"].as_str().map(str::to_owned)))
+                .unwrap_or_default();
             let agent = card["name"].as_str().unwrap_or(&r.name);
-            Tool { name, connection_id: r.id.clone(), skill: id, description: format!("{title} — remote A2A agent \"{agent}\". {about}").trim_end().to_owned(), title }
+            Tool {
+                name,
+                connection_id: r.id.clone(),
+                skill: id,
+                description: format!("{title} — remote A2A agent \"{agent}\". {about}")
+                    .trim_end()
+                    .to_owned(),
+                title,
+            }
         })
         .collect()
 }
@@ -55,7 +82,11 @@ pub struct SessionToolbox(pub Arc<Outbound>);
 
 impl Toolbox for SessionToolbox {
     fn for_turn(&self, preset: &str, caller: String) -> Arc<dyn TurnHost> {
-        Arc::new(SessionTools { outbound: self.0.clone(), preset: preset.to_owned(), caller })
+        Arc::new(SessionTools {
+            outbound: self.0.clone(),
+            preset: preset.to_owned(),
+            caller,
+        })
     }
 }
 
@@ -71,7 +102,11 @@ struct SessionTools {
 impl SessionTools {
     fn visible(&self) -> Vec<Tool> {
         let records = self.outbound.records();
-        records.iter().filter(|r| r.preset.as_deref().is_none_or(|p| p == self.preset)).flat_map(|r| tools(r, &self.outbound.live(&r.id))).collect()
+        records
+            .iter()
+            .filter(|r| r.preset.as_deref().is_none_or(|p| p == self.preset))
+            .flat_map(|r| tools(r, &self.outbound.live(&r.id)))
+            .collect()
     }
 }
 
@@ -81,21 +116,46 @@ impl TurnHost for SessionTools {
     }
 
     fn tools(&self) -> Vec<ToolSpec> {
-        self.visible().into_iter().map(|t| ToolSpec { name: t.name, description: t.description, parameters: a2a_protocol::tools::parameters() }).collect()
+        self.visible()
+            .into_iter()
+            .map(|t| ToolSpec {
+                name: t.name,
+                description: t.description,
+                parameters: a2a_protocol::tools::parameters(),
+            })
+            .collect()
     }
 
     fn call_tool(&self, name: &str, arguments: &str, cancel: CancellationToken) -> ToolResult {
         let tool = self.visible().into_iter().find(|t| t.name == name);
-        let args: Result<Value, _> = serde_json::from_str(if arguments.trim().is_empty() { "{}" } else { arguments });
+        let args: Result<Value, _> = serde_json::from_str(if arguments.trim().is_empty() {
+            "{}"
+        } else {
+            arguments
+        });
         let (outbound, caller) = (self.outbound.clone(), self.caller.clone());
         let name = name.to_owned();
         Box::pin(async move {
             let tool = tool.ok_or_else(|| format!("there is no tool {name:?}"))?;
             let args = args.map_err(|e| format!("the arguments of {name} are not JSON: {e}"))?;
-            let prompt = args["prompt"].as_str().ok_or_else(|| format!("{name} needs a \"prompt\" string"))?;
-            let task_id = args["taskId"].as_str().filter(|t| !t.is_empty()).map(str::to_owned);
+            let prompt = args["prompt"]
+                .as_str()
+                .ok_or_else(|| format!("{name} needs a \"prompt\" string"))?;
+            let task_id = args["taskId"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
             let context = context_for(&tool.connection_id, &caller);
-            outbound.call(&tool.connection_id, &tool.skill, prompt, task_id, context, cancel).await
+            outbound
+                .call(
+                    &tool.connection_id,
+                    &tool.skill,
+                    prompt,
+                    task_id,
+                    context,
+                    cancel,
+                )
+                .await
         })
     }
 }

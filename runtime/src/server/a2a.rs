@@ -4,80 +4,168 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use a2a_protocol::{ErrorKind, RpcError};
 use bytes::Bytes;
 use http::{Method, Request, Response, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use super::body::read_body;
+use crate::admission::StreamSlot;
 use crate::app::App;
+use crate::body::read_body;
 use crate::host::{CallNote, Invocation, Route};
-use crate::instances::RouteKind;
+use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, is_event_stream, rpc_error, rpc_failure};
 
 /// A request to an instance's card or JSON-RPC endpoint: routing, auth and the body limit before
 /// its component runs; the instance id, for the log.
-pub async fn request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>, note: &CallNote) -> (Response<Body>, Option<String>) {
+pub async fn request(
+    app: &Arc<App>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+    note: &CallNote,
+) -> (Response<Body>, Option<String>) {
     let legacy = app.config.protocol.legacy_error_codes;
-    let services = app.services();
     let path = req.uri().path();
     let Some((instance, kind)) = app.routes().resolve(path) else {
-        let message = format!("no agent at {path}; the control API lists the instances and their card URLs");
-        return (rpc_failure(404, a2a_protocol::ErrorKind::InvalidRequest, &message, legacy), None);
+        let message =
+            format!("no agent at {path}; the control API lists the instances and their card URLs");
+        return (invalid(404, &message, legacy), None);
     };
     let id = Some(instance.record.id.clone());
-    let allowed = match kind {
-        RouteKind::Card => [Method::GET, Method::HEAD].contains(req.method()),
-        RouteKind::Rpc => req.method() == Method::POST,
-    };
-    if !allowed {
-        let allow = if kind == RouteKind::Card { "GET, HEAD" } else { "POST" };
-        let mut r = rpc_failure(405, a2a_protocol::ErrorKind::InvalidRequest, &format!("{} is not allowed here; use {allow}", req.method()), legacy);
-        r.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static(allow));
-        return (r, id);
+    match serve(app, instance, kind, peer, req, note).await {
+        Ok(r) | Err(r) => (r, id),
     }
+}
+
+/// An INVALID_REQUEST failure with `status`.
+fn invalid(status: u16, message: &str, legacy: bool) -> Response<Body> {
+    rpc_failure(status, ErrorKind::InvalidRequest, message, legacy)
+}
+
+/// Serves a routed request; `Err` is a refusal before the component ran.
+async fn serve(
+    app: &Arc<App>,
+    instance: Arc<Instance>,
+    kind: RouteKind,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+    note: &CallNote,
+) -> Result<Response<Body>, Response<Body>> {
+    let legacy = app.config.protocol.legacy_error_codes;
+    check_method(kind, req.method(), legacy)?;
     if kind == RouteKind::Rpc {
-        let mut presented = req.headers().get_all(header::AUTHORIZATION).iter();
-        let first = presented.next();
-        if presented.next().is_some() {
-            return (rpc_failure(400, a2a_protocol::ErrorKind::InvalidRequest, "send one Authorization header, not several", legacy), id);
-        }
-        if instance.record.auth_token_env.is_some() {
-            // A named secret that is not set refuses every call (fail closed).
-            let presented = first.and_then(|v| v.to_str().ok());
-            if !instance.token.as_deref().is_some_and(|t| crate::credentials::bearer_matches(presented, t)) {
-                services.metrics.rejection("auth");
-                return (unauthorized(legacy), id);
-            }
-        }
-        let agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
-        services.activity.seen(&instance.record.id, peer.ip(), agent, crate::clock::now_ms());
+        authenticate(app, &instance, req.headers(), legacy)?;
+        let agent = req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok());
+        let now = crate::clock::now_ms();
+        app.services()
+            .activity
+            .seen(&instance.record.id, peer.ip(), agent, now);
     }
     let limit = instance.record.limits.max_body_bytes;
-    let (mut parts, body) = match read_body(req, limit, &app.config.runtime).await {
-        Ok(r) => r,
-        Err((status, message)) => return (rpc_failure(status, a2a_protocol::ErrorKind::InvalidRequest, &message, legacy), id),
-    };
+    let (mut parts, body) = read_body(req, limit, &app.config.runtime)
+        .await
+        .map_err(|(status, message)| invalid(status, &message, legacy))?;
     // Components never see the caller's credentials.
     parts.headers.remove(header::AUTHORIZATION);
-    // A stream holds a slot of its own from the start: over the cap it is refused at once,
-    // never left to exhaust what other requests need.
-    let wants_stream = kind == RouteKind::Rpc && a2a_protocol::methods::accepts_sse(parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let slot = match wants_stream.then(|| services.admission.acquire_stream(&instance.record.id, instance.record.limits.max_streams, app.config.runtime.max_streams)) {
-        Some(Err(why)) => {
-            services.metrics.rejection("streams");
-            let e = a2a_protocol::RpcError { retry_after_ms: Some(1000), ..a2a_protocol::RpcError::new(a2a_protocol::ErrorKind::RateLimited, why) };
-            return (rpc_error(429, &e, legacy), id);
-        }
-        Some(Ok(slot)) => Some(slot),
-        None => None,
-    };
+    let slot = stream_slot(app, &instance, kind, &parts.headers)?;
     let req = Request::from_parts(parts, Full::new(body));
-    let call = Invocation { instance, route: Route::Http(kind), peer, note: note.clone() };
+    let call = Invocation {
+        instance,
+        route: Route::Http(kind),
+        peer,
+        note: note.clone(),
+    };
     let response = app.host.handle(call, req).await;
-    match slot {
-        Some(slot) if is_event_stream(&response) => (response.map(|body| Holding { body, _slot: slot }.boxed_unsync()), id),
-        _ => (response, id),
+    Ok(match slot {
+        Some(slot) if is_event_stream(&response) => {
+            response.map(|body| Holding { body, _slot: slot }.boxed_unsync())
+        }
+        _ => response,
+    })
+}
+
+/// The card answers GET and HEAD, the JSON-RPC endpoint POST; anything else is a 405.
+fn check_method(kind: RouteKind, method: &Method, legacy: bool) -> Result<(), Response<Body>> {
+    let (allowed, allow) = match kind {
+        RouteKind::Card => ([Method::GET, Method::HEAD].contains(method), "GET, HEAD"),
+        RouteKind::Rpc => (method == Method::POST, "POST"),
+    };
+    if allowed {
+        return Ok(());
+    }
+    let mut r = invalid(
+        405,
+        &format!("{method} is not allowed here; use {allow}"),
+        legacy,
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static(allow));
+    Err(r)
+}
+
+/// One `Authorization` header at most, and the instance's token when it has one: a named secret
+/// that is not set refuses every call (fail closed).
+fn authenticate(
+    app: &App,
+    instance: &Instance,
+    headers: &header::HeaderMap,
+    legacy: bool,
+) -> Result<(), Response<Body>> {
+    let mut presented = headers.get_all(header::AUTHORIZATION).iter();
+    let first = presented.next();
+    if presented.next().is_some() {
+        return Err(invalid(
+            400,
+            "send one Authorization header, not several",
+            legacy,
+        ));
+    }
+    if instance.record.auth_token_env.is_none() {
+        return Ok(());
+    }
+    let presented = first.and_then(|v| v.to_str().ok());
+    if instance
+        .token
+        .as_deref()
+        .is_some_and(|t| crate::credentials::bearer_matches(presented, t))
+    {
+        return Ok(());
+    }
+    app.services().metrics.rejection("auth");
+    Err(unauthorized(legacy))
+}
+
+/// A stream holds a slot of its own from the start: over the cap it is refused at once, never
+/// left to exhaust what other requests need.
+fn stream_slot(
+    app: &App,
+    instance: &Instance,
+    kind: RouteKind,
+    headers: &header::HeaderMap,
+) -> Result<Option<StreamSlot>, Response<Body>> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if kind != RouteKind::Rpc || !a2a_protocol::methods::accepts_sse(accept) {
+        return Ok(None);
+    }
+    let (limits, services) = (&instance.record.limits, app.services());
+    let total = app.config.runtime.max_streams;
+    match services
+        .admission
+        .acquire_stream(&instance.record.id, limits.max_streams, total)
+    {
+        Ok(slot) => Ok(Some(slot)),
+        Err(why) => {
+            services.metrics.rejection("streams");
+            let e = RpcError {
+                retry_after_ms: Some(1000),
+                ..RpcError::new(ErrorKind::RateLimited, why)
+            };
+            Err(rpc_error(429, &e, app.config.protocol.legacy_error_codes))
+        }
     }
 }
 
@@ -92,15 +180,25 @@ impl<T: Unpin> hyper::body::Body for Holding<T> {
     type Data = Bytes;
     type Error = <Body as hyper::body::Body>::Error;
 
-    fn poll_frame(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
         std::pin::Pin::new(&mut self.body).poll_frame(cx)
     }
 }
 
 /// HTTP 401 with `WWW-Authenticate: Bearer` and a JSON-RPC UNAUTHORIZED body.
 fn unauthorized(legacy: bool) -> Response<Body> {
-    let mut r = rpc_failure(401, a2a_protocol::ErrorKind::Unauthorized, "missing or invalid bearer token: send Authorization: Bearer <token>", legacy);
-    r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    let mut r = rpc_failure(
+        401,
+        ErrorKind::Unauthorized,
+        "missing or invalid bearer token: send Authorization: Bearer <token>",
+        legacy,
+    );
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
     r
 }
-

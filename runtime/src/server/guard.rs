@@ -9,7 +9,9 @@ use http::{HeaderMap, Method, header};
 
 /// The control surface answers only these peers (the TCP peer; proxy headers are ignored).
 pub fn is_loopback(ip: IpAddr) -> bool {
-    ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST) || ip == IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped())
+    ip == IpAddr::V4(Ipv4Addr::LOCALHOST)
+        || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+        || ip == IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped())
 }
 
 /// Why a control request is refused: its HTTP status and message.
@@ -25,32 +27,66 @@ const FORWARDING: &[&str] = &["forwarded", "x-real-ip"];
 
 /// Checks a control request's headers (the peer was checked already).
 pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
-    let forbidden = |message| Err(Refusal { status: 403, message });
-    if headers.keys().any(|k| FORWARDING.contains(&k.as_str()) || k.as_str().starts_with("x-forwarded-")) {
-        return forbidden("the control API refuses requests that came through a proxy (Forwarded, X-Forwarded-*, X-Real-IP); call it on loopback directly");
+    let forbidden = |message| {
+        Err(Refusal {
+            status: 403,
+            message,
+        })
+    };
+    if headers
+        .keys()
+        .any(|k| FORWARDING.contains(&k.as_str()) || k.as_str().starts_with("x-forwarded-"))
+    {
+        return forbidden(
+            "the control API refuses requests that came through a proxy (Forwarded, X-Forwarded-*, X-Real-IP); call it on loopback directly",
+        );
     }
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let Some(port) = host.and_then(loopback_authority) else {
-        return forbidden("the control API answers only Host: 127.0.0.1, localhost or [::1] (with any port)");
+        return forbidden(
+            "the control API answers only Host: 127.0.0.1, localhost or [::1] (with any port)",
+        );
     };
-    match headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or("")) {
+    match headers
+        .get(header::ORIGIN)
+        .map(|o| o.to_str().unwrap_or(""))
+    {
         Some(origin) => {
-            let same = origin.strip_prefix("http://").and_then(loopback_authority).is_some_and(|p| p.unwrap_or(80) == port.unwrap_or(80));
+            let same = origin
+                .strip_prefix("http://")
+                .and_then(loopback_authority)
+                .is_some_and(|p| p.unwrap_or(80) == port.unwrap_or(80));
             if !same {
-                return forbidden("the control API refuses requests from other origins (Origin is not this server's loopback origin)");
+                return forbidden(
+                    "the control API refuses requests from other origins (Origin is not this server's loopback origin)",
+                );
             }
         }
         None => {
             let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
             if site.is_some_and(|s| !matches!(s, "same-origin" | "none")) {
-                return forbidden("the control API refuses requests from other sites (Sec-Fetch-Site)");
+                return forbidden(
+                    "the control API refuses requests from other sites (Sec-Fetch-Site)",
+                );
             }
         }
     }
     if method == Method::POST {
-        let media = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+        let media = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            });
         if media.as_deref() != Some("application/json") {
-            return Err(Refusal { status: 415, message: "control actions must be sent with Content-Type: application/json" });
+            return Err(Refusal {
+                status: 415,
+                message: "control actions must be sent with Content-Type: application/json",
+            });
         }
     }
     Ok(())
@@ -59,10 +95,16 @@ pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
 /// `Some(port)` when `authority` is `127.0.0.1`, `localhost` or `[::1]` with an optional port.
 fn loopback_authority(authority: &str) -> Option<Option<u16>> {
     let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() && (!h.starts_with('[') || h.ends_with(']')) => (h, Some(p.parse::<u16>().ok()?)),
+        Some((h, p)) if !h.is_empty() && (!h.starts_with('[') || h.ends_with(']')) => {
+            (h, Some(p.parse::<u16>().ok()?))
+        }
         _ => (authority, None),
     };
-    matches!(host.to_ascii_lowercase().as_str(), "127.0.0.1" | "localhost" | "[::1]").then_some(port)
+    matches!(
+        host.to_ascii_lowercase().as_str(),
+        "127.0.0.1" | "localhost" | "[::1]"
+    )
+    .then_some(port)
 }
 
 /// Whether an address the runtime listens on is loopback only.
@@ -75,7 +117,15 @@ mod tests {
     use super::*;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        pairs.iter().map(|(k, v)| (header::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                )
+            })
+            .collect()
     }
 
     fn status(method: Method, pairs: &[(&str, &str)]) -> u16 {
@@ -84,10 +134,26 @@ mod tests {
 
     #[test]
     fn hosts() {
-        for ok in ["127.0.0.1", "127.0.0.1:3080", "localhost:1", "LOCALHOST", "[::1]:3080", "[::1]"] {
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.1:3080",
+            "localhost:1",
+            "LOCALHOST",
+            "[::1]:3080",
+            "[::1]",
+        ] {
             assert_eq!(status(Method::GET, &[("host", ok)]), 200, "{ok}");
         }
-        for bad in ["evil.example", "evil.example:3080", "127.0.0.1.evil.example", "localhost.:3080", "127.0.0.2", "[::1]:x", "::1", "localhost:99999"] {
+        for bad in [
+            "evil.example",
+            "evil.example:3080",
+            "127.0.0.1.evil.example",
+            "localhost.:3080",
+            "127.0.0.2",
+            "[::1]:x",
+            "::1",
+            "localhost:99999",
+        ] {
             assert_eq!(status(Method::GET, &[("host", bad)]), 403, "{bad}");
         }
         assert_eq!(status(Method::GET, &[]), 403);
@@ -96,24 +162,66 @@ mod tests {
     #[test]
     fn origins_and_sites() {
         let h = ("host", "127.0.0.1:3080");
-        assert_eq!(status(Method::GET, &[h, ("origin", "http://127.0.0.1:3080")]), 200);
-        assert_eq!(status(Method::GET, &[h, ("origin", "http://localhost:3080")]), 200);
-        assert_eq!(status(Method::GET, &[h, ("origin", "http://localhost:8000")]), 403, "another local port is another origin");
-        assert_eq!(status(Method::GET, &[h, ("origin", "http://evil.example")]), 403);
+        assert_eq!(
+            status(Method::GET, &[h, ("origin", "http://127.0.0.1:3080")]),
+            200
+        );
+        assert_eq!(
+            status(Method::GET, &[h, ("origin", "http://localhost:3080")]),
+            200
+        );
+        assert_eq!(
+            status(Method::GET, &[h, ("origin", "http://localhost:8000")]),
+            403,
+            "another local port is another origin"
+        );
+        assert_eq!(
+            status(Method::GET, &[h, ("origin", "http://evil.example")]),
+            403
+        );
         assert_eq!(status(Method::GET, &[h, ("origin", "null")]), 403);
-        assert_eq!(status(Method::GET, &[h, ("sec-fetch-site", "cross-site")]), 403);
-        assert_eq!(status(Method::GET, &[h, ("sec-fetch-site", "same-site")]), 403);
-        assert_eq!(status(Method::GET, &[h, ("sec-fetch-site", "same-origin")]), 200);
-        assert_eq!(status(Method::GET, &[("host", "localhost"), ("origin", "http://localhost")]), 200);
+        assert_eq!(
+            status(Method::GET, &[h, ("sec-fetch-site", "cross-site")]),
+            403
+        );
+        assert_eq!(
+            status(Method::GET, &[h, ("sec-fetch-site", "same-site")]),
+            403
+        );
+        assert_eq!(
+            status(Method::GET, &[h, ("sec-fetch-site", "same-origin")]),
+            200
+        );
+        assert_eq!(
+            status(
+                Method::GET,
+                &[("host", "localhost"), ("origin", "http://localhost")]
+            ),
+            200
+        );
     }
 
     #[test]
     fn posts_need_json_and_no_proxy() {
         let h = ("host", "127.0.0.1:3080");
         assert_eq!(status(Method::POST, &[h]), 415);
-        assert_eq!(status(Method::POST, &[h, ("content-type", "text/plain")]), 415);
-        assert_eq!(status(Method::POST, &[h, ("content-type", "application/json; charset=utf-8")]), 200);
-        for fwd in ["forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip"] {
+        assert_eq!(
+            status(Method::POST, &[h, ("content-type", "text/plain")]),
+            415
+        );
+        assert_eq!(
+            status(
+                Method::POST,
+                &[h, ("content-type", "application/json; charset=utf-8")]
+            ),
+            200
+        );
+        for fwd in [
+            "forwarded",
+            "x-forwarded-for",
+            "x-forwarded-host",
+            "x-real-ip",
+        ] {
             assert_eq!(status(Method::GET, &[h, (fwd, "1.2.3.4")]), 403, "{fwd}");
         }
     }

@@ -2,7 +2,6 @@
 //! bearer auth and body limits before any component runs, and graceful shutdown.
 
 mod a2a;
-pub mod body;
 pub mod guard;
 
 use std::convert::Infallible;
@@ -39,11 +38,15 @@ pub enum Surfaces {
 /// finish up to the configured grace. At most `connections` are open at once (shared by every
 /// listener): at the cap new clients wait in the listen backlog; a failing accept (e.g. out of
 /// file descriptors) backs off instead of spinning.
-pub async fn serve(app: Arc<App>, listener: TcpListener, surfaces: Surfaces, connections: Arc<tokio::sync::Semaphore>, shutdown: CancellationToken) {
+pub async fn serve(
+    app: Arc<App>,
+    listener: TcpListener,
+    surfaces: Surfaces,
+    connections: Arc<tokio::sync::Semaphore>,
+    shutdown: CancellationToken,
+) {
     let tracker = tokio_util::task::TaskTracker::new();
-    let settings = &app.config.runtime;
-    let idle = Duration::from_millis(settings.idle_timeout_ms.max(100));
-    let grace = Duration::from_millis(settings.shutdown_grace_ms);
+    let grace = Duration::from_millis(app.config.runtime.shutdown_grace_ms);
     let mut backoff = AcceptBackoff::default();
     loop {
         let permit = tokio::select! {
@@ -63,43 +66,66 @@ pub async fn serve(app: Arc<App>, listener: TcpListener, surfaces: Surfaces, con
                 }
             },
         };
-        let _ = stream.set_nodelay(true);
-        let (app, shutdown) = (app.clone(), shutdown.clone());
-        // Requests of this connection being answered (their bodies included).
-        let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = busy.clone();
-        let service = hyper::service::service_fn(move |req| {
-            let (app, guard) = (app.clone(), Busy::new(&counted));
-            async move { Ok::<_, Infallible>(route(&app, peer, surfaces, req).await.map(|body| a2a::Holding { body, _slot: guard }.boxed_unsync())) }
-        });
-        // The header timeout also runs while a kept-alive connection waits for its next request,
-        // so it closes slow headers and idle connections alike; a response being streamed is not
-        // waiting for a head and is never cut by it.
-        let conn = hyper::server::conn::http1::Builder::new()
-            .keep_alive(true)
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(idle)
-            .max_headers(100)
-            .serve_connection(TokioIo::new(stream), service);
+        let connection = connection(app.clone(), stream, peer, surfaces, shutdown.clone());
         tracker.spawn(async move {
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = shutdown.cancelled() => {
-                    // Idle, or half-way through a request head: closed at once. Answering: up to the grace.
-                    if busy.load(std::sync::atomic::Ordering::Acquire) > 0 {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = tokio::time::timeout(grace, conn).await;
-                    }
-                }
-            }
+            connection.await;
             drop(permit);
         });
     }
     drop(listener);
     tracker.close();
     if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
-        tracing::warn!(grace_ms = grace.as_millis() as u64, "in-flight requests did not finish within the shutdown grace");
+        let grace_ms = grace.as_millis() as u64;
+        tracing::warn!(
+            grace_ms,
+            "in-flight requests did not finish within the shutdown grace"
+        );
+    }
+}
+
+/// Serves one connection until it closes; at shutdown an idle one (or one half-way through a
+/// request head) is closed at once, one being answered gets up to the grace.
+async fn connection(
+    app: Arc<App>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    surfaces: Surfaces,
+    shutdown: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let settings = &app.config.runtime;
+    let idle = Duration::from_millis(settings.idle_timeout_ms.max(100));
+    let grace = Duration::from_millis(settings.shutdown_grace_ms);
+    // Requests of this connection being answered (their bodies included).
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = busy.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let (app, guard) = (app.clone(), Busy::new(&counted));
+        async move {
+            let response = route(&app, peer, surfaces, req).await;
+            Ok::<_, Infallible>(
+                response.map(|body| a2a::Holding { body, _slot: guard }.boxed_unsync()),
+            )
+        }
+    });
+    // The header timeout also runs while a kept-alive connection waits for its next request, so
+    // it closes slow headers and idle connections alike; a response being streamed is not
+    // waiting for a head and is never cut by it.
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(idle)
+        .max_headers(100)
+        .serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = shutdown.cancelled() => {
+            if busy.load(std::sync::atomic::Ordering::Acquire) > 0 {
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(grace, conn).await;
+            }
+        }
     }
 }
 
@@ -132,7 +158,10 @@ impl AcceptBackoff {
     fn failed(&mut self, e: &std::io::Error) -> Duration {
         self.failures += 1;
         self.delay_ms = (self.delay_ms * 2).clamp(10, 1000);
-        if self.logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+        if self
+            .logged
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
             tracing::warn!(error = %e, failures = self.failures, "accept failed (out of file descriptors? raise the limit or lower runtime.maxConnections)");
             self.logged = Some(Instant::now());
             self.failures = 0;
@@ -145,7 +174,12 @@ impl AcceptBackoff {
     }
 }
 
-async fn route(app: &Arc<App>, peer: SocketAddr, surfaces: Surfaces, req: Request<Incoming>) -> Response<Body> {
+async fn route(
+    app: &Arc<App>,
+    peer: SocketAddr,
+    surfaces: Surfaces,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let started = Instant::now();
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     if crate::instances::control_surface(&path).is_some() && surfaces != Surfaces::Public {
@@ -164,14 +198,24 @@ async fn route(app: &Arc<App>, peer: SocketAddr, surfaces: Surfaces, req: Reques
     }
     let note = CallNote::default();
     let (response, instance) = if surfaces == Surfaces::Control {
-        (json(404, &serde_json::json!({ "error": format!("the control listener serves only /a2a/api and /a2a/ui, not {path}") })), None)
+        (
+            json(
+                404,
+                &serde_json::json!({ "error": format!("the control listener serves only /a2a/api and /a2a/ui, not {path}") }),
+            ),
+            None,
+        )
     } else {
         a2a::request(app, peer, req, &note).await
     };
     let status = response.status().as_u16();
     let ms = millis(started);
     let call = note.take();
-    let (instance, a2a_method, task) = (instance.as_deref().unwrap_or(""), call.method.as_deref().unwrap_or(""), call.task_id.as_deref().unwrap_or(""));
+    let (instance, a2a_method, task) = (
+        instance.as_deref().unwrap_or(""),
+        call.method.as_deref().unwrap_or(""),
+        call.task_id.as_deref().unwrap_or(""),
+    );
     let outcome = call.outcome.as_deref().unwrap_or("");
     if matches!(status, 401 | 403 | 429) || status >= 500 {
         tracing::warn!(%peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request refused");
@@ -188,9 +232,16 @@ fn millis(started: Instant) -> f64 {
 
 /// A request to the control surface, after its guards; the action it named and why the guards
 /// refused it, for the log.
-async fn control_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> (Response<Body>, Option<String>, Option<&'static str>) {
+async fn control_request(
+    app: &Arc<App>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+) -> (Response<Body>, Option<String>, Option<&'static str>) {
     let refusal = if !is_loopback(peer.ip()) {
-        Err(guard::Refusal { status: 403, message: "the control API answers loopback callers only" })
+        Err(guard::Refusal {
+            status: 403,
+            message: "the control API answers loopback callers only",
+        })
     } else {
         guard::check(req.method(), req.headers())
     };
@@ -200,4 +251,3 @@ async fn control_request(app: &Arc<App>, peer: SocketAddr, req: Request<Incoming
     let (response, action) = control::handle(app, req).await;
     (response, action, None)
 }
-

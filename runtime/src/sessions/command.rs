@@ -32,7 +32,12 @@ pub struct Command {
 
 impl Backend for Command {
     fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
-        let (argv, dir, timeout, groups) = (self.argv.clone(), self.working_dir.clone(), self.timeout, self.groups.clone());
+        let (argv, dir, timeout, groups) = (
+            self.argv.clone(),
+            self.working_dir.clone(),
+            self.timeout,
+            self.groups.clone(),
+        );
         Box::pin(async move {
             let outcome = match run(&argv, dir, timeout, &input, &events, &cancel, &groups).await {
                 Ok(o) => o,
@@ -60,22 +65,19 @@ fn history_json(history: &[super::history::Entry]) -> String {
 /// Largest `A2A_HISTORY` value.
 const HISTORY_BYTES: usize = 64 * 1024;
 
-async fn run(
-    argv: &[String],
-    dir: Option<PathBuf>,
-    timeout: Duration,
-    input: &TurnInput,
-    events: &EventSink,
-    cancel: &CancellationToken,
-    groups: &Groups,
-) -> std::io::Result<Progress> {
+/// The process of one turn: the program in a process group of its own that dies with the
+/// runtime, the turn's ids and history in its environment.
+fn command(argv: &[String], dir: Option<PathBuf>, input: &TurnInput) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env("A2A_CONTEXT_ID", &input.context_id)
-        .env("A2A_TASK_ID", input.task_id.rsplit('/').next().unwrap_or(&input.task_id))
+        .env(
+            "A2A_TASK_ID",
+            input.task_id.rsplit('/').next().unwrap_or(&input.task_id),
+        )
         .env("A2A_MESSAGE_ID", &input.message_id)
         .env("A2A_SKILL", &input.skill)
         .env("A2A_INSTANCE_ID", &input.instance_id)
@@ -88,13 +90,57 @@ async fn run(
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
-    let mut child = cmd.spawn()?;
+    cmd
+}
+
+/// Sends stdout as text deltas until it closes, whole UTF-8 characters only (a split one waits
+/// for the next read).
+async fn stream(
+    mut stdout: tokio::process::ChildStdout,
+    events: &EventSink,
+) -> std::io::Result<()> {
+    let mut buf = [0u8; 4096];
+    let mut pending = Vec::new();
+    loop {
+        let n = stdout.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(_) => pending.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => pending.len(),
+        };
+        let text: Vec<u8> = pending.drain(..valid).collect();
+        let _ = events.send(Progress::TextDelta(
+            String::from_utf8_lossy(&text).into_owned(),
+        ));
+    }
+    if !pending.is_empty() {
+        let _ = events.send(Progress::TextDelta(
+            String::from_utf8_lossy(&pending).into_owned(),
+        ));
+    }
+    Ok(())
+}
+
+async fn run(
+    argv: &[String],
+    dir: Option<PathBuf>,
+    timeout: Duration,
+    input: &TurnInput,
+    events: &EventSink,
+    cancel: &CancellationToken,
+    groups: &Groups,
+) -> std::io::Result<Progress> {
+    let mut child = command(argv, dir, input).spawn()?;
     let group = child.id().map(|id| id as i32);
     if let Some(pgid) = group {
         groups.started(pgid, &input.task_id);
     }
     let mut stdin = child.stdin.take().expect("piped");
-    let mut stdout = child.stdout.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let prompt = input.prompt.clone();
     // A program that does not read its stdin must not block the turn.
@@ -104,29 +150,12 @@ async fn run(
     let err_tail = tokio::spawn(async move {
         let mut all = Vec::new();
         let _ = stderr.read_to_end(&mut all).await;
-        String::from_utf8_lossy(&all[all.len().saturating_sub(STDERR_TAIL)..]).trim().to_owned()
+        String::from_utf8_lossy(&all[all.len().saturating_sub(STDERR_TAIL)..])
+            .trim()
+            .to_owned()
     });
     let streaming = async {
-        let mut buf = [0u8; 4096];
-        let mut pending = Vec::new();
-        loop {
-            let n = stdout.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            pending.extend_from_slice(&buf[..n]);
-            // Send whole UTF-8 characters only; keep a split one for the next read.
-            let valid = match std::str::from_utf8(&pending) {
-                Ok(_) => pending.len(),
-                Err(e) if e.error_len().is_none() => e.valid_up_to(),
-                Err(_) => pending.len(),
-            };
-            let text: Vec<u8> = pending.drain(..valid).collect();
-            let _ = events.send(Progress::TextDelta(String::from_utf8_lossy(&text).into_owned()));
-        }
-        if !pending.is_empty() {
-            let _ = events.send(Progress::TextDelta(String::from_utf8_lossy(&pending).into_owned()));
-        }
+        stream(stdout, events).await?;
         child.wait().await
     };
     let kill = || {

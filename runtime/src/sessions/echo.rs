@@ -37,6 +37,14 @@ mod tests {
         while let Ok(e) = rx.try_recv() {
             got.push(e);
         }
-        assert_eq!(got, [Progress::TextDelta("hello ".into()), Progress::TextDelta("big ".into()), Progress::TextDelta("world".into()), Progress::Completed]);
+        assert_eq!(
+            got,
+            [
+                Progress::TextDelta("hello ".into()),
+                Progress::TextDelta("big ".into()),
+                Progress::TextDelta("world".into()),
+                Progress::Completed
+            ]
+        );
     }
 }

@@ -21,14 +21,18 @@ pub struct Groups {
 impl Groups {
     /// Groups recorded under `dir` (none: in memory only).
     pub fn new(dir: Option<PathBuf>) -> Groups {
-        Groups { dir, live: Mutex::default() }
+        Groups {
+            dir,
+            live: Mutex::default(),
+        }
     }
 
     /// Records a started group of the turn `marker`.
     pub fn started(&self, pgid: i32, marker: &str) {
         self.live.lock().unwrap().insert(pgid, marker.to_owned());
         if let Some(dir) = &self.dir {
-            let written = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(dir.join(pgid.to_string()), marker));
+            let written = std::fs::create_dir_all(dir)
+                .and_then(|_| std::fs::write(dir.join(pgid.to_string()), marker));
             if let Err(e) = written {
                 tracing::warn!(pgid, error = %e, "could not record a command's process group; a crash would leave it running");
             }
@@ -58,10 +62,20 @@ impl Groups {
 /// Kills what a previous process recorded under `dir` and left running; returns how many
 /// processes were killed.
 pub fn reap(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     let mut killed = 0;
     for entry in entries.flatten() {
-        let (Some(pgid), Ok(marker)) = (entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()), std::fs::read_to_string(entry.path())) else { continue };
+        let (Some(pgid), Ok(marker)) = (
+            entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok()),
+            std::fs::read_to_string(entry.path()),
+        ) else {
+            continue;
+        };
         for pid in members(pgid, &marker) {
             // SAFETY: the process is in the recorded group and carries the turn's marker.
             if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
@@ -76,15 +90,21 @@ pub fn reap(dir: &Path) -> usize {
 /// The processes of group `pgid` whose environment holds `A2A_EDGE_TURN=<marker>`.
 fn members(pgid: i32, marker: &str) -> Vec<i32> {
     let want = format!("{TURN_MARKER}={marker}");
-    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     procs
         .flatten()
         .filter_map(|p| p.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             // Field 5 (pgrp) follows the parenthesised command name, which may hold spaces.
-            let group = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<i32>().ok());
-            group == Some(pgid) && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
+            let group = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<i32>().ok());
+            group == Some(pgid)
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
         })
         .collect()
 }
@@ -92,7 +112,11 @@ fn members(pgid: i32, marker: &str) -> Vec<i32> {
 /// Makes the calling process (a forked child, before exec) die with its parent.
 pub fn die_with_parent() -> std::io::Result<()> {
     // SAFETY: prctl with PR_SET_PDEATHSIG only sets a flag of the calling process.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]
@@ -104,7 +128,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spawn = |marker: &str| {
             use std::os::unix::process::CommandExt;
-            std::process::Command::new("sleep").arg("30").env(TURN_MARKER, marker).process_group(0).spawn().unwrap()
+            std::process::Command::new("sleep")
+                .arg("30")
+                .env(TURN_MARKER, marker)
+                .process_group(0)
+                .spawn()
+                .unwrap()
         };
         let mut marked = spawn("i/t1");
         let mut other = spawn("i/t2");
@@ -112,9 +141,19 @@ mod tests {
         // A record whose group now holds a process of another turn (a reused id) kills nothing.
         std::fs::write(dir.path().join(other.id().to_string()), "i/t9").unwrap();
         assert_eq!(reap(dir.path()), 1);
-        assert!(marked.wait().unwrap().code().is_none(), "killed by a signal");
-        assert!(other.try_wait().unwrap().is_none(), "the unmarked one still runs");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "records are consumed");
+        assert!(
+            marked.wait().unwrap().code().is_none(),
+            "killed by a signal"
+        );
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "the unmarked one still runs"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "records are consumed"
+        );
         other.kill().unwrap();
         other.wait().unwrap();
     }

@@ -20,22 +20,57 @@ pub struct Entry {
 
 /// The conversation of `context_id` on an instance, oldest first, without `exclude_task`: each
 /// task's user messages, then its output (artifact text, or the agent's status message).
-pub async fn rebuild(store: &dyn Store, instance_id: &str, context_id: &str, exclude_task: &str) -> Vec<Entry> {
-    let filter =
-        TaskFilter { instance_id: Some(instance_id.to_owned()), context_id: Some(context_id.to_owned()), limit: MAX_TASKS, start: PageStart::First, ..TaskFilter::default() };
-    let Ok(page) = store.list_tasks(filter).await else { return Vec::new() };
-    let mut tasks: Vec<(u64, Task)> =
-        page.tasks.iter().filter(|r| r.id != exclude_task).filter_map(|r| Some((r.created_at, serde_json::from_str::<Task>(&r.body).ok()?))).collect();
+pub async fn rebuild(
+    store: &dyn Store,
+    instance_id: &str,
+    context_id: &str,
+    exclude_task: &str,
+) -> Vec<Entry> {
+    let filter = TaskFilter {
+        instance_id: Some(instance_id.to_owned()),
+        context_id: Some(context_id.to_owned()),
+        limit: MAX_TASKS,
+        start: PageStart::First,
+        ..TaskFilter::default()
+    };
+    let Ok(page) = store.list_tasks(filter).await else {
+        return Vec::new();
+    };
+    let mut tasks: Vec<(u64, Task)> = page
+        .tasks
+        .iter()
+        .filter(|r| r.id != exclude_task)
+        .filter_map(|r| Some((r.created_at, serde_json::from_str::<Task>(&r.body).ok()?)))
+        .collect();
     tasks.sort_by_key(|(at, _)| *at);
     let mut out = Vec::new();
     for (_, task) in tasks {
         for m in task.history.iter().filter(|m| m.role == Role::User) {
-            out.push(Entry { role: "user", text: text(&m.parts) });
+            out.push(Entry {
+                role: "user",
+                text: text(&m.parts),
+            });
         }
-        let output: String = task.artifacts.iter().map(|a| text(&a.parts)).collect::<Vec<_>>().join("\n");
-        let output = if output.is_empty() { task.status.message.as_ref().map(|m| text(&m.parts)).unwrap_or_default() } else { output };
+        let output: String = task
+            .artifacts
+            .iter()
+            .map(|a| text(&a.parts))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let output = if output.is_empty() {
+            task.status
+                .message
+                .as_ref()
+                .map(|m| text(&m.parts))
+                .unwrap_or_default()
+        } else {
+            output
+        };
         if !output.is_empty() {
-            out.push(Entry { role: "agent", text: output });
+            out.push(Entry {
+                role: "agent",
+                text: output,
+            });
         }
     }
     out

@@ -30,7 +30,8 @@ pub struct ToolSpec {
 }
 
 /// A tool's answer: its text, or the error to show the model.
-pub type ToolResult = std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
+pub type ToolResult =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
 
 /// What a backend may ask of the runtime during a turn.
 pub trait TurnHost: Send + Sync {
@@ -170,7 +171,9 @@ impl Turn {
         match self.events.try_recv() {
             Ok(e) => Some(e),
             Err(mpsc::error::TryRecvError::Empty) => None,
-            Err(mpsc::error::TryRecvError::Disconnected) => Some(Progress::Failed("the session ended without an answer".into())),
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(Progress::Failed(
+                "the session ended without an answer".into(),
+            )),
         }
     }
 
@@ -181,7 +184,11 @@ impl Turn {
         }
         match self.events.recv().await {
             Some(e) => self.pending = Some(e),
-            None => self.pending = Some(Progress::Failed("the session ended without an answer".into())),
+            None => {
+                self.pending = Some(Progress::Failed(
+                    "the session ended without an answer".into(),
+                ))
+            }
         }
     }
 
@@ -232,8 +239,16 @@ impl Sessions {
     /// `run_dir` (see [`groups`]).
     pub fn new(presets: &[Preset], run_dir: Option<std::path::PathBuf>) -> Sessions {
         let groups = Arc::new(groups::Groups::new(run_dir));
-        let backends = presets.iter().map(|p| (p.id.clone(), backend(p, &groups))).collect();
-        Sessions { backends, groups, live: Mutex::default(), running: Arc::default() }
+        let backends = presets
+            .iter()
+            .map(|p| (p.id.clone(), backend(p, &groups)))
+            .collect();
+        Sessions {
+            backends,
+            groups,
+            live: Mutex::default(),
+            running: Arc::default(),
+        }
     }
 
     /// Kills the process groups of every command turn still running (at shutdown); how many.
@@ -243,7 +258,11 @@ impl Sessions {
 
     /// Starts a turn on `preset`'s backend.
     pub fn start(&self, preset: &str, input: TurnInput) -> Result<Turn, String> {
-        let backend = self.backends.get(preset).cloned().ok_or_else(|| format!("preset {preset:?} does not exist"))?;
+        let backend = self
+            .backends
+            .get(preset)
+            .cloned()
+            .ok_or_else(|| format!("preset {preset:?} does not exist"))?;
         let now = crate::clock::now_ms();
         self.live
             .lock()
@@ -253,23 +272,41 @@ impl Sessions {
                 s.last_seen = now;
                 s.turns += 1;
             })
-            .or_insert(SessionInfo { preset: preset.to_owned(), first_seen: now, last_seen: now, turns: 1 });
+            .or_insert(SessionInfo {
+                preset: preset.to_owned(),
+                first_seen: now,
+                last_seen: now,
+                turns: 1,
+            });
         let cancel = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
         let task_id = input.task_id.clone();
-        self.running.lock().unwrap().insert(task_id.clone(), cancel.clone());
+        self.running
+            .lock()
+            .unwrap()
+            .insert(task_id.clone(), cancel.clone());
         let running = self.running.clone();
         let run = backend.run(input, tx, cancel.clone());
         tokio::spawn(async move {
             run.await;
             running.lock().unwrap().remove(&task_id);
         });
-        Ok(Turn { events: rx, pending: None, finished: false, cancel })
+        Ok(Turn {
+            events: rx,
+            pending: None,
+            finished: false,
+            cancel,
+        })
     }
 
     /// Cancels a task's running turn; true if one ran.
     pub fn cancel_task(&self, task_id: &str) -> bool {
-        self.running.lock().unwrap().get(task_id).map(|c| c.cancel()).is_some()
+        self.running
+            .lock()
+            .unwrap()
+            .get(task_id)
+            .map(|c| c.cancel())
+            .is_some()
     }
 
     /// Whether a task has a running turn.
@@ -279,7 +316,10 @@ impl Sessions {
 
     /// Whether (instance, context) has a live session.
     pub fn is_live(&self, instance_id: &str, context_id: &str) -> bool {
-        self.live.lock().unwrap().contains_key(&(instance_id.to_owned(), context_id.to_owned()))
+        self.live
+            .lock()
+            .unwrap()
+            .contains_key(&(instance_id.to_owned(), context_id.to_owned()))
     }
 
     /// Releases the live sessions of a context (on one instance, or on all); returns how many.
@@ -304,7 +344,12 @@ mod tests {
     #[test]
     fn queued_text_deltas_come_as_one_in_order() {
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut turn = Turn { events: rx, pending: None, finished: false, cancel: CancellationToken::new() };
+        let mut turn = Turn {
+            events: rx,
+            pending: None,
+            finished: false,
+            cancel: CancellationToken::new(),
+        };
         for w in ["a ", "b ", "c"] {
             tx.send(Progress::TextDelta(w.into())).unwrap();
         }
@@ -312,14 +357,33 @@ mod tests {
         tx.send(Progress::TextDelta("d".into())).unwrap();
         tx.send(Progress::Completed).unwrap();
         let got: Vec<_> = std::iter::from_fn(|| turn.try_next()).collect();
-        assert_eq!(got, [Progress::TextDelta("a b c".into()), Progress::Reasoning("r".into()), Progress::TextDelta("d".into()), Progress::Completed]);
+        assert_eq!(
+            got,
+            [
+                Progress::TextDelta("a b c".into()),
+                Progress::Reasoning("r".into()),
+                Progress::TextDelta("d".into()),
+                Progress::Completed
+            ]
+        );
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut turn = Turn { events: rx, pending: None, finished: false, cancel: CancellationToken::new() };
+        let mut turn = Turn {
+            events: rx,
+            pending: None,
+            finished: false,
+            cancel: CancellationToken::new(),
+        };
         let piece = "x".repeat(1000);
         for _ in 0..40 {
             tx.send(Progress::TextDelta(piece.clone())).unwrap();
         }
-        let Progress::TextDelta(first) = turn.try_next().unwrap() else { panic!() };
-        assert!(first.len() >= COALESCE_BYTES && first.len() < COALESCE_BYTES + 1000, "bounded: {}", first.len());
+        let Progress::TextDelta(first) = turn.try_next().unwrap() else {
+            panic!()
+        };
+        assert!(
+            first.len() >= COALESCE_BYTES && first.len() < COALESCE_BYTES + 1000,
+            "bounded: {}",
+            first.len()
+        );
     }
 }

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use a2a_protocol::execution::Progress;
 
-use super::{Backend, BoxFuture, EventSink, TurnInput};
 use super::preset::OpenAiSettings;
+use super::{Backend, BoxFuture, EventSink, TurnInput};
 
 /// Default API base (DeepSeek's OpenAI-compatible endpoint).
 pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
@@ -40,10 +40,24 @@ impl OpenAi {
     pub fn new(preset: &OpenAiSettings) -> OpenAi {
         let timeout = Duration::from_millis(preset.timeout_ms.unwrap_or(120_000));
         OpenAi {
-            http: reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).read_timeout(timeout).build().expect("a plain HTTP client builds"),
-            url: format!("{}/chat/completions", preset.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/')),
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .read_timeout(timeout)
+                .build()
+                .expect("a plain HTTP client builds"),
+            url: format!(
+                "{}/chat/completions",
+                preset
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(DEFAULT_BASE_URL)
+                    .trim_end_matches('/')
+            ),
             model: preset.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into()),
-            key_env: preset.api_key_env.clone().unwrap_or_else(|| DEFAULT_KEY_ENV.into()),
+            key_env: preset
+                .api_key_env
+                .clone()
+                .unwrap_or_else(|| DEFAULT_KEY_ENV.into()),
             system: preset.system_prompt.clone(),
             max_steps: preset.max_steps.unwrap_or(8).max(1),
         }
@@ -52,7 +66,10 @@ impl OpenAi {
 
 /// The chat messages a turn starts with: system, the context's history, the prompt.
 fn opening(system: Option<&str>, input: &TurnInput) -> Vec<Value> {
-    let mut messages: Vec<Value> = system.map(|s| json!({ "role": "system", "content": s })).into_iter().collect();
+    let mut messages: Vec<Value> = system
+        .map(|s| json!({ "role": "system", "content": s }))
+        .into_iter()
+        .collect();
     for e in &input.history {
         messages.push(json!({ "role": if e.role == "agent" { "assistant" } else { "user" }, "content": e.text }));
     }
@@ -78,7 +95,10 @@ struct Step {
 /// Applies one streamed chunk (`choices[0].delta`), sending events as they come.
 fn apply(chunk: &Value, step: &mut Step, events: &EventSink) {
     let delta = &chunk["choices"][0]["delta"];
-    if let Some(r) = delta["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
+    if let Some(r) = delta["reasoning_content"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+    {
         let _ = events.send(Progress::Reasoning(r.to_owned()));
     }
     if let Some(t) = delta["content"].as_str().filter(|t| !t.is_empty()) {
@@ -102,21 +122,44 @@ fn apply(chunk: &Value, step: &mut Step, events: &EventSink) {
         }
         let args = tc["function"]["arguments"].as_str().unwrap_or("");
         call.arguments.push_str(args);
-        let _ = events.send(Progress::ToolCall { id: call.id.clone(), name: call.name.clone(), arguments: args.to_owned() });
+        let _ = events.send(Progress::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: args.to_owned(),
+        });
     }
 }
 
 impl OpenAi {
     /// One streamed request; what it produced.
-    async fn request(&self, key: &str, messages: &[Value], tools: &[Value], events: &EventSink) -> Result<Step, String> {
+    async fn request(
+        &self,
+        key: &str,
+        messages: &[Value],
+        tools: &[Value],
+        events: &EventSink,
+    ) -> Result<Step, String> {
         let mut body = json!({ "model": self.model, "messages": messages, "stream": true });
         if !tools.is_empty() {
             body["tools"] = json!(tools);
         }
-        let r = self.http.post(&self.url).bearer_auth(key).json(&body).send().await.map_err(|e| format!("the model API at {} is unreachable: {e}", self.url))?;
+        let r = self
+            .http
+            .post(&self.url)
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("the model API at {} is unreachable: {e}", self.url))?;
         if !r.status().is_success() {
             let status = r.status().as_u16();
-            let text: String = r.text().await.unwrap_or_default().chars().take(300).collect();
+            let text: String = r
+                .text()
+                .await
+                .unwrap_or_default()
+                .chars()
+                .take(300)
+                .collect();
             return Err(format!("the model API answered HTTP {status}: {text}"));
         }
         let mut step = Step::default();
@@ -126,15 +169,21 @@ impl OpenAi {
             let chunk = chunk.map_err(|e| format!("the model's answer broke off: {e}"))?;
             read += chunk.len();
             if read > MAX_STREAM_BYTES {
-                return Err(format!("the model's answer is larger than {MAX_STREAM_BYTES} bytes"));
+                return Err(format!(
+                    "the model's answer is larger than {MAX_STREAM_BYTES} bytes"
+                ));
             }
             for data in sse.push(&chunk) {
                 if data.trim() == "[DONE]" {
                     return Ok(step);
                 }
-                let v: Value = serde_json::from_str(&data).map_err(|e| format!("the model API sent an event that is not JSON: {e}"))?;
+                let v: Value = serde_json::from_str(&data)
+                    .map_err(|e| format!("the model API sent an event that is not JSON: {e}"))?;
                 if let Some(e) = v.get("error") {
-                    return Err(format!("the model API failed: {}", e["message"].as_str().unwrap_or("no message")));
+                    return Err(format!(
+                        "the model API failed: {}",
+                        e["message"].as_str().unwrap_or("no message")
+                    ));
                 }
                 apply(&v, &mut step, events);
             }
@@ -142,9 +191,17 @@ impl OpenAi {
         Ok(step)
     }
 
-    async fn turn(&self, input: TurnInput, events: &EventSink, cancel: &CancellationToken) -> Progress {
+    async fn turn(
+        &self,
+        input: TurnInput,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Progress {
         let Some(key) = input.host.secret(&self.key_env) else {
-            return Progress::Failed(format!("the model API key is not set: store it as {} (credentials file or environment)", self.key_env));
+            return Progress::Failed(format!(
+                "the model API key is not set: store it as {} (credentials file or environment)",
+                self.key_env
+            ));
         };
         let tools: Vec<Value> = input
             .host
@@ -166,9 +223,13 @@ impl OpenAi {
                 return Progress::Completed;
             }
             let calls: Vec<Value> = step.calls.iter().map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } })).collect();
-            messages.push(json!({ "role": "assistant", "content": step.text, "tool_calls": calls }));
+            messages
+                .push(json!({ "role": "assistant", "content": step.text, "tool_calls": calls }));
             for c in &step.calls {
-                let answer = input.host.call_tool(&c.name, &c.arguments, cancel.clone()).await;
+                let answer = input
+                    .host
+                    .call_tool(&c.name, &c.arguments, cancel.clone())
+                    .await;
                 if cancel.is_cancelled() {
                     return Progress::Failed("canceled".into());
                 }
@@ -176,7 +237,10 @@ impl OpenAi {
                 messages.push(json!({ "role": "tool", "tool_call_id": c.id, "content": content }));
             }
         }
-        Progress::Failed(format!("the model kept calling tools: stopped after {} requests (maxSteps)", self.max_steps))
+        Progress::Failed(format!(
+            "the model kept calling tools: stopped after {} requests (maxSteps)",
+            self.max_steps
+        ))
     }
 }
 
@@ -208,20 +272,43 @@ mod tests {
             apply(&c, &mut step, &tx);
         }
         assert_eq!(step.text, "Let me ask.");
-        assert_eq!(step.calls, [Call { id: "call_1".into(), name: "a2a__r__echo".into(), arguments: "{\"prompt\":\"hi\"}".into() }]);
+        assert_eq!(
+            step.calls,
+            [Call {
+                id: "call_1".into(),
+                name: "a2a__r__echo".into(),
+                arguments: "{\"prompt\":\"hi\"}".into()
+            }]
+        );
         let mut got = Vec::new();
         while let Ok(e) = rx.try_recv() {
             got.push(e);
         }
         assert_eq!(got[0], Progress::Reasoning("hmm".into()));
         assert_eq!(got[1], Progress::TextDelta("Let me ".into()));
-        assert_eq!(got[3], Progress::ToolCall { id: "call_1".into(), name: "a2a__r__echo".into(), arguments: "{\"pro".into() });
+        assert_eq!(
+            got[3],
+            Progress::ToolCall {
+                id: "call_1".into(),
+                name: "a2a__r__echo".into(),
+                arguments: "{\"pro".into()
+            }
+        );
         assert_eq!(got.len(), 5);
     }
 
     #[test]
     fn the_opening_carries_system_history_and_prompt() {
-        let history = vec![super::super::history::Entry { role: "user", text: "before".into() }, super::super::history::Entry { role: "agent", text: "reply".into() }];
+        let history = vec![
+            super::super::history::Entry {
+                role: "user",
+                text: "before".into(),
+            },
+            super::super::history::Entry {
+                role: "agent",
+                text: "reply".into(),
+            },
+        ];
         let input = TurnInput::sample("now", history);
         let m = opening(Some("be brief"), &input);
         let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();

@@ -99,7 +99,14 @@ impl Backend {
 impl Preset {
     /// A built-in preset without settings.
     pub fn builtin(id: &str, name: &str, description: &str, backend: Backend) -> Preset {
-        Preset { id: id.into(), name: Some(name.into()), description: Some(description.into()), skills: Vec::new(), default: false, backend }
+        Preset {
+            id: id.into(),
+            name: Some(name.into()),
+            description: Some(description.into()),
+            skills: Vec::new(),
+            default: false,
+            backend,
+        }
     }
 }
 
@@ -136,61 +143,118 @@ struct PresetDecl {
     max_steps: Option<u32>,
 }
 
+impl PresetDecl {
+    /// Refuses a backend-specific key the chosen backend does not take.
+    fn check_keys(&self) -> Result<(), String> {
+        let (command, openai, both): (&[&str], &[&str], &[&str]) =
+            (&["command"], &["openai"], &["command", "openai"]);
+        let keys = [
+            ("command", !self.command.is_empty(), command),
+            ("workingDir", self.working_dir.is_some(), command),
+            ("timeoutMs", self.timeout_ms.is_some(), both),
+            ("baseUrl", self.base_url.is_some(), openai),
+            ("model", self.model.is_some(), openai),
+            ("apiKeyEnv", self.api_key_env.is_some(), openai),
+            ("systemPrompt", self.system_prompt.is_some(), openai),
+            ("maxSteps", self.max_steps.is_some(), openai),
+        ];
+        match keys
+            .iter()
+            .find(|(_, set, owners)| *set && !owners.contains(&self.backend.as_str()))
+        {
+            Some((key, _, owners)) => {
+                let plural = if owners.len() > 1 { "s" } else { "" };
+                Err(format!(
+                    "preset {:?}: `{key}` is a setting of the {} backend{plural}, not of {:?}",
+                    self.id,
+                    owners.join(" and "),
+                    self.backend
+                ))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
 impl TryFrom<PresetDecl> for Preset {
     type Error = String;
 
     fn try_from(d: PresetDecl) -> Result<Preset, String> {
-        let given = |keys: &[(&'static str, bool)]| keys.iter().filter(|(_, set)| *set).map(|(k, _)| *k).collect::<Vec<_>>();
-        let command_keys = given(&[("command", !d.command.is_empty()), ("workingDir", d.working_dir.is_some())]);
-        let openai_keys =
-            given(&[("baseUrl", d.base_url.is_some()), ("model", d.model.is_some()), ("apiKeyEnv", d.api_key_env.is_some()), ("systemPrompt", d.system_prompt.is_some()), ("maxSteps", d.max_steps.is_some())]);
-        let foreign = |keys: Vec<&str>, owner: &str| -> Result<(), String> {
-            match keys.first() {
-                Some(k) => Err(format!("preset {:?}: `{k}` is a setting of the {owner} backend, not of {:?}", d.id, d.backend)),
-                None => Ok(()),
-            }
-        };
+        if !BACKENDS.contains(&d.backend.as_str()) {
+            return Err(format!(
+                "preset {:?}: unknown backend {:?} (known: {})",
+                d.id,
+                d.backend,
+                BACKENDS.join(", ")
+            ));
+        }
+        d.check_keys()?;
         let backend = match d.backend.as_str() {
-            "echo" | "scripted" => {
-                foreign(command_keys, "command")?;
-                foreign(openai_keys, "openai")?;
-                if d.timeout_ms.is_some() {
-                    return Err(format!("preset {:?}: `timeoutMs` is a setting of the command and openai backends", d.id));
-                }
-                if d.backend == "echo" { Backend::Echo } else { Backend::Scripted }
+            "echo" => Backend::Echo,
+            "scripted" => Backend::Scripted,
+            "command" if d.command.is_empty() => {
+                return Err(format!(
+                    "preset {:?}: the command backend needs `command = [\"program\", \"arg\", …]`",
+                    d.id
+                ));
             }
-            "command" => {
-                foreign(openai_keys, "openai")?;
-                if d.command.is_empty() {
-                    return Err(format!("preset {:?}: the command backend needs `command = [\"program\", \"arg\", …]`", d.id));
-                }
-                Backend::Command(CommandSettings { command: d.command, working_dir: d.working_dir, timeout_ms: d.timeout_ms })
-            }
-            "openai" => {
-                foreign(command_keys, "command")?;
-                Backend::OpenAi(OpenAiSettings {
-                    base_url: d.base_url,
-                    model: d.model,
-                    api_key_env: d.api_key_env,
-                    system_prompt: d.system_prompt,
-                    max_steps: d.max_steps,
-                    timeout_ms: d.timeout_ms,
-                })
-            }
-            other => return Err(format!("preset {:?}: unknown backend {other:?} (known: {})", d.id, BACKENDS.join(", "))),
+            "command" => Backend::Command(CommandSettings {
+                command: d.command,
+                working_dir: d.working_dir,
+                timeout_ms: d.timeout_ms,
+            }),
+            _ => Backend::OpenAi(OpenAiSettings {
+                base_url: d.base_url,
+                model: d.model,
+                api_key_env: d.api_key_env,
+                system_prompt: d.system_prompt,
+                max_steps: d.max_steps,
+                timeout_ms: d.timeout_ms,
+            }),
         };
-        Ok(Preset { id: d.id, name: d.name, description: d.description, skills: d.skills, default: d.default, backend })
+        Ok(Preset {
+            id: d.id,
+            name: d.name,
+            description: d.description,
+            skills: d.skills,
+            default: d.default,
+            backend,
+        })
     }
 }
 
 impl From<Preset> for PresetDecl {
     fn from(p: Preset) -> PresetDecl {
-        let mut d = PresetDecl { id: p.id, name: p.name, description: p.description, backend: p.backend.name().into(), skills: p.skills, default: p.default, ..PresetDecl::default() };
+        let mut d = PresetDecl {
+            id: p.id,
+            name: p.name,
+            description: p.description,
+            backend: p.backend.name().into(),
+            skills: p.skills,
+            default: p.default,
+            ..PresetDecl::default()
+        };
         match p.backend {
             Backend::Echo | Backend::Scripted => {}
-            Backend::Command(c) => (d.command, d.working_dir, d.timeout_ms) = (c.command, c.working_dir, c.timeout_ms),
+            Backend::Command(c) => {
+                (d.command, d.working_dir, d.timeout_ms) = (c.command, c.working_dir, c.timeout_ms)
+            }
             Backend::OpenAi(o) => {
-                (d.base_url, d.model, d.api_key_env, d.system_prompt, d.max_steps, d.timeout_ms) = (o.base_url, o.model, o.api_key_env, o.system_prompt, o.max_steps, o.timeout_ms)
+                (
+                    d.base_url,
+                    d.model,
+                    d.api_key_env,
+                    d.system_prompt,
+                    d.max_steps,
+                    d.timeout_ms,
+                ) = (
+                    o.base_url,
+                    o.model,
+                    o.api_key_env,
+                    o.system_prompt,
+                    o.max_steps,
+                    o.timeout_ms,
+                )
             }
         }
         d
@@ -207,20 +271,50 @@ mod tests {
 
     #[test]
     fn each_backend_takes_its_own_settings() {
-        let c = preset("id = \"c\"\nbackend = \"command\"\ncommand = [\"cat\"]\ntimeoutMs = 5").unwrap();
-        assert_eq!(c.backend, Backend::Command(CommandSettings { command: vec!["cat".into()], working_dir: None, timeout_ms: Some(5) }));
+        let c = preset("id = \"c\"\nbackend = \"command\"\ncommand = [\"cat\"]\ntimeoutMs = 5")
+            .unwrap();
+        assert_eq!(
+            c.backend,
+            Backend::Command(CommandSettings {
+                command: vec!["cat".into()],
+                working_dir: None,
+                timeout_ms: Some(5)
+            })
+        );
         let o = preset("id = \"o\"\nbackend = \"openai\"\nmodel = \"m\"").unwrap();
         assert!(matches!(&o.backend, Backend::OpenAi(s) if s.model.as_deref() == Some("m")));
-        assert!(preset("id = \"e\"\nbackend = \"echo\"\nmodel = \"m\"").unwrap_err().contains("`model` is a setting of the openai backend"));
-        assert!(preset("id = \"o\"\nbackend = \"openai\"\ncommand = [\"x\"]").unwrap_err().contains("`command` is a setting of the command backend"));
-        assert!(preset("id = \"c\"\nbackend = \"command\"").unwrap_err().contains("needs `command"));
-        assert!(preset("id = \"x\"\nbackend = \"telepathy\"").unwrap_err().contains("unknown backend \"telepathy\""));
-        assert!(preset("id = \"x\"\nbackend = \"echo\"\ncolour = 1").unwrap_err().contains("unknown field `colour`"));
+        assert!(
+            preset("id = \"e\"\nbackend = \"echo\"\nmodel = \"m\"")
+                .unwrap_err()
+                .contains("`model` is a setting of the openai backend")
+        );
+        assert!(
+            preset("id = \"o\"\nbackend = \"openai\"\ncommand = [\"x\"]")
+                .unwrap_err()
+                .contains("`command` is a setting of the command backend")
+        );
+        assert!(
+            preset("id = \"c\"\nbackend = \"command\"")
+                .unwrap_err()
+                .contains("needs `command")
+        );
+        assert!(
+            preset("id = \"x\"\nbackend = \"telepathy\"")
+                .unwrap_err()
+                .contains("unknown backend \"telepathy\"")
+        );
+        assert!(
+            preset("id = \"x\"\nbackend = \"echo\"\ncolour = 1")
+                .unwrap_err()
+                .contains("unknown field `colour`")
+        );
     }
 
     #[test]
     fn round_trips_as_the_file_writes_it() {
-        let o = preset("id = \"o\"\nbackend = \"openai\"\nmodel = \"m\"\nmaxSteps = 3\ndefault = true").unwrap();
+        let o =
+            preset("id = \"o\"\nbackend = \"openai\"\nmodel = \"m\"\nmaxSteps = 3\ndefault = true")
+                .unwrap();
         assert_eq!(preset(&toml::to_string(&o).unwrap()).unwrap(), o);
     }
 }

@@ -36,12 +36,23 @@ pub const BEHAVIOURS: &[&str] = &[
 
 /// The behaviour a turn asks for: the longest prefix of its message id or first text.
 pub fn behaviour(message_id: &str, first_text: &str) -> Option<&'static str> {
-    BEHAVIOURS.iter().copied().filter(|b| message_id.starts_with(b) || first_text.starts_with(b)).max_by_key(|b| b.len())
+    BEHAVIOURS
+        .iter()
+        .copied()
+        .filter(|b| message_id.starts_with(b) || first_text.starts_with(b))
+        .max_by_key(|b| b.len())
 }
 
 fn artifact(id: &str, part: serde_json::Value) -> Progress {
     let parts = vec![serde_json::from_value(part).expect("the scripted parts are valid")];
-    Progress::Artifact(a2a_protocol::Artifact { artifact_id: id.into(), name: None, description: None, parts, metadata: None, extensions: Vec::new() })
+    Progress::Artifact(a2a_protocol::Artifact {
+        artifact_id: id.into(),
+        name: None,
+        description: None,
+        parts,
+        metadata: None,
+        extensions: Vec::new(),
+    })
 }
 
 /// Sleeps unless canceled first; false when canceled.
@@ -53,10 +64,16 @@ async fn wait(cancel: &CancellationToken, d: Duration) -> bool {
 }
 
 impl Backend for Scripted {
+    // One arm per TCK behaviour: the table reads better whole than split across functions.
     fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
         Box::pin(async move {
-            let message: serde_json::Value = serde_json::from_str(&input.message).unwrap_or_default();
-            let first_text = message["parts"].as_array().and_then(|p| p.iter().find_map(|p| p["text"].as_str())).unwrap_or("").to_owned();
+            let message: serde_json::Value =
+                serde_json::from_str(&input.message).unwrap_or_default();
+            let first_text = message["parts"]
+                .as_array()
+                .and_then(|p| p.iter().find_map(|p| p["text"].as_str()))
+                .unwrap_or("")
+                .to_owned();
             let send = |e: Progress| {
                 let _ = events.send(e);
             };
@@ -74,34 +91,64 @@ impl Backend for Scripted {
                     send(Progress::Completed);
                 }
                 Some("tck-artifact-text") => {
-                    send(artifact("text-artifact", json!({ "text": "Generated text content" })));
+                    send(artifact(
+                        "text-artifact",
+                        json!({ "text": "Generated text content" }),
+                    ));
                     send(Progress::Completed);
                 }
                 Some("tck-artifact-file") => {
-                    send(artifact("file-artifact", json!({ "raw": "SGVsbG8gZnJvbSBUQ0s=", "filename": "output.txt", "mediaType": "text/plain" })));
+                    send(artifact(
+                        "file-artifact",
+                        json!({ "raw": "SGVsbG8gZnJvbSBUQ0s=", "filename": "output.txt", "mediaType": "text/plain" }),
+                    ));
                     send(Progress::Completed);
                 }
                 Some("tck-artifact-file-url") => {
-                    send(artifact("file-url-artifact", json!({ "url": "https://example.com/output.txt", "filename": "output.txt", "mediaType": "text/plain" })));
+                    send(artifact(
+                        "file-url-artifact",
+                        json!({ "url": "https://example.com/output.txt", "filename": "output.txt", "mediaType": "text/plain" }),
+                    ));
                     send(Progress::Completed);
                 }
                 Some("tck-artifact-data") => {
-                    send(artifact("data-artifact", json!({ "data": { "key": "value", "count": 42 }, "mediaType": "application/json" })));
+                    send(artifact(
+                        "data-artifact",
+                        json!({ "data": { "key": "value", "count": 42 }, "mediaType": "application/json" }),
+                    ));
                     send(Progress::Completed);
                 }
                 Some("tck-message-response") => {
-                    let m = a2a_protocol::Message::agent_text(uuid::Uuid::new_v4().to_string(), &input.context_id, "", "Direct message response");
-                    send(Progress::Message(a2a_protocol::Message { task_id: None, ..m }));
+                    let m = a2a_protocol::Message::agent_text(
+                        uuid::Uuid::new_v4().to_string(),
+                        &input.context_id,
+                        "",
+                        "Direct message response",
+                    );
+                    send(Progress::Message(a2a_protocol::Message {
+                        task_id: None,
+                        ..m
+                    }));
                 }
-                Some("tck-input-required") => send(Progress::InputRequired("Please provide more input".into())),
-                Some("tck-auth-required") => send(Progress::AuthRequired("Please authenticate to continue".into())),
+                Some("tck-input-required") => {
+                    send(Progress::InputRequired("Please provide more input".into()))
+                }
+                Some("tck-auth-required") => send(Progress::AuthRequired(
+                    "Please authenticate to continue".into(),
+                )),
                 Some("tck-multi-turn") if first_text.trim_start().starts_with("done") => {
                     send(Progress::TextDelta("Conversation complete".into()));
                     send(Progress::Completed);
                 }
-                Some("tck-multi-turn") => send(Progress::InputRequired("Tell me more, or say \"done\"".into())),
-                Some("tck-reject-task") => send(Progress::Rejected("Task rejected by the agent".into())),
-                Some("tck-task-failure") => send(Progress::Failed("Task failed as requested".into())),
+                Some("tck-multi-turn") => send(Progress::InputRequired(
+                    "Tell me more, or say \"done\"".into(),
+                )),
+                Some("tck-reject-task") => {
+                    send(Progress::Rejected("Task rejected by the agent".into()))
+                }
+                Some("tck-task-failure") => {
+                    send(Progress::Failed("Task failed as requested".into()))
+                }
                 Some("tck-stream-artifact-chunked") | Some("tck-stream-") => {
                     for chunk in ["Streaming ", "chunk ", "one, ", "chunk ", "two, ", "done."] {
                         if !wait(&cancel, Duration::from_millis(50)).await {
@@ -132,11 +179,23 @@ mod tests {
 
     #[test]
     fn longest_prefix_of_message_id_or_first_text_wins() {
-        assert_eq!(behaviour("tck-artifact-file-url-1", ""), Some("tck-artifact-file-url"));
-        assert_eq!(behaviour("tck-artifact-file-1", ""), Some("tck-artifact-file"));
-        assert_eq!(behaviour("m1", "tck-stream-artifact-chunked please"), Some("tck-stream-artifact-chunked"));
+        assert_eq!(
+            behaviour("tck-artifact-file-url-1", ""),
+            Some("tck-artifact-file-url")
+        );
+        assert_eq!(
+            behaviour("tck-artifact-file-1", ""),
+            Some("tck-artifact-file")
+        );
+        assert_eq!(
+            behaviour("m1", "tck-stream-artifact-chunked please"),
+            Some("tck-stream-artifact-chunked")
+        );
         assert_eq!(behaviour("tck-stream-001", ""), Some("tck-stream-"));
-        assert_eq!(behaviour("tck-complete-task", "tck-delayed-complete"), Some("tck-delayed-complete"));
+        assert_eq!(
+            behaviour("tck-complete-task", "tck-delayed-complete"),
+            Some("tck-delayed-complete")
+        );
         assert_eq!(behaviour("hello", "world"), None);
     }
 }

@@ -15,7 +15,9 @@ pub fn row(id: &str, at: u64) -> TaskRow {
         created_at: at,
         updated_at: at,
         version: 1,
-        body: format!(r#"{{"id":"{id}","contextId":"c","status":{{"state":"TASK_STATE_SUBMITTED"}}}}"#),
+        body: format!(
+            r#"{{"id":"{id}","contextId":"c","status":{{"state":"TASK_STATE_SUBMITTED"}}}}"#
+        ),
         peer_id: None,
     }
 }
@@ -30,28 +32,72 @@ pub async fn check(s: &dyn Store) {
 }
 
 async fn message_claims_compare_and_swap(s: &dyn Store) {
-    let claim = |fp: &str, replaces: Option<MessageRecord>| Some(MessageClaim { message_id: "m".into(), fingerprint: fp.into(), replaces });
+    let claim = |fp: &str, replaces: Option<MessageRecord>| {
+        Some(MessageClaim {
+            message_id: "m".into(),
+            fingerprint: fp.into(),
+            replaces,
+        })
+    };
     let find = || s.find_message("i".into(), "m".into());
-    let t1 = MessageRecord { task_id: "t1".into(), fingerprint: "f1".into() };
-    s.create_task(row("t1", 1), claim("f1", None)).await.unwrap();
+    let t1 = MessageRecord {
+        task_id: "t1".into(),
+        fingerprint: "f1".into(),
+    };
+    s.create_task(row("t1", 1), claim("f1", None))
+        .await
+        .unwrap();
     assert_eq!(find().await.unwrap(), Some(t1.clone()));
     // A writer that saw nothing loses to the one that claimed first, and writes nothing.
-    let dup = s.create_task(row("t2", 2), claim("f1", None)).await.unwrap_err();
+    let dup = s
+        .create_task(row("t2", 2), claim("f1", None))
+        .await
+        .unwrap_err();
     assert_eq!(dup, StoreError::DuplicateMessage(t1.clone()));
-    assert!(s.get_task("t2".into(), None).await.unwrap().is_none(), "a refused create writes nothing");
+    assert!(
+        s.get_task("t2".into(), None).await.unwrap().is_none(),
+        "a refused create writes nothing"
+    );
     // One that saw the current record replaces it (a new message reusing the id).
-    s.create_task(row("t2", 2), claim("f2", Some(t1.clone()))).await.unwrap();
-    let t2 = MessageRecord { task_id: "t2".into(), fingerprint: "f2".into() };
+    s.create_task(row("t2", 2), claim("f2", Some(t1.clone())))
+        .await
+        .unwrap();
+    let t2 = MessageRecord {
+        task_id: "t2".into(),
+        fingerprint: "f2".into(),
+    };
     assert_eq!(find().await.unwrap(), Some(t2.clone()));
     // An update with a stale claim changes nothing.
     let mut r = row("t2", 2);
     r.body = "changed".into();
-    assert_eq!(s.update_task(r.clone(), 1, claim("f3", Some(t1))).await.unwrap_err(), StoreError::DuplicateMessage(t2.clone()));
-    assert_eq!(s.get_task("t2".into(), None).await.unwrap().unwrap().version, 1);
+    assert_eq!(
+        s.update_task(r.clone(), 1, claim("f3", Some(t1)))
+            .await
+            .unwrap_err(),
+        StoreError::DuplicateMessage(t2.clone())
+    );
+    assert_eq!(
+        s.get_task("t2".into(), None)
+            .await
+            .unwrap()
+            .unwrap()
+            .version,
+        1
+    );
     assert_eq!(s.update_task(r, 1, claim("f3", Some(t2))).await.unwrap(), 2);
     assert_eq!(find().await.unwrap().unwrap().fingerprint, "f3");
-    assert_eq!(s.find_message("other".into(), "m".into()).await.unwrap(), None, "scoped to the instance");
-    assert!(matches!(s.create_task(row("t1", 3), None).await, Err(StoreError::Invalid(_))), "ids are unique");
+    assert_eq!(
+        s.find_message("other".into(), "m".into()).await.unwrap(),
+        None,
+        "scoped to the instance"
+    );
+    assert!(
+        matches!(
+            s.create_task(row("t1", 3), None).await,
+            Err(StoreError::Invalid(_))
+        ),
+        "ids are unique"
+    );
 }
 
 async fn updates_compare_and_swap(s: &dyn Store) {
@@ -63,9 +109,18 @@ async fn updates_compare_and_swap(s: &dyn Store) {
         StoreError::Conflict(cur) => assert_eq!((cur.version, cur.state), (2, TaskState::Working)),
         e => panic!("{e:?}"),
     }
-    assert!(s.get_task("u".into(), Some("other".into())).await.unwrap().is_none(), "scoped to the instance");
+    assert!(
+        s.get_task("u".into(), Some("other".into()))
+            .await
+            .unwrap()
+            .is_none(),
+        "scoped to the instance"
+    );
     r.id = "missing".into();
-    assert_eq!(s.update_task(r, 1, None).await.unwrap_err(), StoreError::NotFound);
+    assert_eq!(
+        s.update_task(r, 1, None).await.unwrap_err(),
+        StoreError::NotFound
+    );
 }
 
 async fn cursor_pages_cover_everything_newest_first(s: &dyn Store) {
@@ -74,12 +129,20 @@ async fn cursor_pages_cover_everything_newest_first(s: &dyn Store) {
         r
     };
     for i in 0..7 {
-        s.create_task(context(row(&format!("p{i}"), 100 + i / 2)), None).await.unwrap();
+        s.create_task(context(row(&format!("p{i}"), 100 + i / 2)), None)
+            .await
+            .unwrap();
     }
     let mut seen = Vec::new();
     let mut start = PageStart::First;
     loop {
-        let filter = TaskFilter { limit: 3, start, instance_id: Some("i".into()), context_id: Some("paged".into()), ..Default::default() };
+        let filter = TaskFilter {
+            limit: 3,
+            start,
+            instance_id: Some("i".into()),
+            context_id: Some("paged".into()),
+            ..Default::default()
+        };
         let page = s.list_tasks(filter).await.unwrap();
         assert_eq!(page.total, 7);
         seen.extend(page.tasks.iter().map(|t| t.id.clone()));
@@ -89,18 +152,56 @@ async fn cursor_pages_cover_everything_newest_first(s: &dyn Store) {
         }
     }
     assert_eq!(seen, ["p6", "p5", "p4", "p3", "p2", "p1", "p0"]);
-    let bad = TaskFilter { limit: 3, start: PageStart::Token("x".into()), ..Default::default() };
-    assert!(matches!(s.list_tasks(bad).await, Err(StoreError::Invalid(_))));
-    let offset = TaskFilter { limit: 2, start: PageStart::Offset(5), context_id: Some("paged".into()), ..Default::default() };
-    assert_eq!(s.list_tasks(offset).await.unwrap().tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["p1", "p0"]);
-    let working = TaskFilter { limit: 10, state: Some(TaskState::Working), context_id: Some("paged".into()), ..Default::default() };
+    let bad = TaskFilter {
+        limit: 3,
+        start: PageStart::Token("x".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        s.list_tasks(bad).await,
+        Err(StoreError::Invalid(_))
+    ));
+    let offset = TaskFilter {
+        limit: 2,
+        start: PageStart::Offset(5),
+        context_id: Some("paged".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.list_tasks(offset)
+            .await
+            .unwrap()
+            .tasks
+            .iter()
+            .map(|t| t.id.as_str())
+            .collect::<Vec<_>>(),
+        ["p1", "p0"]
+    );
+    let working = TaskFilter {
+        limit: 10,
+        state: Some(TaskState::Working),
+        context_id: Some("paged".into()),
+        ..Default::default()
+    };
     assert_eq!(s.list_tasks(working).await.unwrap().total, 0);
 }
 
 async fn unsettled_tasks_fail_on_recovery(s: &dyn Store) {
-    let before = s.state_counts().await.unwrap().iter().filter(|(_, st, _)| st.is_running()).map(|(_, _, n)| n).sum::<u64>();
+    let before = s
+        .state_counts()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|(_, st, _)| st.is_running())
+        .map(|(_, _, n)| n)
+        .sum::<u64>();
     s.create_task(row("r", 1), None).await.unwrap();
-    assert_eq!(s.fail_unsettled(5, "interrupted by runtime restart".into()).await.unwrap(), before + 1);
+    assert_eq!(
+        s.fail_unsettled(5, "interrupted by runtime restart".into())
+            .await
+            .unwrap(),
+        before + 1
+    );
     let t = s.get_task("r".into(), None).await.unwrap().unwrap();
     assert_eq!(t.state, TaskState::Failed);
     assert!(t.body.contains("interrupted by runtime restart"));
@@ -109,10 +210,34 @@ async fn unsettled_tasks_fail_on_recovery(s: &dyn Store) {
 async fn records_and_counts(s: &dyn Store) {
     let counts = s.state_counts().await.unwrap();
     let total: u64 = counts.iter().map(|(_, _, n)| n).sum();
-    assert_eq!(total, s.list_tasks(TaskFilter { limit: 1, ..Default::default() }).await.unwrap().total as u64);
-    let contexts = s.contexts(Some("i".into()), Some("paged".into()), 10).await.unwrap();
-    assert_eq!((contexts.len(), contexts[0].task_count, contexts[0].active_count), (1, 7, 0), "{contexts:?}");
-    let record = ConnectionRecord { id: "c1".into(), name: "one".into(), ..ConnectionRecord::default() };
+    assert_eq!(
+        total,
+        s.list_tasks(TaskFilter {
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .total as u64
+    );
+    let contexts = s
+        .contexts(Some("i".into()), Some("paged".into()), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            contexts.len(),
+            contexts[0].task_count,
+            contexts[0].active_count
+        ),
+        (1, 7, 0),
+        "{contexts:?}"
+    );
+    let record = ConnectionRecord {
+        id: "c1".into(),
+        name: "one".into(),
+        ..ConnectionRecord::default()
+    };
     s.put_connection(record.clone()).await.unwrap();
     assert_eq!(s.connections().await.unwrap(), [record]);
     s.delete_connection("c1".into()).await.unwrap();

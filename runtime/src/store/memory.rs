@@ -24,15 +24,24 @@ struct Data {
 
 impl Data {
     fn check_claim(&self, instance_id: &str, claim: &MessageClaim) -> Result<(), StoreError> {
-        match self.messages.get(&(instance_id.to_owned(), claim.message_id.clone())) {
-            Some(current) if Some(current) != claim.replaces.as_ref() => Err(StoreError::DuplicateMessage(current.clone())),
+        match self
+            .messages
+            .get(&(instance_id.to_owned(), claim.message_id.clone()))
+        {
+            Some(current) if Some(current) != claim.replaces.as_ref() => {
+                Err(StoreError::DuplicateMessage(current.clone()))
+            }
             _ => Ok(()),
         }
     }
 
     fn record_claim(&mut self, instance_id: &str, claim: &MessageClaim, task_id: &str) {
-        let record = MessageRecord { task_id: task_id.to_owned(), fingerprint: claim.fingerprint.clone() };
-        self.messages.insert((instance_id.to_owned(), claim.message_id.clone()), record);
+        let record = MessageRecord {
+            task_id: task_id.to_owned(),
+            fingerprint: claim.fingerprint.clone(),
+        };
+        self.messages
+            .insert((instance_id.to_owned(), claim.message_id.clone()), record);
     }
 
     /// Tasks matching a filter, newest `updated_at` first (then id, descending).
@@ -52,34 +61,17 @@ impl Data {
     fn list(&self, f: &TaskFilter) -> Result<TaskPage, StoreError> {
         let rows = self.filtered(f);
         let total = rows.len() as u32;
-        let after: Box<dyn Fn(&&TaskRow) -> bool> = match &f.start {
-            PageStart::First | PageStart::Offset(_) => Box::new(|_| true),
+        let skip = match &f.start {
+            PageStart::First => 0,
+            PageStart::Offset(o) => *o as usize,
             PageStart::Token(t) => {
-                let (at, id) = t
-                    .split_once(':')
-                    .and_then(|(at, id)| Some((at.parse::<u64>().ok()?, id.to_owned())))
-                    .ok_or_else(|| StoreError::Invalid(format!("pageToken {t:?} is not a token this server issued")))?;
-                Box::new(move |r| (r.updated_at, r.id.as_str()) < (at, id.as_str()))
+                let (at, id) = parse_token(t)?;
+                rows.iter()
+                    .take_while(|r| (r.updated_at, r.id.as_str()) >= (at, id.as_str()))
+                    .count()
             }
         };
-        let skip = if let PageStart::Offset(o) = f.start { o as usize } else { 0 };
-        let (mut tasks, mut bytes, mut more) = (Vec::new(), 0u64, false);
-        for row in rows.into_iter().filter(after).skip(skip) {
-            let mut row = row.clone();
-            if let Some((artifacts, history)) = f.shape
-                && let Ok(task) = serde_json::from_str::<a2a_protocol::Task>(&row.body)
-            {
-                row.body = serde_json::to_string(&a2a_protocol::list::shape(task, artifacts, history)).unwrap_or(row.body);
-            }
-            bytes += row.body.len() as u64;
-            if tasks.len() == f.limit.max(1) as usize || (f.max_bytes.is_some_and(|m| bytes > m) && !tasks.is_empty()) {
-                more = true;
-                break;
-            }
-            tasks.push(row);
-        }
-        let next_token = more.then(|| tasks.last().map(|r: &TaskRow| format!("{}:{}", r.updated_at, r.id))).flatten();
-        Ok(TaskPage { tasks, next_token, total })
+        f.page(rows.into_iter().skip(skip).map(|r| Ok(r.clone())), total)
     }
 }
 
@@ -96,22 +88,35 @@ impl Store for MemoryStore {
                 d.check_claim(&row.instance_id, c)?;
             }
             if d.tasks.contains_key(&row.id) {
-                return Err(StoreError::Invalid(format!("task {} already exists", row.id)));
+                return Err(StoreError::Invalid(format!(
+                    "task {} already exists",
+                    row.id
+                )));
             }
             if let Some(c) = &claim {
                 d.record_claim(&row.instance_id, c, &row.id);
             }
-            d.tasks.insert(row.id.clone(), TaskRow { version: 1, ..row });
+            d.tasks
+                .insert(row.id.clone(), TaskRow { version: 1, ..row });
             Ok(())
         })
     }
 
-    fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>) -> Pending<u64> {
+    fn update_task(
+        &self,
+        row: TaskRow,
+        expected: u64,
+        claim: Option<MessageClaim>,
+    ) -> Pending<u64> {
         self.with(|d| {
             if let Some(c) = &claim {
                 d.check_claim(&row.instance_id, c)?;
             }
-            let current = d.tasks.get(&row.id).filter(|t| t.instance_id == row.instance_id).ok_or(StoreError::NotFound)?;
+            let current = d
+                .tasks
+                .get(&row.id)
+                .filter(|t| t.instance_id == row.instance_id)
+                .ok_or(StoreError::NotFound)?;
             if current.version != expected {
                 return Err(StoreError::Conflict(Box::new(current.clone())));
             }
@@ -119,7 +124,15 @@ impl Store for MemoryStore {
             if let Some(c) = &claim {
                 d.record_claim(&row.instance_id, c, &row.id);
             }
-            d.tasks.insert(row.id.clone(), TaskRow { version: expected + 1, created_at, peer_id, ..row });
+            d.tasks.insert(
+                row.id.clone(),
+                TaskRow {
+                    version: expected + 1,
+                    created_at,
+                    peer_id,
+                    ..row
+                },
+            );
             Ok(expected + 1)
         })
     }
@@ -145,7 +158,12 @@ impl Store for MemoryStore {
             let running = d.tasks.values_mut().filter(|t| t.state.is_running());
             let mut n = 0;
             for t in running {
-                (t.state, t.updated_at, t.version, t.body) = (TaskState::Failed, now, t.version + 1, crate::tasks::fail_body(&t.body, now, &status_text));
+                (t.state, t.updated_at, t.version, t.body) = (
+                    TaskState::Failed,
+                    now,
+                    t.version + 1,
+                    crate::tasks::fail_body(&t.body, now, &status_text),
+                );
                 n += 1;
             }
             Ok(n)
@@ -157,33 +175,55 @@ impl Store for MemoryStore {
     }
 
     fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
-        self.with(|d| Ok(d.tasks.get(&id).filter(|t| instance_id.as_ref().is_none_or(|i| &t.instance_id == i)).cloned()))
+        self.with(|d| {
+            Ok(d.tasks
+                .get(&id)
+                .filter(|t| instance_id.as_ref().is_none_or(|i| &t.instance_id == i))
+                .cloned())
+        })
     }
 
     fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage> {
         self.with(|d| d.list(&filter))
     }
 
-    fn find_message(&self, instance_id: String, message_id: String) -> Pending<Option<MessageRecord>> {
+    fn find_message(
+        &self,
+        instance_id: String,
+        message_id: String,
+    ) -> Pending<Option<MessageRecord>> {
         self.with(|d| Ok(d.messages.get(&(instance_id, message_id)).cloned()))
     }
 
-    fn contexts(&self, instance_id: Option<String>, context_id: Option<String>, limit: u32) -> Pending<Vec<ContextSummary>> {
+    fn contexts(
+        &self,
+        instance_id: Option<String>,
+        context_id: Option<String>,
+        limit: u32,
+    ) -> Pending<Vec<ContextSummary>> {
         self.with(|d| {
             let mut by: BTreeMap<(String, String), ContextSummary> = BTreeMap::new();
-            let matching = d.tasks.values().filter(|t| instance_id.as_ref().is_none_or(|i| &t.instance_id == i) && context_id.as_ref().is_none_or(|c| &t.context_id == c));
+            let matching = d.tasks.values().filter(|t| {
+                instance_id.as_ref().is_none_or(|i| &t.instance_id == i)
+                    && context_id.as_ref().is_none_or(|c| &t.context_id == c)
+            });
             for t in matching {
-                let s = by.entry((t.instance_id.clone(), t.context_id.clone())).or_insert_with(|| ContextSummary {
-                    instance_id: t.instance_id.clone(),
-                    context_id: t.context_id.clone(),
-                    task_count: 0,
-                    active_count: 0,
-                    first_seen: t.created_at,
-                    last_seen: t.updated_at,
-                });
+                let s = by
+                    .entry((t.instance_id.clone(), t.context_id.clone()))
+                    .or_insert_with(|| ContextSummary {
+                        instance_id: t.instance_id.clone(),
+                        context_id: t.context_id.clone(),
+                        task_count: 0,
+                        active_count: 0,
+                        first_seen: t.created_at,
+                        last_seen: t.updated_at,
+                    });
                 s.task_count += 1;
                 s.active_count += u64::from(t.state.is_active());
-                (s.first_seen, s.last_seen) = (s.first_seen.min(t.created_at), s.last_seen.max(t.updated_at));
+                (s.first_seen, s.last_seen) = (
+                    s.first_seen.min(t.created_at),
+                    s.last_seen.max(t.updated_at),
+                );
             }
             let mut all: Vec<ContextSummary> = by.into_values().collect();
             all.sort_by(|a, b| b.last_seen.cmp(&a.last_seen));
@@ -196,9 +236,15 @@ impl Store for MemoryStore {
         self.with(|d| {
             let mut counts: BTreeMap<(String, i64), (TaskState, u64)> = BTreeMap::new();
             for t in d.tasks.values() {
-                counts.entry((t.instance_id.clone(), t.state.number())).or_insert((t.state, 0)).1 += 1;
+                counts
+                    .entry((t.instance_id.clone(), t.state.number()))
+                    .or_insert((t.state, 0))
+                    .1 += 1;
             }
-            Ok(counts.into_iter().map(|((i, _), (s, n))| (i, s, n)).collect())
+            Ok(counts
+                .into_iter()
+                .map(|((i, _), (s, n))| (i, s, n))
+                .collect())
         })
     }
 

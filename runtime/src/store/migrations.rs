@@ -53,9 +53,13 @@ const MIGRATIONS: &[&str] = &[
 
 /// Brings a database up to the newest schema; refuses a database from a newer runtime.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
-    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    let current: usize =
+        conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
     if current > MIGRATIONS.len() {
-        return Err(rusqlite::Error::InvalidParameterName(format!("the database has schema version {current}, newer than this runtime's {}; upgrade a2a-edge", MIGRATIONS.len())));
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "the database has schema version {current}, newer than this runtime's {}; upgrade a2a-edge",
+            MIGRATIONS.len()
+        )));
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         let tx = conn.transaction()?;

@@ -59,8 +59,14 @@ pub enum StoreError {
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::DuplicateMessage(r) => write!(f, "message already recorded for task {}", r.task_id),
-            Self::Conflict(r) => write!(f, "task {} changed concurrently (now version {})", r.id, r.version),
+            Self::DuplicateMessage(r) => {
+                write!(f, "message already recorded for task {}", r.task_id)
+            }
+            Self::Conflict(r) => write!(
+                f,
+                "task {} changed concurrently (now version {})",
+                r.id, r.version
+            ),
             Self::NotFound => write!(f, "not found"),
             Self::Invalid(m) | Self::Unavailable(m) => f.write_str(m),
         }
@@ -140,6 +146,61 @@ pub struct TaskPage {
     pub total: u32,
 }
 
+impl TaskFilter {
+    /// The page of `rows` (in listing order, from the page's start): bodies shaped as asked, cut
+    /// at the page size or the byte budget (never below one row), with the token of the next
+    /// page when more rows follow.
+    pub fn page<E>(
+        &self,
+        rows: impl Iterator<Item = Result<TaskRow, E>>,
+        total: u32,
+    ) -> Result<TaskPage, E> {
+        let limit = self.limit.max(1) as usize;
+        let (mut tasks, mut bytes, mut more) = (Vec::new(), 0u64, false);
+        for row in rows {
+            let mut row = row?;
+            if let Some((artifacts, history)) = self.shape
+                && let Ok(task) = serde_json::from_str::<a2a_protocol::Task>(&row.body)
+            {
+                row.body =
+                    serde_json::to_string(&a2a_protocol::list::shape(task, artifacts, history))
+                        .unwrap_or(row.body);
+            }
+            bytes += row.body.len() as u64;
+            let over_bytes = self.max_bytes.is_some_and(|max| bytes > max) && !tasks.is_empty();
+            if tasks.len() == limit || over_bytes {
+                more = true;
+                break;
+            }
+            tasks.push(row);
+        }
+        let next_token = more
+            .then(|| {
+                tasks
+                    .last()
+                    .map(|r: &TaskRow| format!("{}:{}", r.updated_at, r.id))
+            })
+            .flatten();
+        Ok(TaskPage {
+            tasks,
+            next_token,
+            total,
+        })
+    }
+}
+
+/// The cursor of a page token (`<updated_at>:<id>` of the previous page's last row).
+pub fn parse_token(token: &str) -> Result<(u64, String), StoreError> {
+    token
+        .split_once(':')
+        .and_then(|(at, id)| Some((at.parse().ok()?, id.to_owned())))
+        .ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "pageToken {token:?} is not a token this server issued"
+            ))
+        })
+}
+
 /// One conversation (instance, context) as its persisted tasks describe it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContextSummary {
@@ -190,8 +251,13 @@ fn gone() -> StoreError {
 impl<T> std::future::Future for Pending<T> {
     type Output = Result<T, StoreError>;
 
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx).map(|r| r.unwrap_or_else(|_| Err(gone())))
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or_else(|_| Err(gone())))
     }
 }
 
@@ -204,7 +270,8 @@ pub trait Store: Send + Sync {
     fn create_task(&self, row: TaskRow, claim: Option<MessageClaim>) -> Pending<()>;
     /// Replace a task if its version is `expected` (applying the claim and refreshing the
     /// context binding); returns the new version.
-    fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>) -> Pending<u64>;
+    fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>)
+    -> Pending<u64>;
     /// Insert or replace an instance record.
     fn put_instance(&self, record: InstanceRecord) -> Pending<()>;
     /// Delete an instance record (its tasks stay readable by id from the control API).
@@ -222,9 +289,18 @@ pub trait Store: Send + Sync {
     /// A filtered page of tasks.
     fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage>;
     /// What the idempotency index holds for a message id on an instance.
-    fn find_message(&self, instance_id: String, message_id: String) -> Pending<Option<MessageRecord>>;
+    fn find_message(
+        &self,
+        instance_id: String,
+        message_id: String,
+    ) -> Pending<Option<MessageRecord>>;
     /// Conversations, newest `last_seen` first, optionally one instance's or one context's.
-    fn contexts(&self, instance_id: Option<String>, context_id: Option<String>, limit: u32) -> Pending<Vec<ContextSummary>>;
+    fn contexts(
+        &self,
+        instance_id: Option<String>,
+        context_id: Option<String>,
+        limit: u32,
+    ) -> Pending<Vec<ContextSummary>>;
     /// Task counts by instance and state.
     fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>>;
     /// Every instance record.

@@ -24,18 +24,29 @@ struct Counts {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram(Arc::new(Counts { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(), sum_us: AtomicU64::new(0) }))
+        Histogram(Arc::new(Counts {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum_us: AtomicU64::new(0),
+        }))
     }
 }
 
 /// Bucket of a duration in µs: `us` itself below 256, then one per power of two.
 fn bucket(us: u64) -> usize {
-    if us < LINEAR as u64 { us as usize } else { (LINEAR + (63 - us.leading_zeros() as usize) - 8).min(BUCKETS - 1) }
+    if us < LINEAR as u64 {
+        us as usize
+    } else {
+        (LINEAR + (63 - us.leading_zeros() as usize) - 8).min(BUCKETS - 1)
+    }
 }
 
 /// The upper bound (µs, exclusive) of a bucket.
 fn upper(i: usize) -> u64 {
-    if i < LINEAR { i as u64 + 1 } else { 2u64 << (i - LINEAR + 8) }
+    if i < LINEAR {
+        i as u64 + 1
+    } else {
+        2u64 << (i - LINEAR + 8)
+    }
 }
 
 impl Histogram {
@@ -47,7 +58,11 @@ impl Histogram {
     }
 
     fn counts(&self) -> Vec<u64> {
-        self.0.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect()
+        self.0
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Number of recorded durations.
@@ -93,7 +108,12 @@ impl EncodeMetric for Histogram {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         let buckets = self.exposed();
         let count = buckets.iter().map(|(_, n)| n).sum();
-        encoder.encode_histogram::<NoLabelSet>(self.0.sum_us.load(Ordering::Relaxed) as f64 / 1e6, count, &buckets, None)
+        encoder.encode_histogram::<NoLabelSet>(
+            self.0.sum_us.load(Ordering::Relaxed) as f64 / 1e6,
+            count,
+            &buckets,
+            None,
+        )
     }
 
     fn metric_type(&self) -> MetricType {
@@ -117,7 +137,11 @@ mod tests {
         assert_eq!(h.quantile_us(0.5), Some(7), "the median 6 µs is in [6, 7)");
         assert_eq!(h.quantile_us(1.0), Some(512), "300 µs is in [256, 512)");
         h.record(Duration::from_secs(3600));
-        assert_eq!(h.quantile_us(1.0), Some(upper(BUCKETS - 1)), "huge values land in the last bucket");
+        assert_eq!(
+            h.quantile_us(1.0),
+            Some(upper(BUCKETS - 1)),
+            "huge values land in the last bucket"
+        );
     }
 
     #[test]
@@ -127,9 +151,24 @@ mod tests {
             h.record(Duration::from_micros(us));
         }
         let b = h.exposed();
-        let at = |us: u64| b.iter().find(|(le, _)| (*le * 1e6).round() as u64 == us).map(|(_, n)| *n);
+        let at = |us: u64| {
+            b.iter()
+                .find(|(le, _)| (*le * 1e6).round() as u64 == us)
+                .map(|(_, n)| *n)
+        };
         // [0,1) [1,2) [2,4) [4,8) … [128,256) [256,512) [512,1024)
-        assert_eq!((at(1), at(2), at(4), at(8), at(256), at(512), at(1024)), (Some(1), Some(1), Some(1), Some(1), Some(1), Some(2), Some(1)));
+        assert_eq!(
+            (at(1), at(2), at(4), at(8), at(256), at(512), at(1024)),
+            (
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(2),
+                Some(1)
+            )
+        );
         assert_eq!(b.iter().map(|(_, n)| n).sum::<u64>(), 8);
         assert_eq!(b.last().unwrap().0, f64::MAX);
     }

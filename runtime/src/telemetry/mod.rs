@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, EncodeMetric, LabelValueEncoder, NoLabelSet};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelValue, EncodeMetric, LabelValueEncoder, NoLabelSet,
+};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use serde_json::{Value, json};
@@ -65,14 +67,31 @@ pub struct Gauges {
 impl Metrics {
     /// Counts one request; unknown method names count as `other`, outcomes are capped.
     pub fn request(&self, instance: &str, method: &str, outcome: &str) {
-        let method = METHODS.iter().find(|m| **m == method).copied().unwrap_or("other");
-        let outcome: String = outcome.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(40).collect();
-        *self.requests.lock().unwrap().entry((instance.to_owned(), method, outcome)).or_default() += 1;
+        let method = METHODS
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("other");
+        let outcome: String = outcome
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .take(40)
+            .collect();
+        *self
+            .requests
+            .lock()
+            .unwrap()
+            .entry((instance.to_owned(), method, outcome))
+            .or_default() += 1;
     }
 
     /// Counts one gate rejection.
     pub fn rejection(&self, reason: &str) {
-        let reason = REASONS.iter().find(|r| **r == reason).copied().unwrap_or("other");
+        let reason = REASONS
+            .iter()
+            .find(|r| **r == reason)
+            .copied()
+            .unwrap_or("other");
         *self.rejections.lock().unwrap().entry(reason).or_default() += 1;
     }
 
@@ -103,7 +122,13 @@ impl Metrics {
 
     /// The JSON snapshot.
     pub fn json(&self, g: &Gauges) -> Value {
-        let requests: Vec<Value> = self.requests.lock().unwrap().iter().map(|((i, m, o), n)| json!({ "instance": i, "method": m, "outcome": o, "count": n })).collect();
+        let requests: Vec<Value> = self
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|((i, m, o), n)| json!({ "instance": i, "method": m, "outcome": o, "count": n }))
+            .collect();
         let mut by_state: BTreeMap<&str, u64> = BTreeMap::new();
         for (_, s, n) in &g.tasks {
             *by_state.entry(s).or_default() += n;
@@ -135,14 +160,19 @@ impl Metrics {
         let mut registry = Registry::with_prefix("a2a_edge");
         registry.register_collector(Box::new(scrape));
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String never fails");
+        prometheus_client::encoding::text::encode(&mut out, &registry)
+            .expect("writing to a String never fails");
         out
     }
 }
 
 /// Tasks in an active state.
 fn active(tasks: &[(String, &'static str, u64)]) -> u64 {
-    tasks.iter().filter(|(_, s, _)| a2a_protocol::TaskState::from_name(s).is_some_and(|s| s.is_active())).map(|(_, _, n)| n).sum()
+    tasks
+        .iter()
+        .filter(|(_, s, _)| a2a_protocol::TaskState::from_name(s).is_some_and(|s| s.is_active()))
+        .map(|(_, _, n)| n)
+        .sum()
 }
 
 /// A label value escaped as the text format requires (`\\`, `\"`, `\n`): prometheus-client
@@ -175,32 +205,106 @@ struct Scrape {
     traps: u64,
 }
 
+impl Scrape {
+    /// The requests and gate rejections, by their labels.
+    fn counters(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let help = "A2A requests by instance, method and outcome.";
+        let mut requests = e.encode_descriptor("requests", help, None, MetricType::Counter)?;
+        for ((i, m, o), n) in &self.requests {
+            let labels = [
+                ("instance", Escaped(i)),
+                ("method", Escaped(m)),
+                ("outcome", Escaped(o)),
+            ];
+            requests
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let help = "Requests or tasks refused by the gate, by reason.";
+        let mut rejections =
+            e.encode_descriptor("gate_rejections", help, None, MetricType::Counter)?;
+        for (r, n) in &self.rejections {
+            rejections
+                .encode_family(&[("reason", *r)])?
+                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let help = "Component invocations that trapped or hit a limit.";
+        e.encode_descriptor("component_traps", help, None, MetricType::Counter)?
+            .encode_counter::<NoLabelSet, _, u64>(&self.traps, None)
+    }
+
+    /// The counts that live elsewhere.
+    fn gauges(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let g = &self.gauges;
+        let mut tasks = e.encode_descriptor(
+            "tasks",
+            "Stored tasks by instance and state.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (i, s, n) in &g.tasks {
+            tasks
+                .encode_family(&[("instance", Escaped(i)), ("state", Escaped(s))])?
+                .encode_gauge(n)?;
+        }
+        let plain: [(&str, &str, Option<&Unit>, u64); 5] = [
+            (
+                "active_tasks",
+                "Tasks not yet in a terminal state.",
+                None,
+                active(&g.tasks),
+            ),
+            (
+                "open_streams",
+                "Open SSE streams.",
+                None,
+                g.open_streams as u64,
+            ),
+            (
+                "live_sessions",
+                "Live agent sessions.",
+                None,
+                g.live_sessions as u64,
+            ),
+            (
+                "store",
+                "Database and WAL size.",
+                Some(&Unit::Bytes),
+                g.store_bytes,
+            ),
+            (
+                "attachment",
+                "Stored attachment bytes.",
+                Some(&Unit::Bytes),
+                g.attachment_bytes,
+            ),
+        ];
+        for (name, help, unit, v) in plain {
+            e.encode_descriptor(name, help, unit, MetricType::Gauge)?
+                .encode_gauge(&v)?;
+        }
+        Ok(())
+    }
+}
+
 impl Collector for Scrape {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let g = &self.gauges;
-        let mut requests = e.encode_descriptor("requests", "A2A requests by instance, method and outcome.", None, MetricType::Counter)?;
-        for ((i, m, o), n) in &self.requests {
-            let labels = [("instance", Escaped(i)), ("method", Escaped(m)), ("outcome", Escaped(o))];
-            requests.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(n, None)?;
-        }
-        let mut tasks = e.encode_descriptor("tasks", "Stored tasks by instance and state.", None, MetricType::Gauge)?;
-        for (i, s, n) in &g.tasks {
-            tasks.encode_family(&[("instance", Escaped(i)), ("state", Escaped(s))])?.encode_gauge(n)?;
-        }
-        e.encode_descriptor("active_tasks", "Tasks not yet in a terminal state.", None, MetricType::Gauge)?.encode_gauge(&active(&g.tasks))?;
-        e.encode_descriptor("open_streams", "Open SSE streams.", None, MetricType::Gauge)?.encode_gauge(&g.open_streams)?;
-        e.encode_descriptor("live_sessions", "Live agent sessions.", None, MetricType::Gauge)?.encode_gauge(&g.live_sessions)?;
-        let mut rejections = e.encode_descriptor("gate_rejections", "Requests or tasks refused by the gate, by reason.", None, MetricType::Counter)?;
-        for (r, n) in &self.rejections {
-            rejections.encode_family(&[("reason", *r)])?.encode_counter::<NoLabelSet, _, u64>(n, None)?;
-        }
-        self.send_latency.encode(e.encode_descriptor("send_message", "SendMessage latency, request in to answer out.", Some(&Unit::Seconds), MetricType::Histogram)?)?;
-        let instantiate = e.encode_descriptor("component_instantiation", "Time to prepare a store and instantiate a component.", Some(&Unit::Seconds), MetricType::Histogram)?;
-        self.instantiate_time.encode(instantiate)?;
-        e.encode_descriptor("component_traps", "Component invocations that trapped or hit a limit.", None, MetricType::Counter)?.encode_counter::<NoLabelSet, _, u64>(&self.traps, None)?;
-        e.encode_descriptor("store", "Database and WAL size.", Some(&Unit::Bytes), MetricType::Gauge)?.encode_gauge(&g.store_bytes)?;
-        e.encode_descriptor("attachment", "Stored attachment bytes.", Some(&Unit::Bytes), MetricType::Gauge)?.encode_gauge(&g.attachment_bytes)?;
-        Ok(())
+        self.counters(&mut e)?;
+        self.gauges(&mut e)?;
+        let help = "SendMessage latency, request in to answer out.";
+        self.send_latency.encode(e.encode_descriptor(
+            "send_message",
+            help,
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?)?;
+        let help = "Time to prepare a store and instantiate a component.";
+        self.instantiate_time.encode(e.encode_descriptor(
+            "component_instantiation",
+            help,
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?)
     }
 }
 
@@ -218,7 +322,10 @@ mod tests {
         m.send_latency(Duration::from_micros(1500));
         m.instantiated(Duration::from_micros(300));
         let g = Gauges {
-            tasks: vec![("a".into(), "TASK_STATE_WORKING", 2), ("a".into(), "TASK_STATE_COMPLETED", 3)],
+            tasks: vec![
+                ("a".into(), "TASK_STATE_WORKING", 2),
+                ("a".into(), "TASK_STATE_COMPLETED", 3),
+            ],
             open_streams: 1,
             store_bytes: 10,
             attachment_bytes: 0,
@@ -231,14 +338,35 @@ mod tests {
         assert_eq!(j["requests"][0]["count"], 2);
         assert_eq!(j["components"]["instantiations"], 1);
         let p = m.openmetrics(&g);
-        assert!(p.contains("a2a_edge_requests_total{instance=\"a\",method=\"SendMessage\",outcome=\"ok\"} 2"), "{p}");
-        assert!(p.contains("instance=\"a\\\"b\\\\c\\nd\",method=\"other\",outcome=\"xy\""), "label values are escaped: {p}");
+        assert!(
+            p.contains(
+                "a2a_edge_requests_total{instance=\"a\",method=\"SendMessage\",outcome=\"ok\"} 2"
+            ),
+            "{p}"
+        );
+        assert!(
+            p.contains("instance=\"a\\\"b\\\\c\\nd\",method=\"other\",outcome=\"xy\""),
+            "label values are escaped: {p}"
+        );
         assert!(p.contains("a2a_edge_active_tasks 2"), "{p}");
-        assert!(p.contains("# TYPE a2a_edge_send_message_seconds histogram"), "{p}");
+        assert!(
+            p.contains("# TYPE a2a_edge_send_message_seconds histogram"),
+            "{p}"
+        );
         assert!(p.contains("a2a_edge_send_message_seconds_count 1"), "{p}");
-        assert!(p.contains("a2a_edge_send_message_seconds_sum 0.0015"), "{p}");
-        assert!(p.contains("a2a_edge_send_message_seconds_bucket{le=\"+Inf\"} 1"), "{p}");
-        assert!(p.contains("a2a_edge_send_message_seconds_bucket{le=\"0.002048\"} 1") && p.contains("a2a_edge_send_message_seconds_bucket{le=\"0.001024\"} 0"), "{p}");
+        assert!(
+            p.contains("a2a_edge_send_message_seconds_sum 0.0015"),
+            "{p}"
+        );
+        assert!(
+            p.contains("a2a_edge_send_message_seconds_bucket{le=\"+Inf\"} 1"),
+            "{p}"
+        );
+        assert!(
+            p.contains("a2a_edge_send_message_seconds_bucket{le=\"0.002048\"} 1")
+                && p.contains("a2a_edge_send_message_seconds_bucket{le=\"0.001024\"} 0"),
+            "{p}"
+        );
         assert!(p.ends_with("# EOF\n"));
     }
 }

@@ -5,7 +5,9 @@ use a2a_protocol::client;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(card) = serde_json::from_slice::<serde_json::Value>(data) else { return };
+    let Ok(card) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
     if let Ok(ep) = client::endpoint(&card) {
         let _ = client::split_url(&ep.url);
     }

@@ -2,11 +2,15 @@
 #![no_main]
 
 use a2a_protocol::methods::{self, Dispatch, Method};
-use a2a_protocol::{GetTaskRequest, SendMessageRequest, TaskIdRequest, jsonrpc, list::ListTasksRequest};
+use a2a_protocol::{
+    GetTaskRequest, SendMessageRequest, TaskIdRequest, jsonrpc, list::ListTasksRequest,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(req) = jsonrpc::parse_request(data) else { return };
+    let Ok(req) = jsonrpc::parse_request(data) else {
+        return;
+    };
     for sse in [false, true] {
         if let Dispatch::Serve(m) = methods::dispatch(&req.method, sse) {
             match m {
@@ -18,7 +22,9 @@ fuzz_target!(|data: &[u8]| {
                     }
                 }
                 Method::GetTask => drop(jsonrpc::params::<GetTaskRequest>(&req.params)),
-                Method::ListTasks => drop(jsonrpc::params::<ListTasksRequest>(&req.params).map(|p| p.validate())),
+                Method::ListTasks => {
+                    drop(jsonrpc::params::<ListTasksRequest>(&req.params).map(|p| p.validate()))
+                }
                 _ => drop(jsonrpc::params::<TaskIdRequest>(&req.params)),
             }
         }

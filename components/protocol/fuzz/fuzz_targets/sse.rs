@@ -5,7 +5,9 @@ use a2a_protocol::sse::Decoder;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&cut, stream)) = data.split_first() else { return };
+    let Some((&cut, stream)) = data.split_first() else {
+        return;
+    };
     let mut whole = Decoder::default();
     let expected = whole.push(stream);
     let mut chunked = Decoder::default();

@@ -6,7 +6,9 @@ use control_api::{Action, parse};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(data) else { return };
+    let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(data) else {
+        return;
+    };
     match parse(&body) {
         Ok(action) => {
             assert!(Action::NAMES.contains(&action.name()));

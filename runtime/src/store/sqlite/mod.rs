@@ -38,7 +38,10 @@ fn open(path: &Path, fsync: bool) -> rusqlite::Result<Connection> {
 }
 
 fn open_reader(path: &Path) -> Result<Connection, StoreError> {
-    let c = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let c = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
     c.busy_timeout(std::time::Duration::from_secs(5))?;
     Ok(c)
 }
@@ -66,17 +69,31 @@ fn read_loop(path: &Path, jobs: &Mutex<mpsc::Receiver<Job>>) {
 impl SqliteStore {
     /// Opens (creating and migrating) the database and starts the writer and reader threads.
     pub fn open(path: &Path, fsync: bool) -> anyhow::Result<SqliteStore> {
-        let mut conn = open(path, fsync).map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", path.display()))?;
-        super::migrations::migrate(&mut conn).map_err(|e| anyhow::anyhow!("cannot migrate database {}: {e}", path.display()))?;
+        let mut conn = open(path, fsync)
+            .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", path.display()))?;
+        super::migrations::migrate(&mut conn)
+            .map_err(|e| anyhow::anyhow!("cannot migrate database {}: {e}", path.display()))?;
         let (tx, rx) = mpsc::channel();
-        let mut threads = vec![std::thread::Builder::new().name("a2a-edge-sqlite-writer".into()).spawn(move || writes::write_loop(conn, rx))?];
+        let mut threads = vec![
+            std::thread::Builder::new()
+                .name("a2a-edge-sqlite-writer".into())
+                .spawn(move || writes::write_loop(conn, rx))?,
+        ];
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
         for n in 0..READERS {
             let (path, queue) = (path.to_owned(), queue.clone());
-            threads.push(std::thread::Builder::new().name(format!("a2a-edge-sqlite-reader-{n}")).spawn(move || read_loop(&path, &queue))?);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("a2a-edge-sqlite-reader-{n}"))
+                    .spawn(move || read_loop(&path, &queue))?,
+            );
         }
-        Ok(SqliteStore { writes: Mutex::new(Some(tx)), reads: Mutex::new(Some(jobs)), threads: Mutex::new(threads) })
+        Ok(SqliteStore {
+            writes: Mutex::new(Some(tx)),
+            reads: Mutex::new(Some(jobs)),
+            threads: Mutex::new(threads),
+        })
     }
 
     fn stop(&self) {
@@ -96,7 +113,10 @@ impl SqliteStore {
     }
 
     /// Runs `f` on a reader connection.
-    fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static) -> Pending<T> {
+    fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Pending<T> {
         let (reply, pending) = Pending::new();
         let job: Job = Box::new(move |conn| {
             let _ = reply.send(conn.and_then(f));
@@ -127,7 +147,12 @@ impl Store for SqliteStore {
         self.send(|r| Write::CreateTask(row, claim, r))
     }
 
-    fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>) -> Pending<u64> {
+    fn update_task(
+        &self,
+        row: TaskRow,
+        expected: u64,
+        claim: Option<MessageClaim>,
+    ) -> Pending<u64> {
         self.send(|r| Write::UpdateTask(row, expected, claim, r))
     }
 
@@ -163,11 +188,20 @@ impl Store for SqliteStore {
         self.read(move |c| reads::list_tasks(c, &filter))
     }
 
-    fn find_message(&self, instance_id: String, message_id: String) -> Pending<Option<MessageRecord>> {
+    fn find_message(
+        &self,
+        instance_id: String,
+        message_id: String,
+    ) -> Pending<Option<MessageRecord>> {
         self.read(move |c| Ok(reads::find_message(c, &instance_id, &message_id)?))
     }
 
-    fn contexts(&self, instance_id: Option<String>, context_id: Option<String>, limit: u32) -> Pending<Vec<ContextSummary>> {
+    fn contexts(
+        &self,
+        instance_id: Option<String>,
+        context_id: Option<String>,
+        limit: u32,
+    ) -> Pending<Vec<ContextSummary>> {
         self.read(move |c| reads::contexts(c, instance_id.as_deref(), context_id.as_deref(), limit))
     }
 
@@ -208,7 +242,10 @@ mod tests {
     async fn reads_after_close_fail_as_unavailable() {
         let (_d, s) = store();
         s.close();
-        assert!(matches!(s.get_task("t".into(), None).await, Err(StoreError::Unavailable(_))));
+        assert!(matches!(
+            s.get_task("t".into(), None).await,
+            Err(StoreError::Unavailable(_))
+        ));
         assert!(matches!(s.flush().await, Err(StoreError::Unavailable(_))));
     }
 }

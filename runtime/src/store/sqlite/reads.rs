@@ -4,22 +4,39 @@
 use a2a_protocol::TaskState;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::store::{ContextSummary, MessageRecord, PageStart, StoreError, TaskFilter, TaskPage, TaskRow};
+use crate::store::{
+    ContextSummary, MessageRecord, PageStart, StoreError, TaskFilter, TaskPage, TaskRow,
+    parse_token,
+};
 
 /// What the idempotency index holds for a message id of an instance.
-pub fn find_message(c: &Connection, instance_id: &str, message_id: &str) -> rusqlite::Result<Option<MessageRecord>> {
-    c.prepare_cached("SELECT task_id, fingerprint FROM message_ids WHERE instance_id = ?1 AND message_id = ?2")?
-        .query_row(params![instance_id, message_id], |r| Ok(MessageRecord { task_id: r.get(0)?, fingerprint: r.get(1)? }))
-        .optional()
+pub fn find_message(
+    c: &Connection,
+    instance_id: &str,
+    message_id: &str,
+) -> rusqlite::Result<Option<MessageRecord>> {
+    c.prepare_cached(
+        "SELECT task_id, fingerprint FROM message_ids WHERE instance_id = ?1 AND message_id = ?2",
+    )?
+    .query_row(params![instance_id, message_id], |r| {
+        Ok(MessageRecord {
+            task_id: r.get(0)?,
+            fingerprint: r.get(1)?,
+        })
+    })
+    .optional()
 }
 
-const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id";
+const TASK_COLUMNS: &str =
+    "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id";
 
 /// The task state in column `i`; a number that is no state a task can be in is an error, never
 /// a state made up.
 fn state(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<TaskState> {
     let n: i64 = r.get(i)?;
-    TaskState::from_number(n).filter(|s| *s != TaskState::Unspecified).ok_or_else(|| rusqlite::Error::IntegralValueOutOfRange(i, n))
+    TaskState::from_number(n)
+        .filter(|s| *s != TaskState::Unspecified)
+        .ok_or_else(|| rusqlite::Error::IntegralValueOutOfRange(i, n))
 }
 
 fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
@@ -37,84 +54,92 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
     })
 }
 
-pub fn get_task(c: &Connection, id: &str, instance_id: Option<&str>) -> Result<Option<TaskRow>, StoreError> {
-    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR instance_id = ?2)");
-    Ok(c.prepare_cached(&sql)?.query_row(params![id, instance_id], task_row).optional()?)
+pub fn get_task(
+    c: &Connection,
+    id: &str,
+    instance_id: Option<&str>,
+) -> Result<Option<TaskRow>, StoreError> {
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND (?2 IS NULL OR instance_id = ?2)"
+    );
+    Ok(c.prepare_cached(&sql)?
+        .query_row(params![id, instance_id], task_row)
+        .optional()?)
 }
 
-/// Cursor token: `<updated_at>:<id>` of the last row of the previous page.
-fn parse_token(token: &str) -> Result<(i64, String), StoreError> {
-    token
-        .split_once(':')
-        .and_then(|(at, id)| Some((at.parse().ok()?, id.to_owned())))
-        .ok_or_else(|| StoreError::Invalid(format!("pageToken {token:?} is not a token this server issued")))
-}
-
-pub fn list_tasks(c: &Connection, f: &TaskFilter) -> Result<TaskPage, StoreError> {
+/// The `WHERE` clause of a filter (without its page start) and its arguments.
+fn filter_clause(f: &TaskFilter) -> (String, Vec<rusqlite::types::Value>) {
     let mut clauses = Vec::new();
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
-    let mut arg = |clause: &str, v: rusqlite::types::Value, clauses: &mut Vec<String>| {
+    let mut arg = |clause: &str, v: rusqlite::types::Value| {
         args.push(v);
         clauses.push(clause.replace('?', &format!("?{}", args.len())));
     };
     if let Some(i) = &f.instance_id {
-        arg("instance_id = ?", i.clone().into(), &mut clauses);
+        arg("instance_id = ?", i.clone().into());
     }
     if let Some(ctx) = &f.context_id {
-        arg("context_id = ?", ctx.clone().into(), &mut clauses);
+        arg("context_id = ?", ctx.clone().into());
     }
     if let Some(s) = f.state {
-        arg("state = ?", s.number().into(), &mut clauses);
+        arg("state = ?", s.number().into());
     }
     if let Some(after) = f.updated_after {
-        arg("updated_at >= ?", (after as i64).into(), &mut clauses);
+        arg("updated_at >= ?", (after as i64).into());
     }
-    let filter = if clauses.is_empty() { "1".to_owned() } else { clauses.join(" AND ") };
-    let total: i64 = c.query_row(&format!("SELECT COUNT(*) FROM tasks WHERE {filter}"), rusqlite::params_from_iter(args.iter()), |r| r.get(0))?;
-    let mut page_filter = filter.clone();
-    let mut offset = 0;
+    let clause = if clauses.is_empty() {
+        "1".to_owned()
+    } else {
+        clauses.join(" AND ")
+    };
+    (clause, args)
+}
+
+pub fn list_tasks(c: &Connection, f: &TaskFilter) -> Result<TaskPage, StoreError> {
+    let (filter, mut args) = filter_clause(f);
+    let count = format!("SELECT COUNT(*) FROM tasks WHERE {filter}");
+    let total: i64 = c.query_row(&count, rusqlite::params_from_iter(args.iter()), |r| {
+        r.get(0)
+    })?;
+    let (mut page_filter, mut offset) = (filter.clone(), 0);
     match &f.start {
         PageStart::First => {}
         PageStart::Offset(o) => offset = *o,
         PageStart::Token(t) => {
             let (at, id) = parse_token(t)?;
-            args.push(at.into());
+            args.push((at as i64).into());
             args.push(id.into());
             let (a, b) = (args.len() - 1, args.len());
-            page_filter = format!("{filter} AND (updated_at < ?{a} OR (updated_at = ?{a} AND id < ?{b}))");
+            page_filter =
+                format!("{filter} AND (updated_at < ?{a} OR (updated_at = ?{a} AND id < ?{b}))");
         }
     }
-    let limit = f.limit.max(1) as usize;
-    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {page_filter} ORDER BY updated_at DESC, id DESC LIMIT {} OFFSET {offset}", limit + 1);
+    let limit = f.limit.max(1) + 1;
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {page_filter} ORDER BY updated_at DESC, id DESC LIMIT {limit} OFFSET {offset}"
+    );
     let mut stmt = c.prepare(&sql)?;
-    let mut found = stmt.query_map(rusqlite::params_from_iter(args.iter()), task_row)?;
-    let (mut rows, mut bytes, mut more) = (Vec::new(), 0u64, false);
-    for row in found.by_ref() {
-        let mut row = row?;
-        if let Some((artifacts, history)) = f.shape
-            && let Ok(task) = serde_json::from_str::<a2a_protocol::Task>(&row.body)
-        {
-            row.body = serde_json::to_string(&a2a_protocol::list::shape(task, artifacts, history)).unwrap_or(row.body);
-        }
-        bytes += row.body.len() as u64;
-        let over_bytes = f.max_bytes.is_some_and(|max| bytes > max) && !rows.is_empty();
-        if rows.len() == limit || over_bytes {
-            more = true;
-            break;
-        }
-        rows.push(row);
-    }
-    let next_token = more.then(|| rows.last().map(|r| format!("{}:{}", r.updated_at, r.id))).flatten();
-    Ok(TaskPage { tasks: rows, next_token, total: total as u32 })
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(args.iter()), task_row)?
+        .map(|r| r.map_err(StoreError::from));
+    f.page(rows, total as u32)
 }
 
 /// `state IN (…)` over the active states.
 fn active_states() -> String {
-    let n: Vec<String> = TaskState::ACTIVE.iter().map(|s| s.number().to_string()).collect();
+    let n: Vec<String> = TaskState::ACTIVE
+        .iter()
+        .map(|s| s.number().to_string())
+        .collect();
     format!("state IN ({})", n.join(","))
 }
 
-pub fn contexts(c: &Connection, instance_id: Option<&str>, context_id: Option<&str>, limit: u32) -> Result<Vec<ContextSummary>, StoreError> {
+pub fn contexts(
+    c: &Connection,
+    instance_id: Option<&str>,
+    context_id: Option<&str>,
+    limit: u32,
+) -> Result<Vec<ContextSummary>, StoreError> {
     let sql = format!(
         "SELECT instance_id, context_id, COUNT(*), SUM({}), MIN(created_at), MAX(updated_at) FROM tasks
          WHERE (?1 IS NULL OR instance_id = ?1) AND (?2 IS NULL OR context_id = ?2)
@@ -136,16 +161,36 @@ pub fn contexts(c: &Connection, instance_id: Option<&str>, context_id: Option<&s
     Ok(rows)
 }
 
-
 /// Task counts by instance and state.
 pub fn state_counts(c: &Connection) -> Result<Vec<(String, TaskState, u64)>, StoreError> {
-    let mut stmt = c.prepare_cached("SELECT instance_id, state, COUNT(*) FROM tasks GROUP BY instance_id, state")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, state(r, 1)?, r.get::<_, i64>(2)? as u64)))?;
+    let mut stmt = c.prepare_cached(
+        "SELECT instance_id, state, COUNT(*) FROM tasks GROUP BY instance_id, state",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            state(r, 1)?,
+            r.get::<_, i64>(2)? as u64,
+        ))
+    })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// Every JSON record of `table`, by id.
-pub fn records<T: serde::de::DeserializeOwned>(c: &Connection, table: &str) -> Result<Vec<T>, StoreError> {
-    let bodies: Vec<String> = c.prepare_cached(&format!("SELECT body FROM {table} ORDER BY id"))?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-    bodies.iter().map(|b| serde_json::from_str(b).map_err(|e| StoreError::Invalid(format!("a stored {table} record is unreadable: {e}")))).collect()
+pub fn records<T: serde::de::DeserializeOwned>(
+    c: &Connection,
+    table: &str,
+) -> Result<Vec<T>, StoreError> {
+    let bodies: Vec<String> = c
+        .prepare_cached(&format!("SELECT body FROM {table} ORDER BY id"))?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    bodies
+        .iter()
+        .map(|b| {
+            serde_json::from_str(b).map_err(|e| {
+                StoreError::Invalid(format!("a stored {table} record is unreadable: {e}"))
+            })
+        })
+        .collect()
 }

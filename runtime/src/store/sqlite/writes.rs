@@ -72,17 +72,32 @@ fn commit_group(conn: &mut Connection, group: Vec<Write>) {
     };
     for w in group {
         match w {
-            Write::CreateTask(row, mid, reply) => replies.push(run(&tx, reply, |c| create_task(c, &row, mid.as_ref()))),
-            Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| update_task(c, &row, expected, mid.as_ref()))),
+            Write::CreateTask(row, mid, reply) => {
+                replies.push(run(&tx, reply, |c| create_task(c, &row, mid.as_ref())))
+            }
+            Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| {
+                update_task(c, &row, expected, mid.as_ref())
+            })),
             Write::PutRecord(table, id, body, reply) => replies.push(run(&tx, reply, |c| {
-                c.execute(&format!("INSERT OR REPLACE INTO {} (id, body) VALUES (?1, ?2)", table.name()), params![id, body])?;
+                c.execute(
+                    &format!(
+                        "INSERT OR REPLACE INTO {} (id, body) VALUES (?1, ?2)",
+                        table.name()
+                    ),
+                    params![id, body],
+                )?;
                 Ok(())
             })),
             Write::DeleteRecord(table, id, reply) => replies.push(run(&tx, reply, |c| {
-                c.execute(&format!("DELETE FROM {} WHERE id = ?1", table.name()), params![id])?;
+                c.execute(
+                    &format!("DELETE FROM {} WHERE id = ?1", table.name()),
+                    params![id],
+                )?;
                 Ok(())
             })),
-            Write::FailUnsettled(now, text, reply) => replies.push(run(&tx, reply, |c| fail_unsettled(c, now, &text))),
+            Write::FailUnsettled(now, text, reply) => {
+                replies.push(run(&tx, reply, |c| fail_unsettled(c, now, &text)))
+            }
             Write::Flush(reply) => replies.push(Box::new(move |err| {
                 let _ = reply.send(err.map_or(Ok(()), |e| Err(e.clone())));
             })),
@@ -95,7 +110,11 @@ fn commit_group(conn: &mut Connection, group: Vec<Write>) {
 }
 
 /// Runs one write in a savepoint; returns the reply to send once the group committed.
-fn run<T: Send + 'static>(tx: &rusqlite::Transaction<'_>, reply: Reply<T>, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Answer {
+fn run<T: Send + 'static>(
+    tx: &rusqlite::Transaction<'_>,
+    reply: Reply<T>,
+    f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+) -> Answer {
     let result = (|| {
         tx.prepare_cached("SAVEPOINT w")?.execute([])?;
         let r = f(tx);
@@ -115,7 +134,10 @@ fn run<T: Send + 'static>(tx: &rusqlite::Transaction<'_>, reply: Reply<T>, f: im
 
 fn fail(w: Write, e: StoreError) {
     match w {
-        Write::CreateTask(.., r) | Write::PutRecord(.., r) | Write::DeleteRecord(.., r) | Write::Flush(r) => {
+        Write::CreateTask(.., r)
+        | Write::PutRecord(.., r)
+        | Write::DeleteRecord(.., r)
+        | Write::Flush(r) => {
             let _ = r.send(Err(e));
         }
         Write::UpdateTask(.., r) | Write::FailUnsettled(.., r) => {
@@ -124,7 +146,11 @@ fn fail(w: Write, e: StoreError) {
     }
 }
 
-fn create_task(c: &Connection, row: &TaskRow, claim: Option<&MessageClaim>) -> Result<(), StoreError> {
+fn create_task(
+    c: &Connection,
+    row: &TaskRow,
+    claim: Option<&MessageClaim>,
+) -> Result<(), StoreError> {
     if let Some(claim) = claim {
         check_claim(c, &row.instance_id, claim)?;
     }
@@ -144,7 +170,12 @@ fn create_task(c: &Connection, row: &TaskRow, claim: Option<&MessageClaim>) -> R
     Ok(())
 }
 
-fn update_task(c: &Connection, row: &TaskRow, expected: u64, claim: Option<&MessageClaim>) -> Result<u64, StoreError> {
+fn update_task(
+    c: &Connection,
+    row: &TaskRow,
+    expected: u64,
+    claim: Option<&MessageClaim>,
+) -> Result<u64, StoreError> {
     if let Some(claim) = claim {
         check_claim(c, &row.instance_id, claim)?;
     }
@@ -170,13 +201,20 @@ fn update_task(c: &Connection, row: &TaskRow, expected: u64, claim: Option<&Mess
 /// The compare-and-swap of a claim: the index must still hold what the claim replaces.
 fn check_claim(c: &Connection, instance_id: &str, claim: &MessageClaim) -> Result<(), StoreError> {
     match find_message(c, instance_id, &claim.message_id)? {
-        Some(current) if Some(&current) != claim.replaces.as_ref() => Err(StoreError::DuplicateMessage(current)),
+        Some(current) if Some(&current) != claim.replaces.as_ref() => {
+            Err(StoreError::DuplicateMessage(current))
+        }
         _ => Ok(()),
     }
 }
 
 /// Records a claimed message id for a task (replacing what it held).
-fn record_claim(c: &Connection, instance_id: &str, claim: &MessageClaim, task_id: &str) -> rusqlite::Result<usize> {
+fn record_claim(
+    c: &Connection,
+    instance_id: &str,
+    claim: &MessageClaim,
+    task_id: &str,
+) -> rusqlite::Result<usize> {
     c.prepare_cached(
         "INSERT INTO message_ids (instance_id, message_id, task_id, fingerprint) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (instance_id, message_id) DO UPDATE SET task_id = excluded.task_id, fingerprint = excluded.fingerprint",
@@ -195,12 +233,15 @@ fn touch_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
 
 fn fail_unsettled(c: &Connection, now: u64, text: &str) -> Result<u64, StoreError> {
     let mut stmt = c.prepare("SELECT id, body FROM tasks WHERE state IN (?1, ?2)")?;
-    let rows: Vec<(String, String)> =
-        stmt.query_map(params![TaskState::Submitted.number(), TaskState::Working.number()], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+    let rows: Vec<(String, String)> = stmt
+        .query_map(
+            params![TaskState::Submitted.number(), TaskState::Working.number()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?
+        .collect::<Result<_, _>>()?;
     for (id, body) in &rows {
         let body = crate::tasks::fail_body(body, now, text);
         c.execute("UPDATE tasks SET state = ?2, updated_at = ?3, version = version + 1, body = ?4 WHERE id = ?1", params![id, TaskState::Failed.number(), now as i64, body])?;
     }
     Ok(rows.len() as u64)
 }
-

@@ -5,12 +5,20 @@
 
 use a2a_guest::server::a2a::edge::storage;
 use a2a_guest::server::a2a::edge::types::{TaskRow, TaskState};
-use wasip2::http::types::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam};
+use wasip2::http::types::{
+    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
 
 struct Component;
 
 fn header(request: &IncomingRequest, name: &str) -> String {
-    request.headers().get(name).into_iter().next().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default()
+    request
+        .headers()
+        .get(name)
+        .into_iter()
+        .next()
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default()
 }
 
 impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Component {
@@ -32,17 +40,33 @@ impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Compone
             }
             "task-then-trap" => {
                 let id = header(&request, "x-task-id");
-                let body = format!(r#"{{"id":"{id}","contextId":"ctx","status":{{"state":"TASK_STATE_WORKING"}}}}"#);
-                let row = TaskRow { id, context_id: "ctx".into(), state: TaskState::Working, skill: "chat".into(), created_at: 1, updated_at: 1, version: 1, body };
+                let body = format!(
+                    r#"{{"id":"{id}","contextId":"ctx","status":{{"state":"TASK_STATE_WORKING"}}}}"#
+                );
+                let row = TaskRow {
+                    id,
+                    context_id: "ctx".into(),
+                    state: TaskState::Working,
+                    skill: "chat".into(),
+                    created_at: 1,
+                    updated_at: 1,
+                    version: 1,
+                    body,
+                };
                 storage::create_task(&row, None).expect("the task is stored");
                 core::arch::wasm32::unreachable()
             }
             _ => {
-                let response = OutgoingResponse::new(Fields::from_list(&[("content-type".into(), b"application/json".to_vec())]).unwrap());
+                let response = OutgoingResponse::new(
+                    Fields::from_list(&[("content-type".into(), b"application/json".to_vec())])
+                        .unwrap(),
+                );
                 let body = response.body().unwrap();
                 ResponseOutparam::set(out, Ok(response));
                 let stream = body.write().unwrap();
-                stream.blocking_write_and_flush(br#"{"component":"misbehave"}"#).unwrap();
+                stream
+                    .blocking_write_and_flush(br#"{"component":"misbehave"}"#)
+                    .unwrap();
                 drop(stream);
                 OutgoingBody::finish(body, None).unwrap();
             }

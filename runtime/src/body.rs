@@ -9,9 +9,21 @@ use hyper::body::Incoming;
 /// never buffering more), 408 when it arrives slower than the runtime settings allow, 400 if
 /// unreadable; the status and what to fix. The bytes are copied into one buffer as they come, so
 /// memory follows the bytes received, not the packets they came in.
-pub async fn read_body(req: Request<Incoming>, limit: u64, settings: &crate::config::RuntimeSettings) -> Result<(http::request::Parts, Bytes), (u16, String)> {
-    let too_large = || (413, format!("request body is larger than the limit of {limit} bytes"));
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+pub async fn read_body(
+    req: Request<Incoming>,
+    limit: u64,
+    settings: &crate::config::RuntimeSettings,
+) -> Result<(http::request::Parts, Bytes), (u16, String)> {
+    let too_large = || {
+        (
+            413,
+            format!("request body is larger than the limit of {limit} bytes"),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
@@ -23,7 +35,14 @@ pub async fn read_body(req: Request<Incoming>, limit: u64, settings: &crate::con
         match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => {
                 let rate = settings.min_body_bytes_per_sec;
-                return Err((408, format!("the request body arrived too slowly ({} bytes in {:.1} s; send at least {rate} bytes/s)", buf.len(), started.elapsed().as_secs_f64())));
+                return Err((
+                    408,
+                    format!(
+                        "the request body arrived too slowly ({} bytes in {:.1} s; send at least {rate} bytes/s)",
+                        buf.len(),
+                        started.elapsed().as_secs_f64()
+                    ),
+                ));
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => return Err((400, format!("cannot read the request body: {e}"))),

@@ -1,0 +1,255 @@
+//! `a2a-edge inbound …`: the CLI's arguments as control actions.
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use control_api::{
+    Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundUpdate, SendTest, Str, Text,
+};
+
+use super::{Control, s, send};
+
+/// `a2a-edge inbound …`
+#[derive(Subcommand)]
+pub enum Inbound {
+    /// List inbound instances.
+    List,
+    /// Create an inbound instance.
+    Create {
+        /// Agent name (the id is derived from it).
+        #[arg(long)]
+        name: String,
+        /// Agent description.
+        #[arg(long)]
+        description: String,
+        /// Agent version.
+        #[arg(long, default_value = "0.1.0")]
+        version: String,
+        /// JSON-RPC endpoint path (default /a2a/<id>).
+        #[arg(long)]
+        endpoint_path: Option<String>,
+        /// Session preset.
+        #[arg(long)]
+        preset: Option<String>,
+        /// Component name.
+        #[arg(long)]
+        component: Option<String>,
+        /// Create it disabled.
+        #[arg(long)]
+        disabled: bool,
+    },
+    /// Change an inbound instance.
+    Update {
+        /// Instance id.
+        id: String,
+        /// New name.
+        #[arg(long)]
+        name: Option<String>,
+        /// New description.
+        #[arg(long)]
+        description: Option<String>,
+        /// New version.
+        #[arg(long)]
+        version: Option<String>,
+        /// New endpoint path.
+        #[arg(long)]
+        endpoint_path: Option<String>,
+        /// New preset.
+        #[arg(long)]
+        preset: Option<String>,
+        /// Swap to this component (re-read from its source).
+        #[arg(long)]
+        component: Option<String>,
+        /// New body limit.
+        #[arg(long)]
+        max_body_bytes: Option<u64>,
+    },
+    /// Remove an inbound instance.
+    Remove {
+        /// Instance id.
+        id: String,
+    },
+    /// Serve an instance's routes.
+    Enable {
+        /// Instance id.
+        id: String,
+    },
+    /// Stop serving an instance's routes (open streams end).
+    Disable {
+        /// Instance id.
+        id: String,
+    },
+    /// Set or clear an instance's bearer token.
+    Auth {
+        /// Instance id.
+        id: String,
+        /// The token (prefer --token-stdin: arguments show in process lists and shell history).
+        #[arg(long, conflicts_with_all = ["token_stdin", "clear"])]
+        token: Option<String>,
+        /// Read the token from standard input.
+        #[arg(long, conflicts_with = "clear")]
+        token_stdin: bool,
+        /// Remove the token (the endpoint then accepts calls without one).
+        #[arg(long)]
+        clear: bool,
+        /// Accept a token shorter than 16 characters.
+        #[arg(long)]
+        allow_weak: bool,
+    },
+    /// Send a test message through an instance (same gate and lifecycle, no HTTP auth).
+    Test {
+        /// Instance id.
+        id: String,
+        /// Message text.
+        text: String,
+        /// Continue this context.
+        #[arg(long)]
+        context: Option<String>,
+        /// Skill to ask for (default: the instance's first announced skill).
+        #[arg(long)]
+        skill: Option<String>,
+    },
+}
+
+impl Inbound {
+    /// The action this command asks for (`list` and `test` print more than its message).
+    // One arm per subcommand, each a plain mapping of arguments to fields: it reads better whole.
+    fn action(self) -> anyhow::Result<Action> {
+        Ok(match self {
+            Inbound::List | Inbound::Test { .. } => unreachable!("answered by Control::inbound"),
+            Inbound::Create {
+                name,
+                description,
+                version,
+                endpoint_path,
+                preset,
+                component,
+                disabled,
+            } => Action::InboundCreate(InboundCreate {
+                name: Text(name),
+                description: Text(description),
+                version: Text(version),
+                enabled: Some(Flag(!disabled)),
+                endpoint_path: endpoint_path.map(Text),
+                preset: preset.map(Text),
+                auth_token_env: None,
+                component: component.map(Text),
+                max_body_bytes: None,
+                limits: None,
+            }),
+            Inbound::Update {
+                id,
+                name,
+                description,
+                version,
+                endpoint_path,
+                preset,
+                component,
+                max_body_bytes,
+            } => Action::InboundUpdate(InboundUpdate {
+                id: Text(id),
+                name: name.map(Text),
+                description: description.map(Text),
+                version: version.map(Text),
+                endpoint_path: endpoint_path.map(Text),
+                preset: preset.map(Text),
+                auth_token_env: None,
+                component: component.map(Text),
+                max_body_bytes: max_body_bytes.map(Bounded),
+                limits: None,
+            }),
+            Inbound::Remove { id } => Action::InboundRemove(Id { id: Text(id) }),
+            Inbound::Enable { id } => Action::InboundEnable(Id { id: Text(id) }),
+            Inbound::Disable { id } => Action::InboundDisable(Id { id: Text(id) }),
+            Inbound::Auth {
+                id,
+                token,
+                token_stdin,
+                clear,
+                allow_weak,
+            } => {
+                let token = match (token, token_stdin, clear) {
+                    (Some(t), _, _) => Some(t),
+                    (None, true, _) => {
+                        let mut t = String::new();
+                        std::io::stdin()
+                            .read_line(&mut t)
+                            .context("cannot read the token from standard input")?;
+                        Some(t.trim().to_owned())
+                    }
+                    (None, false, true) => None,
+                    (None, false, false) => bail!(
+                        "give --token-stdin (or --token) to set a token, or --clear to remove it"
+                    ),
+                };
+                let clear = token.is_none().then_some(Flag(true));
+                let allow_weak = (allow_weak && token.is_some()).then_some(Flag(true));
+                Action::InboundSetAuth(InboundSetAuth {
+                    id: Text(id),
+                    token: token.map(Str),
+                    clear,
+                    allow_weak,
+                })
+            }
+        })
+    }
+}
+
+impl Control {
+    /// `inbound …`
+    pub async fn inbound(&self, cmd: Inbound) -> anyhow::Result<()> {
+        match cmd {
+            Inbound::List => {
+                let header = [
+                    "ID",
+                    "NAME",
+                    "ENABLED",
+                    "PRESET",
+                    "ENDPOINT",
+                    "AUTH",
+                    "COMPONENT",
+                ];
+                self.snapshot_list("inbounds", &header, |i| {
+                    let auth = i["authTokenEnv"]
+                        .as_str()
+                        .map_or("-".into(), |_| "bearer".into());
+                    let cell = |k: &str| s(&i[k]);
+                    vec![
+                        cell("id"),
+                        cell("name"),
+                        cell("enabled"),
+                        cell("preset"),
+                        cell("endpointUrl"),
+                        auth,
+                        cell("component"),
+                    ]
+                })
+                .await
+            }
+            Inbound::Test {
+                id,
+                text,
+                context,
+                skill,
+            } => {
+                let test = SendTest {
+                    id: Text(id),
+                    text: Text(text),
+                    context_id: context.map(Text),
+                    skill: skill.map(Text),
+                };
+                let v = self.act(Action::InboundSendTest(test)).await?;
+                self.print(&v, |v| {
+                    println!("task {} {}", s(&v["taskId"]), s(&v["state"]));
+                    let task = &v["result"]["task"];
+                    if let Some(t) = send::output_text(task)
+                        .or_else(|| send::message_text(&v["result"]["message"]))
+                    {
+                        println!("{t}");
+                    }
+                });
+                Ok(())
+            }
+            cmd => self.action(cmd.action()?).await,
+        }
+    }
+}

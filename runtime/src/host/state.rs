@@ -1,0 +1,224 @@
+//! The data of one request's store: WASI, WASI HTTP (with every outbound request refused) and
+//! one capability context per `a2a:edge` interface, prepared from the shared services; and the
+//! linker that reaches each interface through its own context.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::StoreLimits;
+use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
+use wasmtime_wasi_http::{
+    Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
+    WasiHttpView,
+};
+
+use super::{
+    Invocation, Services, admission, attachments, bindings, context, events, handoff, sessions,
+    settle, storage,
+};
+use crate::engine::{Burst, Metered, wt};
+
+/// The capabilities of one request's store, one per `a2a:edge` interface.
+struct Capabilities {
+    context: context::ContextCtx,
+    storage: storage::StorageCtx,
+    events: events::EventsCtx,
+    sessions: sessions::SessionsCtx,
+    admission: admission::AdmissionCtx,
+    attachments: attachments::AttachmentsCtx,
+}
+
+/// The data of one request's store.
+pub struct State {
+    table: ResourceTable,
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    hooks: NoOutbound,
+    limits: StoreLimits,
+    burst: Burst,
+    caps: Capabilities,
+}
+
+impl Metered for State {
+    fn burst(&mut self) -> &mut Burst {
+        &mut self.burst
+    }
+    fn limits(&mut self) -> &mut StoreLimits {
+        &mut self.limits
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+/// The server component may not call out: every outbound request is refused.
+struct NoOutbound;
+
+/// What a request sent through WASI HTTP resolves to.
+type Sent = Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ),
+    HttpError,
+>;
+
+impl WasiHttpHooks for NoOutbound {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        _: Option<RequestOptions>,
+        _: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> Box<dyn Future<Output = Sent> + Send> {
+        tracing::warn!(uri = %request.uri(), "refused an outbound request from a component: outbound HTTP is not allowed here");
+        Box::new(async { Err(ErrorCode::HttpRequestDenied.into()) })
+    }
+}
+
+/// A capability context next to the store's resource table (for interfaces with resources).
+pub struct View<'a, C> {
+    pub(super) ctx: &'a mut C,
+    pub(super) table: &'a mut ResourceTable,
+}
+
+/// The [`HasData`] of a [`View`].
+struct WithTable<C>(std::marker::PhantomData<C>);
+
+impl<C: Send + 'static> HasData for WithTable<C> {
+    type Data<'a> = View<'a, C>;
+}
+
+/// The linker of the server world: WASI, WASI HTTP (without the default outgoing handler) and
+/// every `a2a:edge` interface on its capability.
+pub fn link(engine: &wasmtime::Engine) -> anyhow::Result<Linker<State>> {
+    let mut linker: Linker<State> = Linker::new(engine);
+    wt(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
+    wt(wasmtime_wasi_http::p2::add_only_http_to_linker_async(
+        &mut linker,
+    ))?;
+    wt(bindings::request_context::add_to_linker::<
+        State,
+        HasSelf<context::ContextCtx>,
+    >(&mut linker, |s| &mut s.caps.context))?;
+    wt(bindings::storage::add_to_linker::<
+        State,
+        HasSelf<storage::StorageCtx>,
+    >(&mut linker, |s| &mut s.caps.storage))?;
+    wt(bindings::attachments::add_to_linker::<
+        State,
+        HasSelf<attachments::AttachmentsCtx>,
+    >(&mut linker, |s| &mut s.caps.attachments))?;
+    wt(bindings::events::add_to_linker::<
+        State,
+        WithTable<events::EventsCtx>,
+    >(&mut linker, |s| View {
+        ctx: &mut s.caps.events,
+        table: &mut s.table,
+    }))?;
+    wt(bindings::sessions::add_to_linker::<
+        State,
+        WithTable<sessions::SessionsCtx>,
+    >(&mut linker, |s| View {
+        ctx: &mut s.caps.sessions,
+        table: &mut s.table,
+    }))?;
+    wt(bindings::admission::add_to_linker::<
+        State,
+        WithTable<admission::AdmissionCtx>,
+    >(&mut linker, |s| View {
+        ctx: &mut s.caps.admission,
+        table: &mut s.table,
+    }))?;
+    Ok(linker)
+}
+
+/// A request's store data and what the host keeps of it.
+pub struct Prepared {
+    /// The store data.
+    pub state: State,
+    /// The tasks the invocation writes.
+    pub written: settle::Written,
+    /// Where a stream is handed off.
+    pub hand_off: handoff::Slot,
+    /// The contexts the request works in.
+    pub contexts: crate::activity::Contexts,
+}
+
+/// The store data of one request, its capabilities prepared from the services.
+pub fn prepare(s: &Services, call: &Invocation, started: Instant, limits: StoreLimits) -> Prepared {
+    let instance = &call.instance;
+    let id = &instance.record.id;
+    let peer_id = crate::activity::peer_id(call.peer.ip(), id);
+    let (written, hand_off, contexts) = (
+        settle::Written::default(),
+        handoff::Slot::default(),
+        crate::activity::Contexts::default(),
+    );
+    let keep_alive = Duration::from_millis(instance.record.limits.keep_alive_ms.max(100));
+    let caps = Capabilities {
+        context: context::ContextCtx::new(instance.clone(), s, call, peer_id.clone(), started),
+        storage: storage::StorageCtx {
+            store: s.store.clone(),
+            activity: s.activity.clone(),
+            instance_id: id.clone(),
+            peer_id,
+            written: written.clone(),
+            contexts: contexts.clone(),
+            note: call.note.clone(),
+        },
+        events: events::EventsCtx {
+            hub: s.events.clone(),
+            store: s.store.clone(),
+            instance_id: id.clone(),
+            keep_alive,
+            hand_off: hand_off.clone(),
+        },
+        sessions: sessions::SessionsCtx {
+            sessions: s.sessions.clone(),
+            store: s.store.clone(),
+            toolbox: s.toolbox.clone(),
+            instance_id: id.clone(),
+            preset: instance.preset.id.clone(),
+        },
+        admission: admission::AdmissionCtx {
+            admission: s.admission.clone(),
+            metrics: s.metrics.clone(),
+            instance_id: id.clone(),
+            limits: instance.record.limits,
+            source: call.peer.ip(),
+        },
+        attachments: attachments::AttachmentsCtx(s.attachments.clone()),
+    };
+    let state = State {
+        table: ResourceTable::new(),
+        wasi: WasiCtx::builder().build(),
+        http: WasiHttpCtx::new(),
+        hooks: NoOutbound,
+        limits,
+        burst: Burst::default(),
+        caps,
+    };
+    Prepared {
+        state,
+        written,
+        hand_off,
+        contexts,
+    }
+}
