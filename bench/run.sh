@@ -3,6 +3,7 @@
 # absolutes: the machine is shared and noisy).
 #
 #   bench/run.sh [seconds] [peer-url]
+#   BIN=/path/to/a2a-edge bench/run.sh …   (another build, e.g. the one before a change; no build)
 #
 # Starts the release binary on a fresh data dir (echo preset, durable SQLite with fsync), then
 # runs wrk (1 thread) for the agent card and SendMessage at 1 and 16 connections, using the shared
@@ -20,9 +21,13 @@ data="$(mktemp -d)"
 pid=""
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
 
-cargo build --release -q -p a2a-edge --manifest-path "$root/Cargo.toml"
+bin="${BIN:-}"
+if [ -z "$bin" ]; then
+  cargo build --release -q -p a2a-edge --manifest-path "$root/Cargo.toml"
+  bin="$root/target/release/a2a-edge"
+fi
 printf '[storage]\nfsync = %s\n' "${FSYNC:-true}" > "$data/config.toml"
-"$root/target/release/a2a-edge" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$data/config.toml" >"$data/log" 2>&1 &
+"$bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$data/config.toml" >"$data/log" 2>&1 &
 pid=$!
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/a2a/demo/agent-card.json" >/dev/null && break; sleep 0.1; done
 

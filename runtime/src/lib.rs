@@ -1,5 +1,14 @@
 //! a2a-edge: an A2A 1.0.1 edge service. A wasmtime runtime hosts the protocol components
 //! (`wasm32-wasip2`, WASI HTTP) and gives them storage, events, sessions and admission.
+//!
+//! A request's way: [`server`] accepts it, guards the surface and routes it; the A2A surface
+//! authenticates and bounds it before [`host::Host::handle`] prepares a store whose capabilities
+//! (one per `a2a:edge` interface, built from [`host::Services`]) reach the [`store`], the
+//! [`events`] logs, the [`sessions`] and the [`admission`] gate; the component decides, the host
+//! stores, schedules, limits and counts. The control surface runs [`control`] actions on the
+//! [`app::App`] assembly. The layers import only downwards: `server` → `control` → `app` →
+//! `declared` → `outbound` → `host` → `instances` → `engine` → `config` → `sessions` → `store` →
+//! the ground floor (`records`, `telemetry`, `events`, `credentials`, `responses`, `clock`, …).
 #![deny(missing_docs)]
 
 pub mod activity;

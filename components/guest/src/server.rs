@@ -1,8 +1,7 @@
 //! The `server` world: the A2A server component's bindings, and its records as protocol types.
 
 use a2a_protocol::execution::Progress;
-use a2a_protocol::sse::Member;
-use a2a_protocol::{ErrorKind, RpcError, Task, TaskState, card};
+use a2a_protocol::{ErrorKind, RpcError, Task, card};
 
 wit_bindgen::generate!({
     world: "server",
@@ -23,68 +22,17 @@ wit_bindgen::generate!({
 use a2a::edge::events::FrameKind;
 use a2a::edge::request_context::InstanceInfo;
 use a2a::edge::sessions::TurnEvent;
-use a2a::edge::types::{self as wit, StoreError, TaskRow};
+use a2a::edge::types::{StoreError, TaskRow, TaskState as WitTaskState};
 
-impl From<wit::TaskState> for TaskState {
-    fn from(s: wit::TaskState) -> TaskState {
-        match s {
-            wit::TaskState::Submitted => TaskState::Submitted,
-            wit::TaskState::Working => TaskState::Working,
-            wit::TaskState::InputRequired => TaskState::InputRequired,
-            wit::TaskState::AuthRequired => TaskState::AuthRequired,
-            wit::TaskState::Completed => TaskState::Completed,
-            wit::TaskState::Failed => TaskState::Failed,
-            wit::TaskState::Canceled => TaskState::Canceled,
-            wit::TaskState::Rejected => TaskState::Rejected,
-        }
-    }
-}
-
-/// UNSPECIFIED is no state a task can be in: it has no WIT counterpart.
-impl TryFrom<TaskState> for wit::TaskState {
-    type Error = RpcError;
-
-    fn try_from(s: TaskState) -> Result<wit::TaskState, RpcError> {
-        Ok(match s {
-            TaskState::Unspecified => {
-                return Err(RpcError::new(
-                    ErrorKind::Internal,
-                    "a task cannot be stored in TASK_STATE_UNSPECIFIED",
-                ));
-            }
-            TaskState::Submitted => wit::TaskState::Submitted,
-            TaskState::Working => wit::TaskState::Working,
-            TaskState::InputRequired => wit::TaskState::InputRequired,
-            TaskState::AuthRequired => wit::TaskState::AuthRequired,
-            TaskState::Completed => wit::TaskState::Completed,
-            TaskState::Failed => wit::TaskState::Failed,
-            TaskState::Canceled => wit::TaskState::Canceled,
-            TaskState::Rejected => wit::TaskState::Rejected,
-        })
-    }
-}
-
-impl From<Member> for FrameKind {
-    fn from(m: Member) -> FrameKind {
-        match m {
-            Member::Task => FrameKind::Task,
-            Member::Message => FrameKind::Message,
-            Member::StatusUpdate => FrameKind::StatusUpdate,
-            Member::ArtifactUpdate => FrameKind::ArtifactUpdate,
-        }
-    }
-}
-
-impl From<FrameKind> for Member {
-    fn from(k: FrameKind) -> Member {
-        match k {
-            FrameKind::Task => Member::Task,
-            FrameKind::Message => Member::Message,
-            FrameKind::StatusUpdate => Member::StatusUpdate,
-            FrameKind::ArtifactUpdate => Member::ArtifactUpdate,
-        }
-    }
-}
+a2a_protocol::wit_task_state!(
+    WitTaskState,
+    RpcError,
+    RpcError::new(
+        ErrorKind::Internal,
+        "a task cannot be stored in TASK_STATE_UNSPECIFIED"
+    )
+);
+a2a_protocol::wit_frame_kind!(FrameKind);
 
 /// A turn event as the state machine takes it; an artifact or message that does not parse fails
 /// the turn, saying what was wrong.

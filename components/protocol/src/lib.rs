@@ -24,6 +24,7 @@ pub mod time;
 pub mod tools;
 pub mod types;
 pub mod version;
+pub mod wit;
 
 pub use errors::{ErrorKind, RpcError};
 pub use types::*;

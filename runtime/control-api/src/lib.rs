@@ -79,51 +79,61 @@ pub struct Id {
     pub id: Text,
 }
 
-/// Declares an inbound action struct: its own fields, then the fields create and update share.
-macro_rules! inbound_action {
-    ($(#[$meta:meta])* $name:ident { $($own:tt)* }) => {
+/// Declares the optional fields a create and an update share (`$shared`, plain), and the two
+/// action structs: each its own fields, then the shared ones, and `settings()` to read those.
+macro_rules! shared_fields {
+    ($(#[$smeta:meta])* $shared:ident $fields:tt $($(#[$meta:meta])* $name:ident { $($own:tt)* })+) => {
+        shared_fields!(@settings $(#[$smeta])* $shared $fields);
+        $(shared_fields!(@action $shared $fields $(#[$meta])* $name { $($own)* });)+
+    };
+    (@settings $(#[$smeta:meta])* $shared:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$smeta])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct $shared {
+            $($(#[$fmeta])* pub $field: Option<$ty>,)*
+        }
+    };
+    (
+        @action $shared:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }
+        $(#[$meta:meta])* $name:ident { $($own:tt)* }
+    ) => {
         $(#[$meta])*
         #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         pub struct $name {
             $($own)*
-            /// JSON-RPC endpoint path.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub endpoint_path: Option<Text>,
-            /// Session preset.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub preset: Option<Text>,
-            /// The secret holding the bearer token.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub auth_token_env: Option<Text>,
-            /// Component name.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub component: Option<Text>,
-            /// Largest request body (also settable in `limits`).
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub max_body_bytes: Option<Bounded<1024, { 64 << 20 }>>,
-            /// Limits to change (the others keep their values).
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub limits: Option<Object>,
+            $(
+                $(#[$fmeta])*
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $field: Option<$ty>,
+            )*
         }
 
         impl $name {
             /// The fields create and update share.
-            pub fn settings(&self) -> InboundSettings {
-                InboundSettings {
-                    endpoint_path: self.endpoint_path.clone(),
-                    preset: self.preset.clone(),
-                    auth_token_env: self.auth_token_env.clone(),
-                    component: self.component.clone(),
-                    max_body_bytes: self.max_body_bytes,
-                    limits: self.limits.clone(),
-                }
+            pub fn settings(&self) -> $shared {
+                $shared { $($field: self.$field.clone(),)* }
             }
         }
     };
 }
 
-inbound_action! {
+shared_fields! {
+    /// The optional fields `inbound.create` and `inbound.update` share.
+    InboundSettings {
+        /// JSON-RPC endpoint path.
+        endpoint_path: Text,
+        /// Session preset.
+        preset: Text,
+        /// The secret holding the bearer token.
+        auth_token_env: Text,
+        /// Component name.
+        component: Text,
+        /// Largest request body (also settable in `limits`).
+        max_body_bytes: Bounded<1024, { 64 << 20 }>,
+        /// Limits to change (the others keep their values).
+        limits: Object,
+    }
     /// `inbound.create`.
     InboundCreate {
         /// Agent name.
@@ -136,9 +146,6 @@ inbound_action! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub enabled: Option<Flag>,
     }
-}
-
-inbound_action! {
     /// `inbound.update` (never `enabled`: that is `inbound.enable` / `inbound.disable`).
     InboundUpdate {
         /// The instance.
@@ -153,23 +160,6 @@ inbound_action! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub version: Option<Text>,
     }
-}
-
-/// The optional fields `inbound.create` and `inbound.update` share.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct InboundSettings {
-    /// JSON-RPC endpoint path.
-    pub endpoint_path: Option<Text>,
-    /// Session preset.
-    pub preset: Option<Text>,
-    /// The secret holding the bearer token.
-    pub auth_token_env: Option<Text>,
-    /// Component name.
-    pub component: Option<Text>,
-    /// Largest request body.
-    pub max_body_bytes: Option<Bounded<1024, { 64 << 20 }>>,
-    /// Limits to change.
-    pub limits: Option<Object>,
 }
 
 /// `inbound.setAuth`.
@@ -224,47 +214,20 @@ pub struct Component {
     pub name: Text,
 }
 
-/// Declares an outbound action struct: its own fields, then the fields create and update share.
-macro_rules! outbound_action {
-    ($(#[$meta:meta])* $name:ident { $($own:tt)* }) => {
-        $(#[$meta])*
-        #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
-        pub struct $name {
-            $($own)*
-            /// Only sessions of this preset see its tools.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub preset: Option<Text>,
-            /// Longest a remote call may take, ms.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub timeout_ms: Option<Bounded<100, 3_600_000>>,
-            /// Skills that register no tool.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub disabled_skills: Option<Names>,
-            /// Tool name/description overrides by skill id.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub skill_overrides: Option<Object>,
-            /// Let endpoints the remote card announces reach internal addresses.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub allow_private: Option<Flag>,
-        }
-
-        impl $name {
-            /// The fields create and update share.
-            pub fn settings(&self) -> OutboundSettings {
-                OutboundSettings {
-                    preset: self.preset.clone(),
-                    timeout_ms: self.timeout_ms,
-                    disabled_skills: self.disabled_skills.clone(),
-                    skill_overrides: self.skill_overrides.clone(),
-                    allow_private: self.allow_private,
-                }
-            }
-        }
-    };
-}
-
-outbound_action! {
+shared_fields! {
+    /// The optional fields `outbound.create` and `outbound.update` share.
+    OutboundSettings {
+        /// Only sessions of this preset see its tools.
+        preset: Text,
+        /// Longest a remote call may take, ms.
+        timeout_ms: Bounded<100, 3_600_000>,
+        /// Skills that register no tool.
+        disabled_skills: Names,
+        /// Tool name/description overrides by skill id.
+        skill_overrides: Object,
+        /// Let endpoints the remote card announces reach internal addresses.
+        allow_private: Flag,
+    }
     /// `outbound.create`.
     OutboundCreate {
         /// Name (tools are named after it).
@@ -278,9 +241,6 @@ outbound_action! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub enabled: Option<Flag>,
     }
-}
-
-outbound_action! {
     /// `outbound.update` (never the card URL: a present `agentCardUrl` is refused).
     OutboundUpdate {
         /// The connection.
@@ -292,21 +252,6 @@ outbound_action! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub agent_card_url: Option<Value>,
     }
-}
-
-/// The optional fields `outbound.create` and `outbound.update` share.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct OutboundSettings {
-    /// Only sessions of this preset see its tools.
-    pub preset: Option<Text>,
-    /// Longest a remote call may take, ms.
-    pub timeout_ms: Option<Bounded<100, 3_600_000>>,
-    /// Skills that register no tool.
-    pub disabled_skills: Option<Names>,
-    /// Tool name/description overrides by skill id.
-    pub skill_overrides: Option<Object>,
-    /// Let endpoints the remote card announces reach internal addresses.
-    pub allow_private: Option<Flag>,
 }
 
 /// `outbound.setAuth`.

@@ -3,9 +3,7 @@
 
 #![allow(missing_docs)] // generated code; the WIT carries the documentation
 
-use a2a_protocol::TaskState;
 use a2a_protocol::execution::Progress;
-use a2a_protocol::sse::Member;
 
 use crate::store;
 
@@ -35,68 +33,14 @@ pub use a2a::edge::*;
 
 use events::FrameKind;
 use sessions::{ToolCallDelta, TurnEvent};
-use types::{MessageClaim, MessageRecord, StoreError, TaskRow};
+use types::{MessageClaim, MessageRecord, StoreError, TaskRow, TaskState as WitTaskState};
 
-impl From<types::TaskState> for TaskState {
-    fn from(s: types::TaskState) -> TaskState {
-        match s {
-            types::TaskState::Submitted => TaskState::Submitted,
-            types::TaskState::Working => TaskState::Working,
-            types::TaskState::InputRequired => TaskState::InputRequired,
-            types::TaskState::AuthRequired => TaskState::AuthRequired,
-            types::TaskState::Completed => TaskState::Completed,
-            types::TaskState::Failed => TaskState::Failed,
-            types::TaskState::Canceled => TaskState::Canceled,
-            types::TaskState::Rejected => TaskState::Rejected,
-        }
-    }
-}
-
-/// UNSPECIFIED is no state a task can be in: the store never holds it (it refuses such rows when
-/// reading), so it has no WIT counterpart.
-impl TryFrom<TaskState> for types::TaskState {
-    type Error = store::StoreError;
-
-    fn try_from(s: TaskState) -> Result<types::TaskState, store::StoreError> {
-        Ok(match s {
-            TaskState::Unspecified => {
-                return Err(store::StoreError::Invalid(
-                    "a task cannot be in TASK_STATE_UNSPECIFIED".into(),
-                ));
-            }
-            TaskState::Submitted => types::TaskState::Submitted,
-            TaskState::Working => types::TaskState::Working,
-            TaskState::InputRequired => types::TaskState::InputRequired,
-            TaskState::AuthRequired => types::TaskState::AuthRequired,
-            TaskState::Completed => types::TaskState::Completed,
-            TaskState::Failed => types::TaskState::Failed,
-            TaskState::Canceled => types::TaskState::Canceled,
-            TaskState::Rejected => types::TaskState::Rejected,
-        })
-    }
-}
-
-impl From<FrameKind> for Member {
-    fn from(k: FrameKind) -> Member {
-        match k {
-            FrameKind::Task => Member::Task,
-            FrameKind::Message => Member::Message,
-            FrameKind::StatusUpdate => Member::StatusUpdate,
-            FrameKind::ArtifactUpdate => Member::ArtifactUpdate,
-        }
-    }
-}
-
-impl From<Member> for FrameKind {
-    fn from(m: Member) -> FrameKind {
-        match m {
-            Member::Task => FrameKind::Task,
-            Member::Message => FrameKind::Message,
-            Member::StatusUpdate => FrameKind::StatusUpdate,
-            Member::ArtifactUpdate => FrameKind::ArtifactUpdate,
-        }
-    }
-}
+a2a_protocol::wit_task_state!(
+    WitTaskState,
+    store::StoreError,
+    store::StoreError::Invalid("a task cannot be in TASK_STATE_UNSPECIFIED".into())
+);
+a2a_protocol::wit_frame_kind!(FrameKind);
 
 /// A backend's progress as the guest reads it (artifacts and messages as ProtoJSON).
 impl From<Progress> for TurnEvent {
