@@ -20,3 +20,27 @@ impl Host for AttachmentsCtx {
             .admit(media_type.as_deref(), filename.as_deref(), &base64))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admitted_parts_become_references_and_refusals_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = AttachmentsCtx(super::super::test_services(dir.path()).attachments);
+        let png = ctx
+            .admit(
+                Some("image/png".into()),
+                Some("a.png".into()),
+                "iVBORw0KGgo=".into(),
+            )
+            .unwrap();
+        assert!(png.unwrap().starts_with("a2a-edge://attachments/"));
+        let refused = ctx
+            .admit(Some("text/html".into()), None, "PGI+".into())
+            .unwrap()
+            .unwrap_err();
+        assert!(refused.contains("text/html"), "{refused}");
+    }
+}

@@ -148,3 +148,80 @@ impl Host for ContextCtx {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{InstanceRecord, Limits};
+    use crate::sessions::preset::{Backend, Preset};
+    use crate::telemetry::Gauges;
+
+    #[test]
+    fn the_guest_reads_the_record_never_its_secret_and_its_calls_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let services = super::super::test_services(dir.path());
+        let record = InstanceRecord {
+            id: "x".into(),
+            name: "X".into(),
+            description: String::new(),
+            version: "1".into(),
+            endpoint_path: "/a2a/x".into(),
+            preset: "echo".into(),
+            auth_token_env: Some("A2A_INBOUND_X".into()),
+            enabled: true,
+            component: "a2a-server".into(),
+            limits: Limits::default(),
+            created_at: 1,
+            updated_at: 2,
+        };
+        let preset = Preset::builtin("echo", "Echo", "", Backend::Echo);
+        let token = Some("s3cret-token-value".into());
+        let instance = Arc::new(Instance {
+            record,
+            preset,
+            token,
+            endpoint_url: "http://h/a2a/x".into(),
+        });
+        let note = CallNote::default();
+        let call = Invocation {
+            instance: instance.clone(),
+            route: Route::Http(Kind::Rpc),
+            peer: "10.0.0.9:5000".parse().unwrap(),
+            note: note.clone(),
+        };
+        let mut ctx = ContextCtx::new(
+            instance,
+            &services,
+            &call,
+            "10.0.0.9@x".into(),
+            Instant::now(),
+        );
+        let info = ctx.instance().unwrap();
+        assert!(info.auth_required && info.attachments);
+        assert_eq!(
+            (info.endpoint_url.as_str(), info.updated_at),
+            ("http://h/a2a/x", 2)
+        );
+        assert!(
+            !format!("{info:?}").contains("s3cret"),
+            "the token never reaches the guest"
+        );
+        assert!(matches!(ctx.route().unwrap(), RouteKind::Rpc));
+        assert_eq!(ctx.peer().unwrap().source, "10.0.0.9:5000");
+        ctx.record_call("SendMessage".into(), "ok".into()).unwrap();
+        ctx.record_rejection("skill".into()).unwrap();
+        let noted = note.take();
+        assert_eq!(
+            (noted.method.as_deref(), noted.outcome.as_deref()),
+            (Some("SendMessage"), Some("ok"))
+        );
+        let m = services.metrics.json(&Gauges::default());
+        assert_eq!(
+            (
+                m["sendMessageLatency"]["count"].as_u64(),
+                m["gateRejections"]["skill"].as_u64()
+            ),
+            (Some(1), Some(1))
+        );
+    }
+}

@@ -315,3 +315,26 @@ async fn instantiate(
         }
     }
 }
+
+/// Services over an in-memory store, for the capabilities' unit tests.
+#[cfg(test)]
+pub fn test_services(data_dir: &Path) -> Services {
+    let attachments = crate::config::AttachmentSettings {
+        enabled: true,
+        ..Default::default()
+    };
+    Services {
+        store: Arc::new(crate::store::memory::MemoryStore::default()),
+        events: Arc::default(),
+        sessions: Arc::new(Sessions::new(&[], None)),
+        admission: Arc::default(),
+        attachments: Arc::new(Attachments::new(data_dir, attachments)),
+        activity: Arc::default(),
+        metrics: Arc::default(),
+        toolbox: Arc::new(crate::sessions::NoHost),
+        provider: None,
+        legacy_error_codes: false,
+        instance_wait: Duration::from_millis(10),
+        max_instances: 1,
+    }
+}
