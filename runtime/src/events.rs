@@ -6,11 +6,6 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-/// The hub key of a task of an instance: logs never mix instances.
-pub fn log_key(instance_id: &str, task_id: &str) -> String {
-    format!("{instance_id}/{task_id}")
-}
-
 /// Frames kept per task for replay.
 pub const RING: usize = 200;
 

@@ -4,6 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The key of a task of an instance (`<instance>/<task>`), for what is kept per task in memory
+/// (frame logs, running turns): an instance never reaches another's.
+pub fn task_key(instance_id: &str, task_id: &str) -> String {
+    format!("{instance_id}/{task_id}")
+}
+
 /// Per-instance limits.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]

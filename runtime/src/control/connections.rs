@@ -10,6 +10,7 @@ use control_api::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::done;
 use crate::app::App;
 use crate::clock::now_ms;
 use crate::outbound::{self, context_for};
@@ -38,7 +39,7 @@ async fn save_and_connect(
         app.outbound.disconnect(&r.id);
         done
     };
-    let mut v = json!({ "ok": true, "message": message });
+    let mut v = super::done(message);
     if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
         o.extend(e.clone());
     }
@@ -145,7 +146,7 @@ pub async fn remove(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
             format!("outbound {id:?} was removed but its stored token was not: {e:#}")
         })?;
     }
-    Ok(json!({ "ok": true, "message": format!("outbound \"{id}\" removed") }))
+    Ok(done(format!("outbound \"{id}\" removed")))
 }
 
 /// `outbound.enable` / `outbound.disable`

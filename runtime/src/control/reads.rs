@@ -212,7 +212,7 @@ pub async fn metrics(app: &App, format: Option<&str>) -> Response<Body> {
     let metrics = &app.services().metrics;
     match format {
         None | Some("" | "json") => answer(200, &metrics.json(&g)),
-        Some("prometheus" | "openmetrics") => Response::builder()
+        Some("prometheus") => Response::builder()
             .status(200)
             .header(
                 http::header::CONTENT_TYPE,

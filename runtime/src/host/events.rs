@@ -10,7 +10,8 @@ use wasmtime_wasi::p2::{DynPollable, subscribe};
 use super::View;
 use super::bindings::events::{Frame, FrameKind, Host, HostSubscription};
 use super::handoff;
-use crate::events::{EventHub, Subscription, log_key};
+use crate::events::{EventHub, Subscription};
+use crate::records::task_key;
 use crate::store::Store;
 
 /// The events capability of one request.
@@ -29,7 +30,7 @@ pub struct EventsCtx {
 
 impl EventsCtx {
     fn key(&self, task_id: &str) -> String {
-        log_key(&self.instance_id, task_id)
+        task_key(&self.instance_id, task_id)
     }
 }
 

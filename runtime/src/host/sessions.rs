@@ -7,7 +7,8 @@ use wasmtime_wasi::p2::{DynPollable, subscribe};
 
 use super::View;
 use super::bindings::sessions::{Host, HostTurn, TurnEvent, TurnRequest};
-use crate::sessions::{Sessions, Toolbox, Turn, TurnInput, history, task_key};
+use crate::records::task_key;
+use crate::sessions::{Sessions, Toolbox, Turn, TurnInput, history};
 use crate::store::Store;
 
 /// The sessions capability of one request.

@@ -7,8 +7,9 @@ use a2a_protocol::TaskState;
 use a2a_protocol::sse::Member;
 
 use crate::activity::Activity;
-use crate::events::{EventHub, log_key};
-use crate::sessions::{Sessions, task_key};
+use crate::events::EventHub;
+use crate::records::task_key;
+use crate::sessions::Sessions;
 use crate::store::{Store, TaskRow};
 
 /// The tasks an invocation wrote: id, the version and state it wrote last.
@@ -90,7 +91,7 @@ impl Settle {
         };
         if self.store.update_task(failed, expected, None).await.is_ok() {
             self.activity.task_settled(&id);
-            let key = log_key(instance_id, &id);
+            let key = task_key(instance_id, &id);
             self.events.publish(&key, Member::StatusUpdate, update);
             self.events.close(&key);
             tracing::warn!(instance = %instance_id, task = %id, reason = %why, "task FAILED: settled an abandoned task");
@@ -132,7 +133,7 @@ mod tests {
             .await
             .unwrap();
         let s = settle(store.clone());
-        let mut log = s.events.subscribe(&log_key("i", "left"), None);
+        let mut log = s.events.subscribe(&task_key("i", "left"), None);
         let written = [
             ("left".to_owned(), 1, TaskState::Working),
             ("done".to_owned(), 1, TaskState::Completed),

@@ -114,11 +114,6 @@ impl TurnInput {
     }
 }
 
-/// The running-turn key of a task of an instance.
-pub fn task_key(instance_id: &str, task_id: &str) -> String {
-    format!("{instance_id}/{task_id}")
-}
-
 /// Sends a turn's events; the receiving side is the guest's `turn` resource.
 pub type EventSink = mpsc::UnboundedSender<Progress>;
 
