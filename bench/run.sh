@@ -1,68 +1,138 @@
 #!/usr/bin/env bash
-# Load benchmark of a2a-edge next to a peer, in one go on this machine (figures are ratios, not
-# absolutes: the machine is shared and noisy).
+# The load benchmark of a2a-edge next to the official Rust A2A SDK peer, in one go on this machine
+# (report ratios, not absolutes: the machine is shared and noisy).
 #
-#   bench/run.sh [seconds] [peer-url]
-#   BIN=/path/to/a2a-edge bench/run.sh …   (another build, e.g. the one before a change; no build)
+#   bench/run.sh [seconds]
+#   BIN=/path/to/a2a-edge bench/run.sh …  another build (e.g. the one before a change); no build
+#   PEER=http://127.0.0.1:9003 bench/run.sh … a peer already running (PEER=none: no peer)
+#   TASKS=100000                          tasks stored before the ListTasks row
 #
-# Starts the release binary on a fresh data dir (echo preset, durable SQLite with fsync), then
-# runs wrk (1 thread) for the agent card and SendMessage at 1 and 16 connections, using the shared
-# load scripts in ../shared/bench/peers/load. With peer-url (e.g. the official Rust SDK peer from
-# ../shared/bench/peers/rust/run.sh on :9003), the same SendMessage loads run against it.
-# env FSYNC=false measures with fsync off. Needs wrk (apt-get install wrk).
-set -euo pipefail
+# Builds the `dist` profile and starts it twice on fresh data directories (echo preset): durable
+# SQLite with fsync on, and with fsync off. Builds and starts the Rust SDK peer from
+# ../shared/bench/peers/rust (in-memory store) unless PEER is given. Then, for each row, the same
+# wrk load (1 thread, shared scripts in ../shared/bench/peers/load and ours in bench/load) runs
+# against a2a-edge and against the peer: req/s, p50, p99, server CPU µs per request, and the
+# ratio a2a-edge / peer. Needs wrk (apt-get install wrk).
+set -euo pipefail -f
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.."
-load="${LOAD_DIR:-$root/../shared/bench/peers/load}"
+shared="${LOAD_DIR:-$root/../shared/bench/peers/load}"
 secs="${1:-10}"
-peer="${2:-}"
+tasks="${TASKS:-100000}"
 port="${PORT:-3097}"
-data="$(mktemp -d)"
-pid=""
-trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
+work="$(mktemp -d)"
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
 bin="${BIN:-}"
 if [ -z "$bin" ]; then
-  cargo build --release -q -p a2a-edge --manifest-path "$root/Cargo.toml"
-  bin="$root/target/release/a2a-edge"
+  cargo build --profile dist -q -p a2a-edge --manifest-path "$root/Cargo.toml"
+  bin="$root/target/dist/a2a-edge"
 fi
-printf '[storage]\nfsync = %s\n' "${FSYNC:-true}" > "$data/config.toml"
-"$bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$data/config.toml" >"$data/log" 2>&1 &
-pid=$!
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/a2a/demo/agent-card.json" >/dev/null && break; sleep 0.1; done
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+wait_card() { # url, seconds
+  for _ in $(seq $(($2 * 10))); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+edge() { # name, port, fsync: starts a server, prints its pid
+  mkdir -p "$work/$1"
+  printf '[storage]\nfsync = %s\n' "$3" >"$work/$1/config.toml"
+  RUST_LOG="${RUST_LOG:-info}" "$bin" serve --listen "127.0.0.1:$2" --data-dir "$work/$1" \
+    --config "$work/$1/config.toml" >"$work/$1/log" 2>&1 &
+  echo $!
+}
+on=$(edge fsync-on "$port" true)
+off=$(edge fsync-off $((port + 1)) false)
+pids+=("$on" "$off")
+wait_card "http://127.0.0.1:$port/a2a/demo/agent-card.json" 30
+wait_card "http://127.0.0.1:$((port + 1))/a2a/demo/agent-card.json" 30
+
+peer="${PEER:-}"
+peer_pid=""
+if [ -z "$peer" ]; then
+  peer="http://127.0.0.1:$((port + 2))"
+  echo "building and starting the Rust SDK peer (first build: a few minutes)…" >&2
+  CARGO_TARGET_DIR="${PEER_TARGET:-$root/target/bench-peer}" \
+    bash "$root/../shared/bench/peers/rust/run.sh" $((port + 2)) >"$work/peer.log" 2>&1 &
+  pids+=($!)
+  if wait_card "$peer/.well-known/agent-card.json" 900; then
+    peer_pid=$(pgrep -n -f "a2a-echo-peer $((port + 2))" || true)
+  else
+    echo "the Rust SDK peer did not start (see its build log below); measuring a2a-edge alone" >&2
+    tail -5 "$work/peer.log" >&2
+    peer=none
+  fi
+elif [ "$peer" != none ]; then
+  peer_pid=$(pgrep -n -f "a2a-echo-peer" || true)
+fi
+
+cpu_ticks() { [ -n "$1" ] && awk '{print $14 + $15}' "/proc/$1/stat" || echo 0; }
 hz=$(getconf CLK_TCK)
 
-row() { # name, pid (or empty), wrk output, cpu ticks used
-  local rps p50 p99 reqs cpu=""
-  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$3")
-  p50=$(awk '$1=="50%" {print $2}' <<<"$3")
-  p99=$(awk '$1=="99%" {print $2}' <<<"$3")
-  reqs=$(awk '/requests in/ {print $1}' <<<"$3")
-  [ -n "$4" ] && [ "${reqs:-0}" -gt 0 ] && cpu=$(( $4 * 1000000 / hz / reqs ))
-  printf '| %-36s | %10s | %8s | %8s | %6s |\n' "$1" "$rps" "$p50" "$p99" "$cpu"
-}
-
-measure() { # name, pid, command...
-  local name="$1" p="$2" before out
+# One measurement: wrk's figures and the server's CPU per request, as "req/s p50 p99 cpu".
+run() { # pid, env assignments (one word, space-separated), wrk args...
+  local p="$1" vars="$2" before out reqs cpu=""
   shift 2
   before=$(cpu_ticks "$p")
-  out="$("$@")"
-  row "$name" "$p" "$out" "$(( $(cpu_ticks "$p") - before ))"
+  # shellcheck disable=SC2086
+  out="$(env $vars wrk -t1 --latency "$@")"
+  reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+  if grep -q "non_200=[1-9]\|jsonrpc_errors=[1-9]" <<<"$out"; then
+    echo "errors in a run: $(grep '^a2a:' <<<"$out" | head -1)" >&2
+  fi
+  [ -n "$p" ] && [ "${reqs:-0}" -gt 0 ] && cpu=$((($(cpu_ticks "$p") - before) * 1000000 / hz / reqs))
+  printf '%s %s %s %s\n' "$(awk '/Requests\/sec/ {printf "%d", $2}' <<<"$out")" \
+    "$(awk '$1=="50%" {print $2}' <<<"$out")" "$(awk '$1=="99%" {print $2}' <<<"$out")" "${cpu:--}"
 }
 
-echo "| run | req/s | p50 | p99 | server CPU µs/req |"
-echo "|---|---|---|---|---|"
-measure "a2a-edge card c=16" "$pid" wrk -t1 -c16 -d"${secs}s" --latency "http://127.0.0.1:$port/a2a/demo/agent-card.json"
-for c in 1 16; do
-  WARMUP=3 PATH_RPC=/a2a/demo "$load/bench.sh" "http://127.0.0.1:$port" 1 "$c" >/dev/null
-  measure "a2a-edge SendMessage c=$c" "$pid" env PATH_RPC=/a2a/demo WARMUP=0 "$load/bench.sh" "http://127.0.0.1:$port" "$secs" "$c"
-  if [ -n "$peer" ]; then
-    out="$(PATH_RPC=/ WARMUP=3 "$load/bench.sh" "$peer" "$secs" "$c")"
-    row "peer SendMessage c=$c" "" "$out" ""
+# One row: the same load on a2a-edge and on the peer, each after a warm-up of WARMUP seconds.
+row() { # name, edge pid, edge url, edge env, peer url, peer env, wrk args...
+  local name="$1" p="$2" url="$3" vars="$4" peer_url="$5" peer_vars="$6" e q=(- - - -) ratio=""
+  shift 6
+  run "$p" "$vars" -d"${WARMUP:-3}s" "$@" "$url" >/dev/null
+  read -ra e <<<"$(run "$p" "$vars" -d"${secs}s" "$@" "$url")"
+  if [ "$peer" != none ]; then
+    run "$peer_pid" "$peer_vars" -d"${WARMUP:-3}s" "$@" "$peer_url" >/dev/null
+    read -ra q <<<"$(run "$peer_pid" "$peer_vars" -d"${secs}s" "$@" "$peer_url")"
+    ratio=$(awk -v a="${e[0]}" -v b="${q[0]}" 'BEGIN { if (b > 0) printf "%.2f×", a / b }')
   fi
+  printf '| %-36s | %7s | %8s | %8s | %5s | %7s | %8s | %8s | %5s | %6s |\n' \
+    "$name" "${e[@]}" "${q[@]}" "$ratio"
+}
+
+edge_on="http://127.0.0.1:$port"
+edge_off="http://127.0.0.1:$((port + 1))"
+send=(-s "$shared/sendmessage.lua")
+stream=(-s "$shared/streaming.lua")
+rpc=(-s "$here/load/rpc.lua")
+task_of() { # base url, rpc path: the id of a fresh task
+  curl -s "$1$2" -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench-get-'$RANDOM$RANDOM'","role":"ROLE_USER","parts":[{"text":"hello"}]}}}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])'
+}
+get_body() { printf 'BODY={"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"%s"}}' "$1"; }
+
+echo "| run ($secs s each, after ${WARMUP:-3} s of warm-up) | a2a-edge req/s | p50 | p99 | CPU µs/req | peer req/s | p50 | p99 | CPU µs/req | ratio |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+row "card c=16" "$on" "$edge_on/a2a/demo/agent-card.json" "" "$peer/.well-known/agent-card.json" "" -c16
+for c in 1 16; do
+  for fsync in on off; do
+    if [ $fsync = on ]; then p=$on u=$edge_on; else p=$off u=$edge_off; fi
+    row "SendMessage c=$c (fsync $fsync)" "$p" "$u" PATH_RPC=/a2a/demo "$peer" PATH_RPC=/ -c"$c" "${send[@]}"
+  done
 done
+row "SendStreamingMessage c=16" "$on" "$edge_on" PATH_RPC=/a2a/demo "$peer" PATH_RPC=/ -c16 "${stream[@]}"
+peer_task=none
+[ "$peer" != none ] && peer_task=$(task_of "$peer" /)
+row "GetTask c=16" "$on" "$edge_on" "PATH_RPC=/a2a/demo $(get_body "$(task_of "$edge_on" /a2a/demo)")" \
+  "$peer" "PATH_RPC=/ $(get_body "$peer_task")" -c16 "${rpc[@]}"
+echo "(filling the stores to $tasks tasks…)" >&2
+COUNT=$tasks PATH_RPC=/a2a/demo wrk -t1 -c16 -d900s -s "$here/load/fill.lua" "$edge_off" >/dev/null
+[ "$peer" != none ] && COUNT=$tasks PATH_RPC=/ wrk -t1 -c16 -d900s -s "$here/load/fill.lua" "$peer" >/dev/null
+list='BODY={"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":50}}'
+row "ListTasks pageSize 50 c=16 ($tasks tasks)" "$off" "$edge_off" "PATH_RPC=/a2a/demo $list" \
+  "$peer" "PATH_RPC=/ $list" -c16 "${rpc[@]}"
 echo
-curl -s "http://127.0.0.1:$port/a2a/api/components" | python3 -c 'import json,sys; c=json.load(sys.stdin); print("per-request store + instantiation (bucket upper bounds): p50 <= %s us, p99 <= %s us over %s requests" % (c["instantiateP50Us"], c["instantiateP99Us"], c["instantiations"]))'
-echo "server peak RSS: $(awk '/VmHWM/ {print $2, $3}' /proc/$pid/status)"
+curl -s "$edge_on/a2a/api/components" | python3 -c 'import json,sys; c=json.load(sys.stdin); print("a2a-edge per-request store + instantiation (bucket upper bounds): p50 <= %s us, p99 <= %s us over %s requests" % (c["instantiateP50Us"], c["instantiateP99Us"], c["instantiations"]))'
+rss() { if [ -n "$1" ]; then awk '/VmHWM/ {print $2, $3}' "/proc/$1/status"; else echo -; fi; }
+echo "peak RSS: a2a-edge fsync on $(rss "$on"), fsync off (holding the $tasks tasks) $(rss "$off"), peer $(rss "$peer_pid")"

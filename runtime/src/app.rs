@@ -224,6 +224,7 @@ fn services(
             config.attachments.clone(),
         )),
         activity: Arc::default(),
+        holds: Default::default(),
         metrics: Arc::default(),
         toolbox: Arc::new(SessionToolbox(outbound)),
         provider: config.provider.clone(),

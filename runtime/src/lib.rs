@@ -24,6 +24,7 @@ pub mod credentials;
 pub mod declared;
 pub mod engine;
 pub mod events;
+pub mod holds;
 pub mod host;
 pub mod instances;
 pub mod outbound;

@@ -1,6 +1,8 @@
 //! What a stranger, a web page in the operator's browser or a proxy on the same host can and
 //! cannot do, and how the control surface refuses bad input (SPEC §1, §2, §3, §7).
 
+use std::time::Duration;
+
 use a2a_edge::config::Config;
 use a2a_edge_tests::{Server, instance, message};
 use serde_json::{Value, json};
@@ -584,6 +586,38 @@ async fn a_reused_message_id_is_never_answered_with_a_task_it_does_not_name() {
     s.ok(TCK, "CancelTask", json!({"id": c["id"]})).await;
     let after = send(&s, message("tck-multi-turn-3", "hi")).await;
     assert_ne!(after["id"], c["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_resends_run_one_turn_and_are_answered_with_its_settled_task() {
+    let s = Server::start(a2a_edge_tests::scripted(|_| {})).await;
+    // A blocking send's task is written once, when it settles: resends that arrive meanwhile
+    // wait for that write instead of starting a second turn, blocking or streaming alike.
+    let m = message("tck-delayed-complete-once", "hi");
+    let blocking = futures_util::future::join_all((0..4).map(|_| send(&s, m.clone())));
+    let streaming = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        s.stream(TCK, "SendStreamingMessage", json!({"message": m}), None)
+            .await
+            .all()
+            .await
+    };
+    let (answers, frames) = tokio::join!(blocking, streaming);
+    let id = &answers[0]["id"];
+    for a in &answers {
+        assert_eq!(
+            (&a["id"], a["status"]["state"].as_str()),
+            (id, Some("TASK_STATE_COMPLETED")),
+            "{a}"
+        );
+    }
+    assert_eq!(frames.len(), 1, "a resend streams the task as it stands");
+    assert_eq!(frames[0].1["result"]["task"]["id"], *id);
+    assert_eq!(
+        s.ok(TCK, "ListTasks", json!({})).await["totalSize"],
+        1,
+        "one turn ran"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

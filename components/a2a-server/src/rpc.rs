@@ -94,25 +94,27 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
             }
         };
     let result = match method {
-        Method::SendMessage => match send::begin(&request.params, &instance) {
+        Method::SendMessage => match send::begin(&request.params, &instance, send::Caller::Waits) {
             Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
                 ok(out, run.answer());
                 return run.drive();
             }
             Ok(send::Begin::Run(mut run)) => {
                 run.drive();
-                Ok(run.answer())
+                run.outcome()
             }
             Ok(send::Begin::Answer(v)) => Ok(v),
             Err(e) => Err(e),
         },
-        Method::SendStreamingMessage => match send::begin(&request.params, &instance) {
-            Ok(begun) => {
-                request_context::record_call(name, "ok");
-                return stream::send(begun, out, request.id.clone());
+        Method::SendStreamingMessage => {
+            match send::begin(&request.params, &instance, send::Caller::Streams) {
+                Ok(begun) => {
+                    request_context::record_call(name, "ok");
+                    return stream::send(begun, out, request.id.clone());
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(e),
-        },
+        }
         Method::SubscribeToTask => match stream::open(&request.params, req.header("last-event-id"))
         {
             Ok(sub) => {

@@ -46,11 +46,28 @@ pub struct Run {
     version: u64,
     message: Message,
     config: SendMessageConfiguration,
+    /// The task is held by the host, not written yet (see `storage.hold-task`).
+    unwritten: bool,
+    /// Why a held task could not be written: the answer is this error, never the task.
+    lost: Option<RpcError>,
+}
+
+/// How the caller of a send hears of its task.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// It waits for the answer (`SendMessage`).
+    Waits,
+    /// It listens to a stream (`SendStreamingMessage`).
+    Streams,
 }
 
 /// Checks the request, passes the gate, and creates (or continues) the task, unless the message
 /// is a retry of an earlier one (SPEC §4), which is answered with that task as it stands.
-pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result<Begin, RpcError> {
+pub fn begin(
+    params: &Value,
+    instance: &request_context::InstanceInfo,
+    caller: Caller,
+) -> Result<Begin, RpcError> {
     let req: SendMessageRequest = jsonrpc::params(params)?;
     let invalid = |m: &str| Err(RpcError::new(ErrorKind::InvalidParams, m));
     let mut message = req.message;
@@ -80,6 +97,9 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result
         ));
     }
     let config = req.configuration.unwrap_or_default();
+    // Nobody hears of a new task of a caller who waits for it until it settles: the host may
+    // write it once, then.
+    let hold = caller == Caller::Waits && !config.return_immediately;
     let modes = &config.accepted_output_modes;
     if !modes.is_empty() && !modes.iter().any(|m| m == "*/*" || m.starts_with("text/")) {
         return Err(RpcError::new(
@@ -125,6 +145,7 @@ pub fn begin(params: &Value, instance: &request_context::InstanceInfo) -> Result
             config: config.clone(),
             limits: instance.limits,
             claim,
+            hold,
         };
         match start.run() {
             Err(StoreError::DuplicateMessage(current)) => seen = Some(current),
@@ -148,6 +169,8 @@ struct Start {
     config: SendMessageConfiguration,
     limits: Limits,
     claim: MessageClaim,
+    /// Create the task with `storage.hold-task`.
+    hold: bool,
 }
 
 impl Start {
@@ -167,6 +190,7 @@ impl Start {
             config,
             limits,
             claim,
+            hold,
         } = self;
         let now = now_ms();
         let context_id = message.context_id.clone().unwrap_or_else(uuid);
@@ -199,7 +223,12 @@ impl Start {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
-        storage::create_task(&first_row, Some(&claim))?;
+        let unwritten = hold && ex.task().status.state.is_running();
+        if hold {
+            storage::hold_task(&first_row, &claim)?;
+        } else {
+            storage::create_task(&first_row, Some(&claim))?;
+        }
         Ok(Ok(Run {
             ex,
             _slot: slot,
@@ -210,6 +239,8 @@ impl Start {
             version: 1,
             message,
             config,
+            unwritten,
+            lost: None,
         }
         .begin()))
     }
@@ -221,6 +252,7 @@ impl Start {
             config,
             limits,
             claim,
+            ..
         } = self;
         let (row, mut task) = match load_task(task_id) {
             Ok(t) => t,
@@ -269,6 +301,8 @@ impl Start {
             version: row.version,
             message,
             config,
+            unwritten: false,
+            lost: None,
         };
         match run.persist(Some(&claim)) {
             Ok(true) => {}
@@ -334,6 +368,15 @@ impl Run {
     /// Whether the caller wants the answer before the task settles.
     pub fn return_immediately(&self) -> bool {
         self.config.return_immediately
+    }
+
+    /// The answer once the run is over: the task (or message), or why its task could not be
+    /// stored.
+    pub fn outcome(self) -> Result<Value, RpcError> {
+        match self.lost {
+            Some(e) => Err(e),
+            None => Ok(self.answer()),
+        }
     }
 
     /// The answer for the task as it stands.
@@ -413,6 +456,18 @@ impl Run {
             }
         }
         drop(ready);
+        if self.unwritten && self.lost.is_none() {
+            // The turn stopped short of a settled state: a held task must settle to be written.
+            self.progress(Progress::Failed(
+                "the session stopped before the task settled".into(),
+            ));
+        }
+        if self.unwritten && self.lost.is_none() {
+            self.lost = Some(RpcError::new(
+                ErrorKind::Internal,
+                "the task could not be stored; send the message again",
+            ));
+        }
         events::close(&self.ex.task().id);
     }
 
@@ -460,10 +515,16 @@ impl Run {
         ) else {
             return Ok(false);
         };
+        let settles = !self.ex.task().status.state.is_running();
         match storage::update_task(&next, self.version, claim) {
             Ok(v) => {
                 self.version = v;
+                self.unwritten &= !settles;
                 Ok(true)
+            }
+            Err(e) if self.unwritten => {
+                self.lost = Some(e.into());
+                Ok(false)
             }
             Err(StoreError::Conflict(current)) => {
                 self.version = current.version;

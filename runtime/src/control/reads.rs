@@ -231,7 +231,10 @@ pub async fn metrics(app: &App, format: Option<&str>) -> Response<Body> {
 async fn gauges(app: &App) -> Gauges {
     let size = |name: &str| std::fs::metadata(app.data_dir.join(name)).map_or(0, |m| m.len());
     let s = app.services();
+    // Read before the counts below run statements of their own.
+    let store_statements = app.store.statements();
     Gauges {
+        store_statements,
         tasks: app
             .store
             .state_counts()

@@ -110,12 +110,14 @@ impl Engine {
             Ok(UpdateDeadline::Yield(1))
         });
         store.call_hook(|mut ctx, hook| {
-            // The epoch callback itself is a host call: its return must not reset the count.
-            if matches!(hook, CallHook::ReturningFromHost) {
-                let b = ctx.data_mut().burst();
-                if !std::mem::take(&mut b.in_epoch_callback) {
-                    b.ticks = 0;
+            let b = ctx.data_mut().burst();
+            match hook {
+                CallHook::CallingHost => b.host_calls += 1,
+                // The epoch callback itself is a host call: its return must not reset the count.
+                CallHook::ReturningFromHost if !std::mem::take(&mut b.in_epoch_callback) => {
+                    b.ticks = 0
                 }
+                _ => {}
             }
             Ok(())
         });
@@ -129,6 +131,14 @@ pub struct Burst {
     /// Epoch ticks since the guest last returned from a host function.
     ticks: u32,
     in_epoch_callback: bool,
+    host_calls: u64,
+}
+
+impl Burst {
+    /// Host functions the guest called so far.
+    pub fn host_calls(&self) -> u64 {
+        self.host_calls
+    }
 }
 
 /// Store data whose memory and CPU bursts are limited.

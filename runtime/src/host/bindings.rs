@@ -12,6 +12,7 @@ wasmtime::component::bindgen!({
     world: "a2a:edge/host",
     imports: {
         "a2a:edge/storage.create-task": async | trappable,
+        "a2a:edge/storage.hold-task": async | trappable,
         "a2a:edge/storage.update-task": async | trappable,
         "a2a:edge/storage.get-task": async | trappable,
         "a2a:edge/storage.list-tasks": async | trappable,

@@ -12,6 +12,7 @@ mod admission;
 mod attachments;
 pub mod bindings;
 mod context;
+mod drive;
 mod events;
 mod handoff;
 mod sessions;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http_body_util::Full;
 use wasmtime::Store;
 use wasmtime::component::Resource;
@@ -36,8 +38,9 @@ use crate::activity::Activity;
 use crate::admission::Admission;
 use crate::attachments::Attachments;
 use crate::config::Provider;
-use crate::engine::{Engine, Registry, trap_cause};
+use crate::engine::{Engine, Metered, Registry, trap_cause};
 use crate::events::EventHub;
+use crate::holds::Holds;
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, is_event_stream, rpc_failure};
 use crate::sessions::{Sessions, Toolbox};
@@ -61,6 +64,8 @@ pub struct Services {
     pub attachments: Arc<Attachments>,
     /// Peers and open streams.
     pub activity: Arc<Activity>,
+    /// Message ids reserved by the requests deciding them.
+    pub holds: Holds,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// The tools and secrets of session turns.
@@ -103,9 +108,6 @@ pub struct Host {
     pub registry: Arc<Registry<State>>,
     services: Services,
 }
-
-/// How an invocation ended, when it never answered.
-type Ended = Result<wasmtime::Result<()>, tokio::task::JoinError>;
 
 impl Host {
     /// Links the server world and loads the embedded components and `<data-dir>/components/*.wasm`.
@@ -160,7 +162,7 @@ impl Host {
         let started = Instant::now();
         let prepared = state::prepare(&self.services, &call, started, self.engine.limits());
         let mut store = self.engine.store(prepared.state);
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
         let incoming = (|| -> wasmtime::Result<_> {
             let request = store
                 .data_mut()
@@ -181,13 +183,29 @@ impl Host {
             setup: started.elapsed(),
             written: prepared.written,
         };
-        let invocation = tokio::spawn(run.invoke(
-            self.settle(),
-            self.services.metrics.clone(),
-            self.services.instance_wait,
-            call.instance.record.id.clone(),
-        ));
-        match rx.await {
+        let invocation: drive::Invocation = Box::pin(
+            std::panic::AssertUnwindSafe(run.invoke(
+                self.settle(),
+                self.services.metrics.clone(),
+                self.services.instance_wait,
+                call.instance.record.id.clone(),
+            ))
+            .catch_unwind(),
+        );
+        // The invocation runs on this task until it answers; the answer's body drives the rest.
+        let mut running = Some(invocation);
+        let answer = tokio::select! {
+            biased;
+            answer = &mut rx => answer,
+            ended = running.as_mut().expect("not yet ended") => {
+                running = None;
+                match rx.try_recv() {
+                    Ok(answer) => Ok(answer),
+                    Err(_) => return self.never_answered(ended),
+                }
+            }
+        };
+        let response = match answer {
             Ok(Ok(response)) if is_event_stream(&response) => {
                 let (parts, body) = response.into_parts();
                 let body = handoff::chain(body, prepared.hand_off, self.services.store.clone());
@@ -203,9 +221,17 @@ impl Host {
             }
             Ok(Ok(response)) => response,
             Ok(Err(code)) => {
-                self.failure(500, &format!("the component failed the request: {code:?}"))
+                running.map(drive::detach);
+                return self.failure(500, &format!("the component failed the request: {code:?}"));
             }
-            Err(_) => self.never_answered(invocation.await),
+            Err(_) => match running {
+                Some(invocation) => return self.never_answered(invocation.await),
+                None => return self.failure(500, "the component returned without answering"),
+            },
+        };
+        match running {
+            Some(invocation) => response.map(|body| drive::drive(body, invocation)),
+            None => response,
         }
     }
 
@@ -222,7 +248,7 @@ impl Host {
 
     /// The answer to a request whose invocation ended without one: 503 when no instance came
     /// free in time, else 500 with the cause.
-    fn never_answered(&self, ended: Ended) -> http::Response<Body> {
+    fn never_answered(&self, ended: drive::Ended) -> http::Response<Body> {
         let why = match ended {
             Ok(Err(e))
                 if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
@@ -241,7 +267,14 @@ impl Host {
             }
             Ok(Err(e)) => trap_cause(&e),
             Ok(Ok(())) => "the component returned without answering".into(),
-            Err(e) => format!("the invocation panicked: {e}"),
+            Err(panic) => format!(
+                "the invocation panicked: {}",
+                panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)")
+            ),
         };
         self.failure(500, &format!("the component failed: {why}"))
     }
@@ -276,6 +309,7 @@ impl Run {
                 .await
         }
         .await;
+        metrics.host_calls(self.store.data_mut().burst().host_calls());
         if let Err(e) = &result {
             metrics.trapped();
             tracing::warn!(instance = %instance_id, error = %trap_cause(e), "component invocation failed");
@@ -330,6 +364,7 @@ pub fn test_services(data_dir: &Path) -> Services {
         admission: Arc::default(),
         attachments: Arc::new(Attachments::new(data_dir, attachments)),
         activity: Arc::default(),
+        holds: Holds::default(),
         metrics: Arc::default(),
         toolbox: Arc::new(crate::sessions::NoHost),
         provider: None,

@@ -38,8 +38,11 @@ impl Host for View<'_, SessionsCtx> {
         req: TurnRequest,
     ) -> wasmtime::Result<Result<Resource<Turn>, String>> {
         let c = &self.ctx;
-        let history =
-            history::rebuild(&*c.store, &c.instance_id, &req.context_id, &req.task_id).await;
+        let history = if c.sessions.uses_history(&c.preset) {
+            history::rebuild(&*c.store, &c.instance_id, &req.context_id, &req.task_id).await
+        } else {
+            Vec::new()
+        };
         let input = TurnInput {
             host: c
                 .toolbox

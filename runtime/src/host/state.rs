@@ -182,6 +182,9 @@ pub fn prepare(s: &Services, call: &Invocation, started: Instant, limits: StoreL
             written: written.clone(),
             contexts: contexts.clone(),
             note: call.note.clone(),
+            holds: s.holds.clone(),
+            held: Vec::new(),
+            unwritten: None,
         },
         events: events::EventsCtx {
             hub: s.events.clone(),

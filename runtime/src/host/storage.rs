@@ -12,6 +12,7 @@ use super::bindings::types::{
 use super::context::CallNote;
 use super::settle::Written;
 use crate::activity::{Activity, Contexts};
+use crate::holds::{Hold, Holds};
 use crate::store::{self, PageStart, Store, TaskFilter};
 
 /// The storage capability of one request.
@@ -30,13 +31,71 @@ pub struct StorageCtx {
     pub contexts: Contexts,
     /// The first task written, for the log.
     pub note: CallNote,
+    /// Message ids reserved by requests (shared).
+    pub holds: Holds,
+    /// The ids this request reserved and has not written yet.
+    pub held: Vec<Hold>,
+    /// The task of `hold-task`, until it settles.
+    pub unwritten: Option<(store::TaskRow, store::MessageClaim)>,
 }
 
 impl StorageCtx {
+    /// Writes a new task; on success keeps the books.
+    async fn create(
+        &mut self,
+        row: store::TaskRow,
+        claim: Option<store::MessageClaim>,
+    ) -> Result<(), StoreError> {
+        let write = Write::of(&row, claim.as_ref());
+        self.store.create_task(row, claim).await?;
+        self.activity.task_created(&self.peer_id, &write.id);
+        self.touched(write.context.clone());
+        self.wrote(write, 1);
+        Ok(())
+    }
+
+    /// The books of a durable write: the log, the safety net, the peer's active tasks, and the
+    /// claim's id released (it is durable now).
+    fn wrote(&mut self, w: Write, version: u64) {
+        if let Some(reason) = w.failure {
+            tracing::warn!(instance = %self.instance_id, task = %w.id, %reason, "task FAILED");
+        }
+        self.note.task(&w.id);
+        self.written.wrote(&w.id, version, w.state);
+        if w.state.is_terminal() {
+            self.activity.task_settled(&w.id);
+        }
+        if let Some(m) = w.released {
+            self.held.retain(|h| h.message_id() != m);
+        }
+    }
+
     fn touched(&self, context_id: String) {
         let mut contexts = self.contexts.lock().unwrap();
         if contexts.len() < 8 && !contexts.contains(&context_id) {
             contexts.push(context_id);
+        }
+    }
+}
+
+/// What the books of a write need of its row and claim.
+struct Write {
+    id: String,
+    context: String,
+    state: TaskState,
+    /// The status text of a FAILED task (logged).
+    failure: Option<String>,
+    released: Option<String>,
+}
+
+impl Write {
+    fn of(row: &store::TaskRow, claim: Option<&store::MessageClaim>) -> Write {
+        Write {
+            id: row.id.clone(),
+            context: row.context_id.clone(),
+            state: row.state,
+            failure: (row.state == TaskState::Failed).then(|| status_text(&row.body)),
+            released: claim.map(|c| c.message_id.clone()),
         }
     }
 }
@@ -64,15 +123,25 @@ impl Host for StorageCtx {
         claim: Option<MessageClaim>,
     ) -> wasmtime::Result<Result<(), StoreError>> {
         let row = row.stored(&self.instance_id, &self.peer_id);
-        let (id, context, state) = (row.id.clone(), row.context_id.clone(), row.state);
-        let result = self.store.create_task(row, claim.map(Into::into)).await;
-        if result.is_ok() {
-            self.note.task(&id);
-            self.written.wrote(&id, 1, state);
-            self.touched(context);
-            self.activity.task_created(&self.peer_id, &id);
+        Ok(self.create(row, claim.map(Into::into)).await)
+    }
+
+    async fn hold_task(
+        &mut self,
+        row: TaskRow,
+        claim: MessageClaim,
+    ) -> wasmtime::Result<Result<(), StoreError>> {
+        let row = row.stored(&self.instance_id, &self.peer_id);
+        if !row.state.is_running() {
+            return Ok(self.create(row, Some(claim.into())).await);
         }
-        Ok(result.map_err(Into::into))
+        if self.unwritten.is_some() {
+            return Ok(Err(StoreError::Invalid(
+                "a request holds one unwritten task at a time".into(),
+            )));
+        }
+        self.unwritten = Some((row, claim.into()));
+        Ok(Ok(()))
     }
 
     async fn update_task(
@@ -82,21 +151,25 @@ impl Host for StorageCtx {
         claim: Option<MessageClaim>,
     ) -> wasmtime::Result<Result<u64, StoreError>> {
         let row = row.stored(&self.instance_id, &self.peer_id);
-        let (id, state) = (row.id.clone(), row.state);
-        let failure = (state == TaskState::Failed).then(|| status_text(&row.body));
-        let result = self
-            .store
-            .update_task(row, expected_version, claim.map(Into::into))
-            .await;
+        if let Some((held, _)) = self.unwritten.as_mut().filter(|(h, _)| h.id == row.id) {
+            if expected_version != 1 {
+                return Ok(Err(StoreError::Invalid(format!(
+                    "task {} is not written yet: its version is 1",
+                    row.id
+                ))));
+            }
+            if row.state.is_running() {
+                *held = row;
+                return Ok(Ok(1));
+            }
+            let (_, claim) = self.unwritten.take().expect("matched above");
+            return Ok(self.create(row, Some(claim)).await.map(|()| 1));
+        }
+        let claim = claim.map(Into::into);
+        let write = Write::of(&row, claim.as_ref());
+        let result = self.store.update_task(row, expected_version, claim).await;
         if let Ok(v) = result {
-            if let Some(reason) = failure {
-                tracing::warn!(instance = %self.instance_id, task = %id, %reason, "task FAILED");
-            }
-            self.note.task(&id);
-            self.written.wrote(&id, v, state);
-            if state.is_terminal() {
-                self.activity.task_settled(&id);
-            }
+            self.wrote(write, v);
         }
         Ok(result.map_err(Into::into))
     }
@@ -145,6 +218,10 @@ impl Host for StorageCtx {
         &mut self,
         message_id: String,
     ) -> wasmtime::Result<Option<MessageRecord>> {
+        if !self.held.iter().any(|h| h.message_id() == message_id) {
+            let hold = self.holds.hold(&self.instance_id, &message_id).await;
+            self.held.push(hold);
+        }
         Ok(self
             .store
             .find_message(self.instance_id.clone(), message_id)
@@ -170,6 +247,9 @@ mod tests {
             written: Written::default(),
             contexts: Contexts::default(),
             note: CallNote::default(),
+            holds: Holds::default(),
+            held: Vec::new(),
+            unwritten: None,
         }
     }
 

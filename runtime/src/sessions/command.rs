@@ -31,6 +31,10 @@ pub struct Command {
 }
 
 impl Backend for Command {
+    fn uses_history(&self) -> bool {
+        true
+    }
+
     fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
         let (argv, dir, timeout, groups) = (
             self.argv.clone(),

@@ -90,7 +90,8 @@ pub struct TurnInput {
     pub prompt: String,
     /// The user message (ProtoJSON).
     pub message: String,
-    /// The context's earlier conversation, rebuilt from its persisted tasks.
+    /// The context's earlier conversation, rebuilt from its persisted tasks (empty for a
+    /// backend that does not use it).
     pub history: Vec<history::Entry>,
     /// The runtime's services for this turn.
     pub host: Arc<dyn TurnHost>,
@@ -122,6 +123,11 @@ pub type EventSink = mpsc::UnboundedSender<Progress>;
 pub trait Backend: Send + Sync {
     /// Runs a turn to its end.
     fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture;
+    /// Whether its turns read [`TurnInput::history`] (rebuilding it costs a read of the
+    /// context's tasks, so it is left empty for backends that do not).
+    fn uses_history(&self) -> bool {
+        false
+    }
 }
 
 /// A boxed, sendable turn.
@@ -249,6 +255,11 @@ impl Sessions {
     /// Kills the process groups of every command turn still running (at shutdown); how many.
     pub fn kill_processes(&self) -> usize {
         self.groups.kill_all()
+    }
+
+    /// Whether turns of `preset` read the context's history.
+    pub fn uses_history(&self, preset: &str) -> bool {
+        self.backends.get(preset).is_some_and(|b| b.uses_history())
     }
 
     /// Starts a turn on `preset`'s backend.

@@ -245,6 +245,10 @@ impl OpenAi {
 }
 
 impl Backend for OpenAi {
+    fn uses_history(&self) -> bool {
+        true
+    }
+
     fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
         let this = self.clone();
         Box::pin(async move {

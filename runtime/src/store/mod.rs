@@ -219,7 +219,14 @@ pub struct ContextSummary {
 }
 
 /// A store call in flight; resolves once it is answered (a write: once it is durable).
-pub struct Pending<T>(oneshot::Receiver<Result<T, StoreError>>);
+pub struct Pending<T>(Answer<T>);
+
+enum Answer<T> {
+    /// Answered when made (an inline read, a refused call).
+    Ready(Option<Result<T, StoreError>>),
+    /// Answered by a store thread.
+    Later(oneshot::Receiver<Result<T, StoreError>>),
+}
 
 /// The answering side of a [`Pending`].
 pub type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -228,19 +235,20 @@ impl<T> Pending<T> {
     /// A call and the reply that answers it.
     pub fn new() -> (Reply<T>, Pending<T>) {
         let (tx, rx) = oneshot::channel();
-        (tx, Pending(rx))
+        (tx, Pending(Answer::Later(rx)))
     }
 
     /// A call answered already.
     pub fn ready(result: Result<T, StoreError>) -> Pending<T> {
-        let (tx, p) = Pending::new();
-        let _ = tx.send(result);
-        p
+        Pending(Answer::Ready(Some(result)))
     }
 
     /// Waits from synchronous code (start-up); never on a runtime worker.
     pub fn wait(self) -> Result<T, StoreError> {
-        self.0.blocking_recv().unwrap_or_else(|_| Err(gone()))
+        match self.0 {
+            Answer::Ready(r) => r.unwrap_or_else(|| Err(gone())),
+            Answer::Later(rx) => rx.blocking_recv().unwrap_or_else(|_| Err(gone())),
+        }
     }
 }
 
@@ -248,22 +256,25 @@ fn gone() -> StoreError {
     StoreError::Unavailable("the store is shutting down".into())
 }
 
-impl<T> std::future::Future for Pending<T> {
+impl<T: Unpin> std::future::Future for Pending<T> {
     type Output = Result<T, StoreError>;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0)
-            .poll(cx)
-            .map(|r| r.unwrap_or_else(|_| Err(gone())))
+        match &mut self.0 {
+            Answer::Ready(r) => std::task::Poll::Ready(r.take().unwrap_or_else(|| Err(gone()))),
+            Answer::Later(rx) => std::pin::Pin::new(rx)
+                .poll(cx)
+                .map(|r| r.unwrap_or_else(|_| Err(gone()))),
+        }
     }
 }
 
-/// What the runtime needs from a store. Every call is answered through a [`Pending`]: reads run
-/// off the async runtime (a blocking database never stalls a worker), writes are queued and
-/// answered once committed.
+/// What the runtime needs from a store. Every call is answered through a [`Pending`]: reads of
+/// many rows run off the async runtime (a long query never stalls a worker), point reads may
+/// answer at once, writes are queued and answered once committed.
 pub trait Store: Send + Sync {
     /// Insert a task at version 1, applying the message claim atomically when given, and bind
     /// its context to its instance.
@@ -303,6 +314,10 @@ pub trait Store: Send + Sync {
     ) -> Pending<Vec<ContextSummary>>;
     /// Task counts by instance and state.
     fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>>;
+    /// SQL statements run since start, for the metrics (0 for a store that runs none).
+    fn statements(&self) -> u64 {
+        0
+    }
     /// Every instance record.
     fn instances(&self) -> Pending<Vec<InstanceRecord>>;
     /// Every outbound connection record.

@@ -47,6 +47,7 @@ pub struct Metrics {
     /// Time to create a request's store and instantiate its component.
     pub instantiate_time: Histogram,
     traps: AtomicU64,
+    host_calls: AtomicU64,
 }
 
 /// Counts that live elsewhere, gathered when a snapshot is taken.
@@ -62,6 +63,8 @@ pub struct Gauges {
     pub attachment_bytes: u64,
     /// Live sessions.
     pub live_sessions: usize,
+    /// SQL statements the store ran since start (0 for a store that runs none).
+    pub store_statements: u64,
 }
 
 impl Metrics {
@@ -120,6 +123,11 @@ impl Metrics {
         self.traps.load(Ordering::Relaxed)
     }
 
+    /// Counts the host functions (WASI and `a2a:edge`) one invocation called.
+    pub fn host_calls(&self, n: u64) {
+        self.host_calls.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// The JSON snapshot.
     pub fn json(&self, g: &Gauges) -> Value {
         let requests: Vec<Value> = self
@@ -142,8 +150,8 @@ impl Metrics {
             "liveSessions": g.live_sessions,
             "gateRejections": self.rejections(),
             "sendMessageLatency": { "count": h.count(), "p50Us": h.quantile_us(0.5), "p90Us": h.quantile_us(0.9), "p99Us": h.quantile_us(0.99) },
-            "components": { "instantiations": self.instantiate_time.count(), "traps": self.traps() },
-            "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes },
+            "components": { "instantiations": self.instantiate_time.count(), "traps": self.traps(), "hostCalls": self.host_calls.load(Ordering::Relaxed) },
+            "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes, "statements": g.store_statements },
         })
     }
 
@@ -156,6 +164,7 @@ impl Metrics {
             send_latency: self.send_latency.clone(),
             instantiate_time: self.instantiate_time.clone(),
             traps: self.traps(),
+            host_calls: self.host_calls.load(Ordering::Relaxed),
         };
         let mut registry = Registry::with_prefix("a2a_edge");
         registry.register_collector(Box::new(scrape));
@@ -203,6 +212,7 @@ struct Scrape {
     send_latency: Histogram,
     instantiate_time: Histogram,
     traps: u64,
+    host_calls: u64,
 }
 
 impl Scrape {
@@ -228,9 +238,28 @@ impl Scrape {
                 .encode_family(&[("reason", *r)])?
                 .encode_counter::<NoLabelSet, _, u64>(n, None)?;
         }
-        let help = "Component invocations that trapped or hit a limit.";
-        e.encode_descriptor("component_traps", help, None, MetricType::Counter)?
-            .encode_counter::<NoLabelSet, _, u64>(&self.traps, None)
+        let counts = [
+            (
+                "component_traps",
+                "Component invocations that trapped or hit a limit.",
+                self.traps,
+            ),
+            (
+                "component_host_calls",
+                "Host functions (WASI and a2a:edge) called by components.",
+                self.host_calls,
+            ),
+            (
+                "store_statements",
+                "SQL statements the store ran.",
+                self.gauges.store_statements,
+            ),
+        ];
+        for (name, help, n) in counts {
+            e.encode_descriptor(name, help, None, MetricType::Counter)?
+                .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+        }
+        Ok(())
     }
 
     /// The counts that live elsewhere.
@@ -321,6 +350,7 @@ mod tests {
         m.rejection("rate");
         m.send_latency(Duration::from_micros(1500));
         m.instantiated(Duration::from_micros(300));
+        m.host_calls(40);
         let g = Gauges {
             tasks: vec![
                 ("a".into(), "TASK_STATE_WORKING", 2),
@@ -330,14 +360,19 @@ mod tests {
             store_bytes: 10,
             attachment_bytes: 0,
             live_sessions: 1,
+            store_statements: 9,
         };
         let j = m.json(&g);
+        assert_eq!(j["components"]["hostCalls"], 40);
+        assert_eq!(j["store"]["statements"], 9);
         assert_eq!(j["activeTasks"], 2);
         assert_eq!(j["gateRejections"]["rate"], 1);
         assert_eq!(j["requests"][0]["method"], "SendMessage");
         assert_eq!(j["requests"][0]["count"], 2);
         assert_eq!(j["components"]["instantiations"], 1);
         let p = m.openmetrics(&g);
+        assert!(p.contains("a2a_edge_component_host_calls_total 40"), "{p}");
+        assert!(p.contains("a2a_edge_store_statements_total 9"), "{p}");
         assert!(
             p.contains(
                 "a2a_edge_requests_total{instance=\"a\",method=\"SendMessage\",outcome=\"ok\"} 2"

@@ -6,6 +6,7 @@ mod reads;
 mod writes;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
@@ -17,19 +18,38 @@ use writes::{Table, Write};
 
 /// Reader threads (and connections).
 const READERS: usize = 4;
+/// Connections kept for point reads on the calling thread.
+const INLINE_READERS: usize = 8;
 
 /// A read waiting for a reader connection.
 type Job = Box<dyn FnOnce(Result<&Connection, StoreError>) + Send>;
 
 /// SQLite at `<data-dir>/a2a-edge.db`.
 pub struct SqliteStore {
+    path: std::path::PathBuf,
     writes: Mutex<Option<mpsc::Sender<Write>>>,
     reads: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Idle connections of [`SqliteStore::read_here`].
+    inline: Mutex<Vec<Connection>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Statements run by the SQLite stores of this process (one per process in a server).
+static STATEMENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts every statement a connection starts.
+fn count_statements(conn: &Connection) {
+    conn.trace_v2(
+        rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+        Some(|_| {
+            STATEMENTS.fetch_add(1, Ordering::Relaxed);
+        }),
+    );
 }
 
 fn open(path: &Path, fsync: bool) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
+    count_statements(&conn);
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", if fsync { "FULL" } else { "NORMAL" })?;
@@ -43,6 +63,7 @@ fn open_reader(path: &Path) -> Result<Connection, StoreError> {
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     c.busy_timeout(std::time::Duration::from_secs(5))?;
+    count_statements(&c);
     Ok(c)
 }
 
@@ -90,8 +111,10 @@ impl SqliteStore {
             );
         }
         Ok(SqliteStore {
+            path: path.to_owned(),
             writes: Mutex::new(Some(tx)),
             reads: Mutex::new(Some(jobs)),
+            inline: Mutex::default(),
             threads: Mutex::new(threads),
         })
     }
@@ -99,6 +122,7 @@ impl SqliteStore {
     fn stop(&self) {
         drop(self.writes.lock().unwrap().take());
         drop(self.reads.lock().unwrap().take());
+        self.inline.lock().unwrap().clear();
         for t in std::mem::take(&mut *self.threads.lock().unwrap()) {
             let _ = t.join();
         }
@@ -125,6 +149,29 @@ impl SqliteStore {
             let _ = r.send(job);
         }
         pending
+    }
+
+    /// Runs a point read (one row by its key) on the calling thread: a few microseconds, where
+    /// the hand-off to a reader thread and back costs two thread wake-ups. In WAL mode a reader
+    /// never waits for the writer.
+    fn read_here<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Pending<T> {
+        if self.reads.lock().unwrap().is_none() {
+            return Pending::ready(Err(gone()));
+        }
+        let idle = self.inline.lock().unwrap().pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => match open_reader(&self.path) {
+                Ok(c) => c,
+                Err(e) => return Pending::ready(Err(e)),
+            },
+        };
+        let result = f(&conn);
+        let mut idle = self.inline.lock().unwrap();
+        if idle.len() < INLINE_READERS {
+            idle.push(conn);
+        }
+        Pending::ready(result)
     }
 
     /// Queues an insert-or-replace of a JSON record.
@@ -181,7 +228,7 @@ impl Store for SqliteStore {
     }
 
     fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
-        self.read(move |c| reads::get_task(c, &id, instance_id.as_deref()))
+        self.read_here(|c| reads::get_task(c, &id, instance_id.as_deref()))
     }
 
     fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage> {
@@ -193,7 +240,7 @@ impl Store for SqliteStore {
         instance_id: String,
         message_id: String,
     ) -> Pending<Option<MessageRecord>> {
-        self.read(move |c| Ok(reads::find_message(c, &instance_id, &message_id)?))
+        self.read_here(|c| Ok(reads::find_message(c, &instance_id, &message_id)?))
     }
 
     fn contexts(
@@ -215,6 +262,10 @@ impl Store for SqliteStore {
 
     fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
         self.read(|c| reads::records(c, Table::Connections.name()))
+    }
+
+    fn statements(&self) -> u64 {
+        STATEMENTS.load(Ordering::Relaxed)
     }
 
     fn close(&self) {

@@ -1,0 +1,127 @@
+//! SPEC §10 against the real binary: a task acknowledged to a client is durable at that moment.
+//! Sixteen clients send under load, the process is killed with SIGKILL mid-flight, and every task
+//! any client heard of is there after a restart, settled, and its message is still a retry.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn start(dir: &std::path::Path, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(dir)
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn ready(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client
+        .get(format!("{base}/a2a/demo/agent-card.json"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "the server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn rpc(client: &reqwest::Client, base: &str, method: &str, params: Value) -> Option<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let answer: Value = client
+        .post(format!("{base}/a2a/demo"))
+        .json(&body)
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    answer.get("result").cloned()
+}
+
+fn message(id: &str) -> Value {
+    json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "keep me"}]}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_acknowledged_task_is_lost_when_the_process_is_killed_under_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!(
+            "[runtime]\ncacheDir = {:?}\n[storage]\nfsync = true\n",
+            cache
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut server = start(dir.path(), port);
+    ready(&client, &base).await;
+
+    let heard: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let senders: Vec<_> = (0..16)
+        .map(|n| {
+            let (client, base, heard) = (client.clone(), base.clone(), heard.clone());
+            tokio::spawn(async move {
+                for i in 0.. {
+                    let id = format!("kill-{n}-{i}");
+                    let Some(r) = rpc(&client, &base, "SendMessage", message(&id)).await else {
+                        return;
+                    };
+                    let task = r["task"]["id"].as_str().unwrap().to_owned();
+                    heard.lock().unwrap().push((id, task));
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.kill().unwrap(); // SIGKILL
+    server.wait().unwrap();
+    for s in senders {
+        s.await.unwrap();
+    }
+    let heard = std::mem::take(&mut *heard.lock().unwrap());
+    assert!(heard.len() > 16, "the load ran: {} answers", heard.len());
+
+    let mut server = start(dir.path(), port);
+    ready(&client, &base).await;
+    for (_, task_id) in &heard {
+        let task = rpc(&client, &base, "GetTask", json!({"id": task_id}))
+            .await
+            .unwrap_or_else(|| panic!("acknowledged task {task_id} is gone after SIGKILL"));
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    }
+    for (message_id, task_id) in heard.iter().step_by(97) {
+        let again = rpc(&client, &base, "SendMessage", message(message_id))
+            .await
+            .unwrap();
+        assert_eq!(
+            &again["task"]["id"], task_id,
+            "the message id index survived too"
+        );
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

@@ -1,0 +1,100 @@
+//! What one echo `SendMessage` costs, counted rather than timed (timings are noise on shared
+//! machines): the host functions the component calls and the SQL statements the store runs. A
+//! change that adds to either fails here; lower the ceilings when a change removes some.
+//!
+//! Alone in its test binary: the statement counter is the process's.
+
+use serde_json::{Value, json};
+
+/// Host functions (WASI and `a2a:edge`) one echo SendMessage calls.
+const MAX_HOST_CALLS: u64 = 65;
+/// SQL statements it runs: the idempotency lookup, then one group commit (begin, savepoint,
+/// claim check, context binding, task insert, claim record, release, commit).
+const MAX_STATEMENTS: u64 = 9;
+
+async fn counters(client: &reqwest::Client, base: &str) -> (u64, u64) {
+    let m: Value = client
+        .get(format!("{base}/a2a/api/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (
+        m["components"]["hostCalls"].as_u64().unwrap(),
+        m["store"]["statements"].as_u64().unwrap(),
+    )
+}
+
+async fn send(client: &reqwest::Client, base: &str, message_id: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}]}}});
+    let answer: Value = client
+        .post(format!("{base}/a2a/demo"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer}"
+    );
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_echo_send_message_costs_no_more_host_calls_and_statements_than_today() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = a2a_edge::config::Config::default();
+    config.runtime.cache_dir =
+        Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"));
+    config.update.registry_url = "http://127.0.0.1:9/registry".into();
+    config.update.manifest_url = "http://127.0.0.1:9/manifest".into();
+    let running = a2a_edge::Running::start(
+        config,
+        dir.path().to_owned(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let (client, base) = (reqwest::Client::new(), format!("http://{}", running.addr));
+    send(&client, &base, "warm-up").await;
+
+    let mut seen = Vec::new();
+    for round in 0..5 {
+        let before = counters(&client, &base).await;
+        send(&client, &base, &format!("counted-{round}")).await;
+        let after = counters(&client, &base).await;
+        // A metrics read runs statements of its own (the task counts) after taking its figures:
+        // the next read shows them, so subtract one read's worth.
+        let idle = counters(&client, &base).await;
+        let host_calls = after.0 - before.0;
+        let statements = (after.1 - before.1) - (idle.1 - after.1);
+        assert_eq!(idle.0, after.0, "a metrics read calls no component");
+        seen.push((host_calls, statements));
+    }
+    // The turn's events come from another task: when the component asks before they are there it
+    // waits once more (a poll and an empty `next`), so host calls are counted at their least.
+    assert!(
+        seen.windows(2).all(|w| w[0].1 == w[1].1),
+        "every send runs the same statements: {seen:?}"
+    );
+    let host_calls = seen.iter().map(|s| s.0).min().unwrap();
+    let statements = seen[0].1;
+    assert!(
+        host_calls > 10 && statements > 0,
+        "the counters count: {seen:?}"
+    );
+    assert!(
+        host_calls <= MAX_HOST_CALLS,
+        "one echo SendMessage made {host_calls} host calls (at most {MAX_HOST_CALLS})"
+    );
+    assert!(
+        statements <= MAX_STATEMENTS,
+        "one echo SendMessage ran {statements} SQL statements (at most {MAX_STATEMENTS})"
+    );
+}
