@@ -9,7 +9,7 @@ use a2a_protocol::{
 };
 use serde_json::{Value, json};
 use wasip2::clocks::monotonic_clock;
-use wasip2::io::poll;
+use wasip2::io::poll::{self, Pollable};
 
 use a2a_guest::server::a2a::edge::events;
 use a2a_guest::server::a2a::edge::request_context::{self, Limits};
@@ -18,7 +18,7 @@ use a2a_guest::server::a2a::edge::storage;
 use a2a_guest::server::a2a::edge::types::{MessageClaim, StoreError};
 use a2a_guest::server::a2a::edge::{admission, attachments};
 use a2a_guest::server::{row, task as stored_task};
-use a2a_guest::{now_ms, uuid};
+use a2a_guest::{now_ms, uuid, uuid_at};
 
 use crate::frames;
 use crate::sse::{FIRST_FRAME_GRACE_NS, Sse};
@@ -50,6 +50,18 @@ pub struct Run {
     unwritten: bool,
     /// Why a held task could not be written: the answer is this error, never the task.
     lost: Option<RpcError>,
+    /// The task was held: nobody heard of it before it settled, so nobody listens to its log
+    /// and its frames are not published.
+    quiet: bool,
+}
+
+/// What a run waits on, once it first has to: the turn, the deadline, the keep-alive interval
+/// and the first frame's grace.
+struct Waits {
+    ready: Pollable,
+    deadline: Pollable,
+    keep_alive: Pollable,
+    grace: Pollable,
 }
 
 /// How the caller of a send hears of its task.
@@ -193,8 +205,8 @@ impl Start {
             hold,
         } = self;
         let now = now_ms();
-        let context_id = message.context_id.clone().unwrap_or_else(uuid);
-        let task_id = uuid();
+        let context_id = message.context_id.clone().unwrap_or_else(|| uuid_at(now));
+        let task_id = uuid_at(now);
         let mut first = message.clone();
         first.context_id = Some(context_id.clone());
         first.task_id = Some(task_id.clone());
@@ -241,6 +253,7 @@ impl Start {
             config,
             unwritten,
             lost: None,
+            quiet: hold,
         }
         .begin()))
     }
@@ -303,6 +316,7 @@ impl Start {
             config,
             unwritten: false,
             lost: None,
+            quiet: false,
         };
         match run.persist(Some(&claim)) {
             Ok(true) => {}
@@ -410,10 +424,11 @@ impl Run {
         };
         let timeout_ms = self.limits.execution_timeout_ms;
         let keep_alive_ns = self.limits.keep_alive_ms.saturating_mul(1_000_000);
-        let deadline = monotonic_clock::subscribe_duration(timeout_ms.saturating_mul(1_000_000));
-        let mut keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
-        let grace = monotonic_clock::subscribe_duration(FIRST_FRAME_GRACE_NS);
-        let ready = turn.subscribe();
+        let started = monotonic_clock::now();
+        let deadline_at = started.saturating_add(timeout_ms.saturating_mul(1_000_000));
+        // The clocks are set the first time the turn makes the run wait: a turn whose events
+        // are all there at once (echo) needs none.
+        let mut waits: Option<Waits> = None;
         let timed_out = |this: &mut Self| {
             request_context::record_rejection("timeout");
             turn.cancel();
@@ -430,16 +445,24 @@ impl Run {
                     break 'turn;
                 }
                 seen += 1;
-                if seen % 16 == 0 && deadline.ready() {
+                if seen % 16 == 0 && monotonic_clock::now() >= deadline_at {
                     timed_out(self);
                     break 'turn;
                 }
             }
+            let w = waits.get_or_insert_with(|| Waits {
+                ready: turn.subscribe(),
+                deadline: monotonic_clock::subscribe_instant(deadline_at),
+                keep_alive: monotonic_clock::subscribe_duration(keep_alive_ns),
+                grace: monotonic_clock::subscribe_instant(
+                    started.saturating_add(FIRST_FRAME_GRACE_NS),
+                ),
+            });
             let holding = self.sink.as_ref().is_some_and(Sse::holds);
             let fired = if holding {
-                poll::poll(&[&ready, &deadline, &keep_alive, &grace])
+                poll::poll(&[&w.ready, &w.deadline, &w.keep_alive, &w.grace])
             } else {
-                poll::poll(&[&ready, &deadline, &keep_alive])
+                poll::poll(&[&w.ready, &w.deadline, &w.keep_alive])
             };
             if fired.contains(&1) {
                 timed_out(self);
@@ -452,10 +475,10 @@ impl Run {
                 if let Some(sse) = &mut self.sink {
                     sse.keep_alive();
                 }
-                keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
+                w.keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
             }
         }
-        drop(ready);
+        drop(waits);
         if self.unwritten && self.lost.is_none() {
             // The turn stopped short of a settled state: a held task must settle to be written.
             self.progress(Progress::Failed(
@@ -468,7 +491,9 @@ impl Run {
                 "the task could not be stored; send the message again",
             ));
         }
-        events::close(&self.ex.task().id);
+        if !self.quiet {
+            events::close(&self.ex.task().id);
+        }
     }
 
     fn settled(&self) -> bool {
@@ -539,6 +564,9 @@ impl Run {
     }
 
     fn publish(&mut self, frames: &[StreamResponse]) {
+        if self.quiet {
+            return;
+        }
         // A turn that answers with a message alone streams just that message (written at the end).
         let sink = match self.sink.as_mut() {
             Some(sse) if sse.holds() && self.ex.direct_message().is_some() => None,

@@ -16,8 +16,13 @@ pub fn now_ms() -> u64 {
     t.seconds * 1000 + u64::from(t.nanoseconds / 1_000_000)
 }
 
-/// A random (v4) UUID, from `wasi:random`.
+/// A time-ordered (v7) UUID: the wall clock, and randomness from `wasi:random`.
 pub fn uuid() -> String {
-    let bytes = wasip2::random::random::get_random_bytes(16);
-    a2a_protocol::ids::uuid_v4(bytes.try_into().unwrap_or([0; 16]))
+    uuid_at(now_ms())
+}
+
+/// A time-ordered (v7) UUID of a moment the caller read from the clock already.
+pub fn uuid_at(now_ms: u64) -> String {
+    let bytes = wasip2::random::random::get_random_bytes(10);
+    a2a_protocol::ids::uuid_v7(now_ms, bytes.try_into().unwrap_or([0; 10]))
 }

@@ -291,12 +291,19 @@ impl Sessions {
             .lock()
             .unwrap()
             .insert(task_id.clone(), cancel.clone());
-        let running = self.running.clone();
-        let run = backend.run(input, tx, cancel.clone());
-        tokio::spawn(async move {
-            run.await;
-            running.lock().unwrap().remove(&task_id);
-        });
+        let mut run = backend.run(input, tx, cancel.clone());
+        // A backend with its answer at hand (echo, most scripted behaviours) is done after one
+        // poll, before the component first asks: no task spawned, no wait in the component.
+        let mut first = std::task::Context::from_waker(std::task::Waker::noop());
+        if run.as_mut().poll(&mut first).is_ready() {
+            self.running.lock().unwrap().remove(&task_id);
+        } else {
+            let running = self.running.clone();
+            tokio::spawn(async move {
+                run.await;
+                running.lock().unwrap().remove(&task_id);
+            });
+        }
         Ok(Turn {
             events: rx,
             pending: None,
