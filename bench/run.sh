@@ -12,7 +12,8 @@
 # ../shared/bench/peers/rust (in-memory store) unless PEER is given. Then, for each row, the same
 # wrk load (1 thread, shared scripts in ../shared/bench/peers/load and ours in bench/load) runs
 # against a2a-edge and against the peer: req/s, p50, p99, server CPU µs per request, and the
-# ratio a2a-edge / peer. Needs wrk (apt-get install wrk).
+# ratio a2a-edge / peer; the ListTasks row runs after SendMessage load filled each store to TASKS
+# tasks. Needs wrk (apt-get install wrk). Takes about 10 minutes after the builds.
 set -euo pipefail -f
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.."
@@ -126,9 +127,21 @@ peer_task=none
 [ "$peer" != none ] && peer_task=$(task_of "$peer" /)
 row "GetTask c=16" "$on" "$edge_on" "PATH_RPC=/a2a/demo $(get_body "$(task_of "$edge_on" /a2a/demo)")" \
   "$peer" "PATH_RPC=/ $(get_body "$peer_task")" -c16 "${rpc[@]}"
+total() { # base url, rpc path: the listing's totalSize, or -1 when there is none
+  curl -s "$1$2" -H 'content-type: application/json' -H 'A2A-Version: 1.0' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["totalSize"])' 2>/dev/null || echo -1
+}
+fill() { # base url, rpc path: SendMessage load until the store holds $tasks tasks
+  local n
+  while n=$(total "$1" "$2") && [ "$n" -ge 0 ] && [ "$n" -lt "$tasks" ]; do
+    PATH_RPC=$2 wrk -t1 -c16 -d5s -s "$shared/sendmessage.lua" "$1" >/dev/null
+  done
+  echo "  $1$2 holds $n tasks" >&2
+}
 echo "(filling the stores to $tasks tasks…)" >&2
-COUNT=$tasks PATH_RPC=/a2a/demo wrk -t1 -c16 -d900s -s "$here/load/fill.lua" "$edge_off" >/dev/null
-[ "$peer" != none ] && COUNT=$tasks PATH_RPC=/ wrk -t1 -c16 -d900s -s "$here/load/fill.lua" "$peer" >/dev/null
+fill "$edge_off" /a2a/demo
+[ "$peer" != none ] && fill "$peer" /
 list='BODY={"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":50}}'
 row "ListTasks pageSize 50 c=16 ($tasks tasks)" "$off" "$edge_off" "PATH_RPC=/a2a/demo $list" \
   "$peer" "PATH_RPC=/ $list" -c16 "${rpc[@]}"

@@ -220,6 +220,24 @@ async fn records_and_counts(s: &dyn Store) {
         .unwrap()
         .total as u64
     );
+    // Every count agrees with the tasks counted one by one (a filter on the update time counts
+    // the rows; one on instance and state alone may answer from counts the store keeps).
+    for (instance, state, n) in &counts {
+        for updated_after in [None, Some(0)] {
+            let filter = TaskFilter {
+                instance_id: Some(instance.clone()),
+                state: Some(*state),
+                updated_after,
+                limit: 1,
+                ..Default::default()
+            };
+            assert_eq!(
+                s.list_tasks(filter).await.unwrap().total as u64,
+                *n,
+                "{instance} {state:?} {updated_after:?}"
+            );
+        }
+    }
     let contexts = s
         .contexts(Some("i".into()), Some("paged".into()), 10)
         .await

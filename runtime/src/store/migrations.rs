@@ -49,6 +49,28 @@ const MIGRATIONS: &[&str] = &[
     // 4: what makes a resend a retry: the digest of its taskId and parts (SPEC §4). Rows from
     // before have none, so a resend of such a message counts as a new message.
     "ALTER TABLE message_ids ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';",
+    // 5: task counts by instance and state, kept by triggers, so a listing's `totalSize` and the
+    // metrics read a few rows instead of counting every task.
+    "CREATE TABLE task_counts (
+        instance_id TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (instance_id, state)
+    ) WITHOUT ROWID;
+    INSERT INTO task_counts SELECT instance_id, state, COUNT(*) FROM tasks GROUP BY instance_id, state;
+    CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+        INSERT INTO task_counts VALUES (NEW.instance_id, NEW.state, 1)
+            ON CONFLICT (instance_id, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER task_counts_update AFTER UPDATE OF instance_id, state ON tasks
+    WHEN OLD.instance_id != NEW.instance_id OR OLD.state != NEW.state BEGIN
+        UPDATE task_counts SET n = n - 1 WHERE instance_id = OLD.instance_id AND state = OLD.state;
+        INSERT INTO task_counts VALUES (NEW.instance_id, NEW.state, 1)
+            ON CONFLICT (instance_id, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+        UPDATE task_counts SET n = n - 1 WHERE instance_id = OLD.instance_id AND state = OLD.state;
+    END;",
 ];
 
 /// Brings a database up to the newest schema; refuses a database from a newer runtime.

@@ -97,7 +97,13 @@ fn filter_clause(f: &TaskFilter) -> (String, Vec<rusqlite::types::Value>) {
 
 pub fn list_tasks(c: &Connection, f: &TaskFilter) -> Result<TaskPage, StoreError> {
     let (filter, mut args) = filter_clause(f);
-    let count = format!("SELECT COUNT(*) FROM tasks WHERE {filter}");
+    // Filters on instance and state alone are answered by the kept counts (the clause names
+    // columns both tables have); others count the matching index range.
+    let count = if f.context_id.is_none() && f.updated_after.is_none() {
+        format!("SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE {filter}")
+    } else {
+        format!("SELECT COUNT(*) FROM tasks WHERE {filter}")
+    };
     let total: i64 = c.query_row(&count, rusqlite::params_from_iter(args.iter()), |r| {
         r.get(0)
     })?;
@@ -164,7 +170,7 @@ pub fn contexts(
 /// Task counts by instance and state.
 pub fn state_counts(c: &Connection) -> Result<Vec<(String, TaskState, u64)>, StoreError> {
     let mut stmt = c.prepare_cached(
-        "SELECT instance_id, state, COUNT(*) FROM tasks GROUP BY instance_id, state",
+        "SELECT instance_id, state, n FROM task_counts WHERE n > 0 ORDER BY instance_id, state",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok((
