@@ -87,6 +87,60 @@ async fn first_start_serves_demo_card_and_echo_send_message_that_survives_restar
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_are_kept_as_their_cache_control_allows_until_the_instance_changes() {
+    let s = Server::default().await;
+    let url = format!("{}/a2a/demo/agent-card.json", s.base());
+    let first = s.http.get(&url).send().await.unwrap();
+    let etag = first.headers()["etag"].to_str().unwrap().to_owned();
+    let instantiations = || async {
+        s.get("/a2a/api/components").await.1["instantiations"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = instantiations().await;
+    for _ in 0..3 {
+        let again = s.http.get(&url).send().await.unwrap();
+        assert_eq!(again.status(), 200);
+        assert_eq!(again.headers()["etag"].to_str().unwrap(), etag);
+        assert_eq!(again.headers()["cache-control"], "public, max-age=300");
+        assert_eq!(again.json::<Value>().await.unwrap()["name"], "demo");
+    }
+    let not_modified = s
+        .http
+        .get(&url)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_modified.status(), 304);
+    assert_eq!(
+        instantiations().await,
+        before,
+        "kept cards are answered without a component instance"
+    );
+    let (status, _) = s
+        .action(json!({"action": "inbound.update", "id": "demo", "name": "Renamed"}))
+        .await;
+    assert_eq!(status, 200);
+    let (_, card) = s.get("/a2a/demo/agent-card.json").await;
+    assert_eq!(
+        card["name"], "Renamed",
+        "a changed record is served at once"
+    );
+    let metrics = s.get("/a2a/api/metrics").await.1;
+    let count = |outcome: &str| {
+        metrics["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["method"] == "GetAgentCard" && r["outcome"] == outcome)
+            .map(|r| r["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!((count("ok"), count("not_modified")), (5, 1), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_surface_answers_loopback_only_while_agents_answer_anyone() {
     let s = Server::default().await;
     let other = reqwest::Client::builder()

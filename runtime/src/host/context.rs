@@ -39,7 +39,8 @@ impl CallNote {
             .get_or_insert_with(|| id.to_owned());
     }
 
-    fn call(&self, method: &str, outcome: &str) {
+    /// Notes the method and its outcome.
+    pub fn call(&self, method: &str, outcome: &str) {
         let mut c = self.0.lock().unwrap();
         (c.method, c.outcome) = (Some(method.to_owned()), Some(outcome.to_owned()));
     }

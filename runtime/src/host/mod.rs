@@ -11,6 +11,7 @@
 mod admission;
 mod attachments;
 pub mod bindings;
+mod card_cache;
 mod context;
 mod drive;
 mod events;
@@ -107,6 +108,7 @@ pub struct Host {
     /// Components by name.
     pub registry: Arc<Registry<State>>,
     services: Services,
+    cards: card_cache::CardCache,
 }
 
 impl Host {
@@ -122,6 +124,7 @@ impl Host {
             engine,
             registry,
             services,
+            cards: card_cache::CardCache::default(),
         })
     }
 
@@ -159,6 +162,23 @@ impl Host {
         let Some(component) = self.registry.get(component) else {
             return self.failure(500, &format!("component {component:?} is not loaded"));
         };
+        let instance_id = call.instance.record.id.clone();
+        let card = (call.route == Route::Http(RouteKind::Card)).then(|| card_cache::Version {
+            record: call.instance.record.updated_at,
+            auth: call.instance.token.is_some(),
+            endpoint: call.instance.endpoint_url.clone(),
+            component: component.sha256.clone(),
+        });
+        if let Some(version) = &card
+            && let Some((response, outcome)) =
+                self.cards.answer(&instance_id, version, req.headers())
+        {
+            self.services
+                .metrics
+                .request(&instance_id, "GetAgentCard", outcome);
+            call.note.call("GetAgentCard", outcome);
+            return response;
+        }
         let started = Instant::now();
         let prepared = state::prepare(&self.services, &call, started, self.engine.limits());
         let mut store = self.engine.store(prepared.state);
@@ -229,8 +249,12 @@ impl Host {
                 None => return self.failure(500, "the component returned without answering"),
             },
         };
-        match running {
+        let response = match running {
             Some(invocation) => response.map(|body| drive::drive(body, invocation)),
+            None => response,
+        };
+        match card {
+            Some(version) => self.cards.keep(&instance_id, version, response).await,
             None => response,
         }
     }
