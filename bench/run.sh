@@ -108,7 +108,7 @@ send=(-s "$shared/sendmessage.lua")
 stream=(-s "$shared/streaming.lua")
 rpc=(-s "$here/load/rpc.lua")
 task_of() { # base url, rpc path: the id of a fresh task
-  curl -s "$1$2" -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench-get-'$RANDOM$RANDOM'","role":"ROLE_USER","parts":[{"text":"hello"}]}}}' |
+  curl -s "$1$2" -H 'content-type: application/json' -H 'A2A-Version: 1.0' -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench-get-'$RANDOM$RANDOM'","role":"ROLE_USER","parts":[{"text":"hello"}]}}}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])'
 }
 get_body() { printf 'BODY={"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"%s"}}' "$1"; }
