@@ -3,35 +3,20 @@
 
 use std::process::Output;
 
-use a2a_edge::config::Config;
 use serde_json::Value;
 
-struct Cli {
-    running: a2a_edge::Running,
-    _dir: tempfile::TempDir,
-}
+mod common;
+use common::Served;
+
+struct Cli(Served);
 
 impl Cli {
     async fn start() -> Cli {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.runtime.cache_dir = Some(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"),
-        );
-        config.update.registry_url = "http://127.0.0.1:9/registry".into();
-        config.update.manifest_url = "http://127.0.0.1:9/manifest".into();
-        let running = a2a_edge::Running::start(
-            config,
-            dir.path().to_owned(),
-            "127.0.0.1:0".parse().unwrap(),
-        )
-        .await
-        .unwrap();
-        Cli { running, _dir: dir }
+        Cli(Served::start().await)
     }
 
     fn base(&self) -> String {
-        format!("http://{}", self.running.addr)
+        self.0.base()
     }
 
     /// Runs `a2a-edge <args>` against this server, with `stdin`.

@@ -6,6 +6,9 @@
 
 use serde_json::{Value, json};
 
+mod common;
+use common::Served;
+
 /// Host functions (WASI and `a2a:edge`) one echo SendMessage calls.
 const MAX_HOST_CALLS: u64 = 48;
 /// SQL statements it runs, as SQLite's trace counts them: the idempotency lookup, then one group
@@ -13,15 +16,12 @@ const MAX_HOST_CALLS: u64 = 48;
 /// the task counts, claim record, release, commit).
 const MAX_STATEMENTS: u64 = 11;
 
+async fn json(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 async fn counters(client: &reqwest::Client, base: &str) -> (u64, u64) {
-    let m: Value = client
-        .get(format!("{base}/a2a/api/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let m = json(client.get(format!("{base}/a2a/api/metrics"))).await;
     (
         m["components"]["hostCalls"].as_u64().unwrap(),
         m["store"]["statements"].as_u64().unwrap(),
@@ -31,15 +31,7 @@ async fn counters(client: &reqwest::Client, base: &str) -> (u64, u64) {
 async fn send(client: &reqwest::Client, base: &str, message_id: &str) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
         "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}]}}});
-    let answer: Value = client
-        .post(format!("{base}/a2a/demo"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = json(client.post(format!("{base}/a2a/demo")).json(&body)).await;
     assert_eq!(
         answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{answer}"
@@ -49,20 +41,8 @@ async fn send(client: &reqwest::Client, base: &str, message_id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_echo_send_message_costs_no_more_host_calls_and_statements_than_today() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = a2a_edge::config::Config::default();
-    config.runtime.cache_dir =
-        Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache"));
-    config.update.registry_url = "http://127.0.0.1:9/registry".into();
-    config.update.manifest_url = "http://127.0.0.1:9/manifest".into();
-    let running = a2a_edge::Running::start(
-        config,
-        dir.path().to_owned(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    let (client, base) = (reqwest::Client::new(), format!("http://{}", running.addr));
+    let served = Served::start().await;
+    let (client, base) = (reqwest::Client::new(), served.base());
     send(&client, &base, "warm-up").await;
 
     let mut seen = Vec::new();

@@ -208,7 +208,7 @@ impl Host {
                 self.settle(),
                 self.services.metrics.clone(),
                 self.services.instance_wait,
-                call.instance.record.id.clone(),
+                instance_id.clone(),
             ))
             .catch_unwind(),
         );
@@ -229,11 +229,10 @@ impl Host {
             Ok(Ok(response)) if is_event_stream(&response) => {
                 let (parts, body) = response.into_parts();
                 let body = handoff::chain(body, prepared.hand_off, self.services.store.clone());
-                let instance_id = &call.instance.record.id;
-                let peer_id = crate::activity::peer_id(call.peer.ip(), instance_id);
+                let peer_id = crate::activity::peer_id(call.peer.ip(), &instance_id);
                 let body = self.services.activity.watch_stream(
                     &peer_id,
-                    instance_id,
+                    &instance_id,
                     prepared.contexts,
                     body,
                 );
@@ -241,13 +240,19 @@ impl Host {
             }
             Ok(Ok(response)) => response,
             Ok(Err(code)) => {
-                running.map(drive::detach);
+                if let Some(invocation) = running {
+                    drive::detach(invocation);
+                }
                 return self.failure(500, &format!("the component failed the request: {code:?}"));
             }
-            Err(_) => match running {
-                Some(invocation) => return self.never_answered(invocation.await),
-                None => return self.failure(500, "the component returned without answering"),
-            },
+            // The outparam was dropped unset: the invocation's end says why.
+            Err(_) => {
+                let ended = match running {
+                    Some(invocation) => invocation.await,
+                    None => Ok(Ok(())),
+                };
+                return self.never_answered(ended);
+            }
         };
         let response = match running {
             Some(invocation) => response.map(|body| drive::drive(body, invocation)),
