@@ -13,6 +13,7 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use serde::Serialize;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::feed::Feed;
 use crate::responses::Body;
 
 /// Peers remembered per instance at most; the least recently seen go first.
@@ -71,6 +72,7 @@ struct Inner {
 #[derive(Default)]
 pub struct Activity {
     inner: Arc<Mutex<Inner>>,
+    feed: Feed,
 }
 
 /// The stable id of a caller of an instance.
@@ -128,6 +130,18 @@ impl Activity {
         {
             peer.active.remove(task_id);
         }
+    }
+
+    /// A task of `server_id` was written in `state`: told to the feed's watchers.
+    pub fn task_written(&self, server_id: &str, task_id: &str, context_id: &str, state: &str) {
+        self.feed.publish("task", || {
+            serde_json::json!({ "serverId": server_id, "taskId": task_id, "contextId": context_id, "state": state })
+        });
+    }
+
+    /// The activity feed (task writes here, control actions by the control API).
+    pub fn feed(&self) -> &Feed {
+        &self.feed
     }
 
     /// Every peer, most recently seen first.

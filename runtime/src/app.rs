@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::admission::StreamSlot;
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::credentials::Credentials;
@@ -18,6 +19,7 @@ use crate::instances::{Instance, Routes};
 use crate::outbound::client::ClientHost;
 use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
+use crate::responses::{Body, rpc_error};
 use crate::sessions::Sessions;
 use crate::store::{SqliteStore, Store};
 
@@ -197,6 +199,37 @@ impl App {
     pub async fn save_instance(&self, record: InstanceRecord) -> anyhow::Result<()> {
         self.store.put_instance(record).await?;
         self.reassemble().await
+    }
+
+    /// The open-stream slot a request that asks for SSE holds from the start: over the cap it is
+    /// refused at once (429), never left to exhaust what other requests need.
+    pub fn stream_slot(
+        &self,
+        instance: &Instance,
+        headers: &http::HeaderMap,
+    ) -> Result<Option<StreamSlot>, http::Response<Body>> {
+        let accept = headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok());
+        if !a2a_protocol::methods::accepts_sse(accept) {
+            return Ok(None);
+        }
+        let (limits, services) = (&instance.record.limits, self.services());
+        let total = self.config.runtime.max_streams;
+        match services
+            .admission
+            .acquire_stream(&instance.record.id, limits.max_streams, total)
+        {
+            Ok(slot) => Ok(Some(slot)),
+            Err(why) => {
+                services.metrics.rejection("streams");
+                let e = a2a_protocol::RpcError {
+                    retry_after_ms: Some(1000),
+                    ..a2a_protocol::RpcError::new(a2a_protocol::ErrorKind::RateLimited, why)
+                };
+                Err(rpc_error(429, &e, self.config.protocol.legacy_error_codes))
+            }
+        }
     }
 
     /// Deletes a record and reassembles.

@@ -24,10 +24,12 @@ pub mod credentials;
 pub mod declared;
 pub mod engine;
 pub mod events;
+pub mod feed;
 pub mod holds;
 pub mod host;
 pub mod instances;
 pub mod outbound;
+pub mod panel;
 pub mod records;
 pub mod responses;
 pub mod server;
@@ -211,6 +213,11 @@ impl Running {
         }
         tokio::spawn(app.outbound.clone().connect_all());
         tokio::spawn(return_freed_memory(app.clone(), shutdown.clone()));
+        let (watched, stopping) = (app.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            stopping.cancelled().await;
+            watched.services().activity.feed().close();
+        });
         Ok(Running {
             addr,
             control_addr,
@@ -222,7 +229,25 @@ impl Running {
 
     /// The base URL of the control API (`http://<addr>/a2a/api`).
     pub fn control_url(&self) -> String {
-        format!("http://{}/a2a/api", self.control_addr.unwrap_or(self.addr))
+        format!("{}/a2a/api", self.control_origin())
+    }
+
+    /// The web panel's URL (`http://<addr>/a2a/ui`).
+    pub fn panel_url(&self) -> String {
+        format!("{}/a2a/ui", self.control_origin())
+    }
+
+    /// Where the control surface answers, as a browser on this host must name it: a wildcard
+    /// listener is reached (and only accepted, SPEC §1) as loopback.
+    fn control_origin(&self) -> String {
+        let mut addr = self.control_addr.unwrap_or(self.addr);
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr.ip() {
+                std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        format!("http://{addr}")
     }
 
     /// Stops accepting, drains in-flight requests and flushes the store.

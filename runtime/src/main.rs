@@ -155,6 +155,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 running.addr
             );
             let _ = writeln!(out, "control API: {}", running.control_url());
+            let _ = writeln!(out, "web panel:   {}", running.panel_url());
             for i in running.app.instances().iter().filter(|i| i.record.enabled) {
                 let _ = writeln!(
                     out,

@@ -56,3 +56,29 @@ pub fn is_event_stream<B>(r: &Response<B>) -> bool {
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }
+
+/// A response body that holds something (an open-stream slot, a busy count) until it ends or
+/// is dropped.
+pub struct Holding<T> {
+    body: Body,
+    _held: T,
+}
+
+impl<T: Unpin + Send + 'static> Holding<T> {
+    /// `body`, holding `held` for as long as it lasts.
+    pub fn new(body: Body, held: T) -> Body {
+        Holding { body, _held: held }.boxed_unsync()
+    }
+}
+
+impl<T: Unpin> hyper::body::Body for Holding<T> {
+    type Data = Bytes;
+    type Error = <Body as hyper::body::Body>::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+}

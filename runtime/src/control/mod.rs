@@ -2,9 +2,11 @@
 //! Loopback callers only, Host/Origin/content type checked (by the server, before this runs).
 
 mod connections;
+mod console;
 mod inbound;
 mod reads;
 mod views;
+mod watch;
 mod work;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -42,6 +44,9 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
             .collect(),
     );
     let param = |name: &str| query.get(name);
+    if crate::instances::control_surface(&path) == Some("/a2a/ui") {
+        return (panel(req.method(), &path, req.headers()), None);
+    }
     let response = match (req.method().clone(), path.as_str()) {
         (Method::GET, "/a2a/api") => reads::snapshot(app, &query).await,
         (Method::GET, "/a2a/api/presets") => answer(200, &reads::presets(app)),
@@ -51,6 +56,8 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
         (Method::GET, "/a2a/api/session") => {
             reads::session(app, param("contextId"), param("serverId")).await
         }
+        (Method::GET, "/a2a/api/events") => watch::events(app),
+        (Method::POST, "/a2a/api/rpc") => console::rpc(app, param("id"), req).await,
         (Method::GET, "/a2a/api/metrics") => reads::metrics(app, param("format")).await,
         (Method::GET, "/a2a/api/update") => answer(
             200,
@@ -70,7 +77,12 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
                         .and_then(Value::as_str)
                         .map(|a| a.chars().take(64).collect::<String>());
                     let response = match act(app, &action).await {
-                        Ok(v) => answer(200, &v),
+                        Ok(v) => {
+                            app.services().activity.feed().publish("change", || {
+                                json!({ "action": name, "id": v.get("id").or(action.get("id")) })
+                            });
+                            answer(200, &v)
+                        }
                         Err(message) => {
                             tracing::info!(action = name.as_deref().unwrap_or(""), why = %message, "control action refused");
                             refusal(409, &message)
@@ -96,6 +108,23 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
         }
     };
     (response, None)
+}
+
+/// The panel's files: GET and HEAD only.
+fn panel(method: &Method, path: &str, headers: &http::HeaderMap) -> Response<Body> {
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = refusal(
+            405,
+            &format!("{method} is not allowed on the panel; use GET"),
+        );
+        r.headers_mut().insert(
+            http::header::ALLOW,
+            http::HeaderValue::from_static("GET, HEAD"),
+        );
+        return r;
+    }
+    crate::panel::serve(method, path, headers)
+        .unwrap_or_else(|| refusal(404, &format!("the panel has no file at {path}")))
 }
 
 /// Runs one action: `Ok(body)` (200) or `Err(message)` (409) saying what to fix.

@@ -227,6 +227,11 @@ pub async fn metrics(app: &App, format: Option<&str>) -> Response<Body> {
     }
 }
 
+/// The metrics snapshot as JSON (what `GET /a2a/api/metrics` answers).
+pub async fn metrics_json(app: &App) -> Value {
+    app.services().metrics.json(&gauges(app).await)
+}
+
 /// What the metrics read from elsewhere.
 async fn gauges(app: &App) -> Gauges {
     let size = |name: &str| std::fs::metadata(app.data_dir.join(name)).map_or(0, |m| m.len());

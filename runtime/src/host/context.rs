@@ -137,9 +137,7 @@ impl Host for ContextCtx {
 
     fn record_call(&mut self, method: String, outcome: String) -> wasmtime::Result<()> {
         self.metrics.request(&self.info.id, &method, &outcome);
-        if method == "SendMessage" {
-            self.metrics.send_latency(self.started.elapsed());
-        }
+        self.metrics.latency(&method, self.started.elapsed());
         self.note.call(&method, &outcome);
         Ok(())
     }

@@ -82,7 +82,7 @@ impl Settle {
         let Some((body, update)) = crate::tasks::failed(&row.body, now, why) else {
             return;
         };
-        let (id, expected) = (row.id.clone(), row.version);
+        let (id, context, expected) = (row.id.clone(), row.context_id.clone(), row.version);
         let failed = TaskRow {
             state: TaskState::Failed,
             updated_at: now,
@@ -91,6 +91,8 @@ impl Settle {
         };
         if self.store.update_task(failed, expected, None).await.is_ok() {
             self.activity.task_settled(&id);
+            self.activity
+                .task_written(instance_id, &id, &context, TaskState::Failed.as_str());
             let key = task_key(instance_id, &id);
             self.events.publish(&key, Member::StatusUpdate, update);
             self.events.close(&key);

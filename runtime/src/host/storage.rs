@@ -62,6 +62,8 @@ impl StorageCtx {
         }
         self.note.task(&w.id);
         self.written.wrote(&w.id, version, w.state);
+        self.activity
+            .task_written(&self.instance_id, &w.id, &w.context, w.state.as_str());
         if w.state.is_terminal() {
             self.activity.task_settled(&w.id);
         }

@@ -4,18 +4,16 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use a2a_protocol::{ErrorKind, RpcError};
-use bytes::Bytes;
+use a2a_protocol::ErrorKind;
 use http::{Method, Request, Response, header};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 
-use crate::admission::StreamSlot;
 use crate::app::App;
 use crate::body::read_body;
 use crate::host::{CallNote, Invocation, Route};
 use crate::instances::{Instance, RouteKind};
-use crate::responses::{Body, is_event_stream, rpc_error, rpc_failure};
+use crate::responses::{Body, Holding, is_event_stream, rpc_failure};
 
 /// A request to an instance's card or JSON-RPC endpoint: routing, auth and the body limit before
 /// its component runs; the instance id, for the log.
@@ -71,7 +69,10 @@ async fn serve(
         .map_err(|(status, message)| invalid(status, &message, legacy))?;
     // Components never see the caller's credentials.
     parts.headers.remove(header::AUTHORIZATION);
-    let slot = stream_slot(app, &instance, kind, &parts.headers)?;
+    let slot = match kind {
+        RouteKind::Rpc => app.stream_slot(&instance, &parts.headers)?,
+        RouteKind::Card => None,
+    };
     let req = Request::from_parts(parts, Full::new(body));
     let call = Invocation {
         instance,
@@ -81,9 +82,7 @@ async fn serve(
     };
     let response = app.host.handle(call, req).await;
     Ok(match slot {
-        Some(slot) if is_event_stream(&response) => {
-            response.map(|body| Holding { body, _slot: slot }.boxed_unsync())
-        }
+        Some(slot) if is_event_stream(&response) => response.map(|body| Holding::new(body, slot)),
         _ => response,
     })
 }
@@ -137,55 +136,6 @@ fn authenticate(
     }
     app.services().metrics.rejection("auth");
     Err(unauthorized(legacy))
-}
-
-/// A stream holds a slot of its own from the start: over the cap it is refused at once, never
-/// left to exhaust what other requests need.
-fn stream_slot(
-    app: &App,
-    instance: &Instance,
-    kind: RouteKind,
-    headers: &header::HeaderMap,
-) -> Result<Option<StreamSlot>, Response<Body>> {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    if kind != RouteKind::Rpc || !a2a_protocol::methods::accepts_sse(accept) {
-        return Ok(None);
-    }
-    let (limits, services) = (&instance.record.limits, app.services());
-    let total = app.config.runtime.max_streams;
-    match services
-        .admission
-        .acquire_stream(&instance.record.id, limits.max_streams, total)
-    {
-        Ok(slot) => Ok(Some(slot)),
-        Err(why) => {
-            services.metrics.rejection("streams");
-            let e = RpcError {
-                retry_after_ms: Some(1000),
-                ..RpcError::new(ErrorKind::RateLimited, why)
-            };
-            Err(rpc_error(429, &e, app.config.protocol.legacy_error_codes))
-        }
-    }
-}
-
-/// A response body that holds something (an open-stream slot, a busy count) until it ends or
-/// is dropped.
-pub(super) struct Holding<T> {
-    pub(super) body: Body,
-    pub(super) _slot: T,
-}
-
-impl<T: Unpin> hyper::body::Body for Holding<T> {
-    type Data = Bytes;
-    type Error = <Body as hyper::body::Body>::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
 }
 
 /// HTTP 401 with `WWW-Authenticate: Bearer` and a JSON-RPC UNAUTHORIZED body.

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{Request, Response};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -19,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app::App;
 use crate::control;
 use crate::host::CallNote;
-use crate::responses::{Body, json};
+use crate::responses::{Body, Holding, json};
 
 pub use guard::is_loopback;
 
@@ -103,9 +102,7 @@ async fn connection(
         let (app, guard) = (app.clone(), Busy::new(&counted));
         async move {
             let response = route(&app, peer, surfaces, req).await;
-            Ok::<_, Infallible>(
-                response.map(|body| a2a::Holding { body, _slot: guard }.boxed_unsync()),
-            )
+            Ok::<_, Infallible>(response.map(|body| Holding::new(body, guard)))
         }
     });
     // The header timeout also runs while a kept-alive connection waits for its next request, so

@@ -104,6 +104,27 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// The JSON summary: count, sum, p50/p90/p99 (µs) and the exposed buckets that hold
+    /// anything, as `[upper bound µs, count]`.
+    pub fn summary(&self) -> serde_json::Value {
+        let buckets: Vec<(u64, u64)> = self
+            .exposed()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(s, n)| ((s * 1e6).round().min(u64::MAX as f64) as u64, n))
+            .collect();
+        serde_json::json!({
+            "count": buckets.iter().map(|(_, n)| n).sum::<u64>(),
+            "sumUs": self.0.sum_us.load(Ordering::Relaxed),
+            "p50Us": self.quantile_us(0.5),
+            "p90Us": self.quantile_us(0.9),
+            "p99Us": self.quantile_us(0.99),
+            "buckets": buckets,
+        })
+    }
+}
+
 impl EncodeMetric for Histogram {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         let buckets = self.exposed();

@@ -42,12 +42,42 @@ const REASONS: &[&str] = &["skill", "rate", "quota", "timeout", "auth", "streams
 pub struct Metrics {
     requests: Mutex<BTreeMap<(String, &'static str, String), u64>>,
     rejections: Mutex<BTreeMap<&'static str, u64>>,
-    /// SendMessage latency, request in to answer out.
-    pub send_latency: Histogram,
+    latency: Latencies,
     /// Time to create a request's store and instantiate its component.
     pub instantiate_time: Histogram,
     traps: AtomicU64,
     host_calls: AtomicU64,
+}
+
+/// Latency by method, request in to answer out (head sent, for streams): one histogram per
+/// entry of [`METHODS`], then `other`.
+#[derive(Debug)]
+struct Latencies(Box<[Histogram]>);
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies((0..=METHODS.len()).map(|_| Histogram::default()).collect())
+    }
+}
+
+impl Latencies {
+    /// The histogram of `method`.
+    fn of(&self, method: &str) -> &Histogram {
+        &self.0[METHODS
+            .iter()
+            .position(|m| *m == method)
+            .unwrap_or(METHODS.len())]
+    }
+
+    /// The histograms with anything recorded, by method name.
+    fn used(&self) -> impl Iterator<Item = (&'static str, &Histogram)> {
+        METHODS
+            .iter()
+            .copied()
+            .chain(["other"])
+            .zip(self.0.iter())
+            .filter(|(_, h)| h.count() > 0)
+    }
 }
 
 /// Counts that live elsewhere, gathered when a snapshot is taken.
@@ -103,9 +133,14 @@ impl Metrics {
         self.rejections.lock().unwrap().clone()
     }
 
-    /// Records the latency of one SendMessage.
-    pub fn send_latency(&self, d: Duration) {
-        self.send_latency.record(d);
+    /// Records how long one request of `method` took.
+    pub fn latency(&self, method: &str, d: Duration) {
+        self.latency.of(method).record(d);
+    }
+
+    /// SendMessage's latency histogram.
+    pub fn send_latency(&self) -> &Histogram {
+        self.latency.of("SendMessage")
     }
 
     /// Records one instantiation and how long it took.
@@ -141,7 +176,12 @@ impl Metrics {
         for (_, s, n) in &g.tasks {
             *by_state.entry(s).or_default() += n;
         }
-        let h = &self.send_latency;
+        let h = self.send_latency();
+        let by_method: serde_json::Map<String, Value> = self
+            .latency
+            .used()
+            .map(|(m, h)| (m.to_owned(), h.summary()))
+            .collect();
         json!({
             "requests": requests,
             "tasksByState": by_state,
@@ -150,6 +190,7 @@ impl Metrics {
             "liveSessions": g.live_sessions,
             "gateRejections": self.rejections(),
             "sendMessageLatency": { "count": h.count(), "p50Us": h.quantile_us(0.5), "p90Us": h.quantile_us(0.9), "p99Us": h.quantile_us(0.99) },
+            "latencyByMethod": by_method,
             "components": { "instantiations": self.instantiate_time.count(), "traps": self.traps(), "hostCalls": self.host_calls.load(Ordering::Relaxed) },
             "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes, "statements": g.store_statements },
         })
@@ -161,7 +202,7 @@ impl Metrics {
             requests: self.requests.lock().unwrap().clone(),
             rejections: self.rejections(),
             gauges: g.clone(),
-            send_latency: self.send_latency.clone(),
+            latency: self.latency.used().map(|(m, h)| (m, h.clone())).collect(),
             instantiate_time: self.instantiate_time.clone(),
             traps: self.traps(),
             host_calls: self.host_calls.load(Ordering::Relaxed),
@@ -209,7 +250,7 @@ struct Scrape {
     requests: BTreeMap<(String, &'static str, String), u64>,
     rejections: BTreeMap<&'static str, u64>,
     gauges: Gauges,
-    send_latency: Histogram,
+    latency: Vec<(&'static str, Histogram)>,
     instantiate_time: Histogram,
     traps: u64,
     host_calls: u64,
@@ -321,12 +362,21 @@ impl Collector for Scrape {
         self.counters(&mut e)?;
         self.gauges(&mut e)?;
         let help = "SendMessage latency, request in to answer out.";
-        self.send_latency.encode(e.encode_descriptor(
-            "send_message",
-            help,
-            Some(&Unit::Seconds),
-            MetricType::Histogram,
-        )?)?;
+        let send = self.latency.iter().find(|(m, _)| *m == "SendMessage");
+        send.map(|(_, h)| h.clone())
+            .unwrap_or_default()
+            .encode(e.encode_descriptor(
+                "send_message",
+                help,
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?)?;
+        let help = "A2A request latency by method, request in to answer out (head, for streams).";
+        let mut family =
+            e.encode_descriptor("request", help, Some(&Unit::Seconds), MetricType::Histogram)?;
+        for (m, h) in &self.latency {
+            h.encode(family.encode_family(&[("method", *m)])?)?;
+        }
         let help = "Time to prepare a store and instantiate a component.";
         self.instantiate_time.encode(e.encode_descriptor(
             "component_instantiation",
@@ -348,7 +398,8 @@ mod tests {
         m.request("a", "SendMessage", "ok");
         m.request("a\"b\\c\nd", "Bogus\"Method", "x\ny");
         m.rejection("rate");
-        m.send_latency(Duration::from_micros(1500));
+        m.latency("SendMessage", Duration::from_micros(1500));
+        m.latency("GetTask", Duration::from_micros(90));
         m.instantiated(Duration::from_micros(300));
         m.host_calls(40);
         let g = Gauges {
@@ -400,6 +451,21 @@ mod tests {
         assert!(
             p.contains("a2a_edge_send_message_seconds_bucket{le=\"0.002048\"} 1")
                 && p.contains("a2a_edge_send_message_seconds_bucket{le=\"0.001024\"} 0"),
+            "{p}"
+        );
+        assert_eq!(j["latencyByMethod"]["GetTask"]["count"], 1);
+        assert_eq!(j["latencyByMethod"]["GetTask"]["p50Us"], 91);
+        assert_eq!(
+            j["latencyByMethod"]["SendMessage"]["buckets"],
+            json!([[2048, 1]]),
+            "1.5 ms lies in the bucket up to 2.048 ms"
+        );
+        assert!(
+            j["latencyByMethod"].get("ListTasks").is_none(),
+            "unused methods are left out"
+        );
+        assert!(
+            p.contains("a2a_edge_request_seconds_count{method=\"GetTask\"} 1"),
             "{p}"
         );
         assert!(p.ends_with("# EOF\n"));

@@ -1,0 +1,66 @@
+// Components: what is loaded (hash, size, source, users), reload one from its source, and
+// swap the component of an instance; a refusal is shown where it was asked for.
+
+import { act, get } from "./api.js";
+import { busy, bytes, errorBox, fill, h, micros, section, select, showError, table, time } from "./dom.js";
+
+export function components() {
+  const box = errorBox();
+  const list = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
+  const swap = h("div", {});
+  const stats = h("p", { class: "muted" });
+  const done = h("p", { class: "ok", role: "status" });
+
+  async function load() {
+    try {
+      const [c, s] = await Promise.all([get("/components"), get("", { taskLimit: 1 })]);
+      showError(box, "");
+      fill(stats, `${c.compilations} compiled since start · ${c.instantiations} instantiations · p50 ${micros(c.instantiateP50Us)} · p99 ${micros(c.instantiateP99Us)}`);
+      fill(list, table(
+        [
+          ["Name", (x) => h("strong", { text: x.name })],
+          ["SHA-256", (x) => h("code", { title: x.sha256, text: x.sha256.slice(0, 16) })],
+          ["Size", (x) => bytes(x.size)],
+          ["Source", (x) => h("code", { text: x.source })],
+          ["Loaded", (x) => time(x.loadedAt)],
+          ["Instances", (x) => x.instances.join(", ") || "—"],
+          ["Reload", (x) => {
+            const err = errorBox();
+            const b = h("button", { type: "button", class: "small", text: "Reload", "aria-label": `Reload ${x.name}` });
+            b.addEventListener("click", () => busy(b, err, async () => {
+              const a = await act("component.reload", { name: x.name });
+              done.textContent = a.message;
+            }));
+            return h("div", { class: "actions" }, b, err);
+          }],
+        ],
+        c.components,
+      ));
+      const names = c.components.map((x) => x.name);
+      fill(swap, table(
+        [
+          ["Instance", (r) => r.name],
+          ["Component", (r) => {
+            const err = errorBox();
+            const sel = select(names, r.component, { "aria-label": `Component of ${r.name}` });
+            const b = h("button", { type: "button", class: "small", text: "Swap" });
+            b.addEventListener("click", () => busy(b, err, async () => {
+              await act("inbound.update", { id: r.id, component: sel.value });
+              await load();
+            }));
+            return h("div", { class: "actions" }, sel, b, err);
+          }],
+        ],
+        s.inbounds,
+        "No instances.",
+      ));
+    } catch (e) {
+      showError(box, `Cannot read components: ${e.message}`);
+    }
+  }
+  load();
+  return {
+    el: h("div", { class: "stack" }, box, section("Components", stats, h("p", { class: "muted" }, "Reload re-reads a component from its source (", h("code", { text: "<data-dir>/components/<name>.wasm" }), "), validates it and swaps it in; an invalid one is refused and the loaded one keeps serving."), done, list), section("Component per instance", swap)),
+    onChange: load,
+  };
+}

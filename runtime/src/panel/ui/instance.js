@@ -1,0 +1,203 @@
+// One inbound instance: create or edit it, switch it, set or clear its token (never shown
+// back), and its card rendered, raw and checked.
+
+import { act, get } from "./api.js";
+import { busy, copyable, errorBox, field, fill, h, pretty, section, select, showError, table } from "./dom.js";
+
+const LIMITS = [
+  ["executionTimeoutMs", "Execution timeout (ms)"],
+  ["maxConcurrentTasks", "Concurrent tasks"],
+  ["ratePerSecond", "Requests per second (0: no limit)"],
+  ["rateBurst", "Rate burst"],
+  ["keepAliveMs", "Stream keep-alive (ms)"],
+  ["maxParts", "Parts per message"],
+  ["maxStreams", "Open streams"],
+];
+
+export function instance(id) {
+  const el = h("div", { class: "stack" }, h("p", { class: "muted", text: "Loading…" }));
+  const view = { el, dispose() {} };
+  let record = null;
+
+  async function load() {
+    const box = errorBox();
+    try {
+      const [snapshot, presets, comps] = await Promise.all([get("", { taskLimit: 1 }), get("/presets"), get("/components")]);
+      record = id ? snapshot.inbounds.find((r) => r.id === id) : null;
+      if (id && !record) {
+        fill(el, section("Not found", h("p", {}, `There is no inbound instance ${id}. `, h("a", { href: "#/", text: "Back" }))));
+        return;
+      }
+      fill(el, form(record, presets, comps.components), record ? manage(record, load) : null, record ? card(record) : null);
+    } catch (e) {
+      fill(el, box);
+      showError(box, `Cannot read the instance: ${e.message}`);
+    }
+  }
+  view.onChange = (c) => {
+    if (c.id === id || c.action === "lagged") load();
+  };
+  load();
+  return view;
+}
+
+/** The create/edit form. */
+function form(r, presets, comps) {
+  const input = (name, value, attrs = {}) => h("input", { name, value: value ?? "", ...attrs });
+  const name = input("name", r?.name, { required: true, autocomplete: "off" });
+  const description = h("textarea", { name: "description", rows: 2, required: true, value: r?.description ?? "" });
+  const version = input("version", r?.version ?? "0.1.0", { required: true });
+  const endpoint = input("endpointPath", r?.endpointPath, { placeholder: "/a2a/<id> (default)" });
+  const preset = select(presets.map((p) => [p.id, p.name ? `${p.name} (${p.id})` : p.id]), r?.preset ?? presets.find((p) => p.isDefault)?.id, { name: "preset" });
+  const component = select(comps.map((c) => c.name), r?.component ?? "a2a-server", { name: "component" });
+  const maxBody = input("maxBodyBytes", r?.maxBodyBytes ?? 1048576, { type: "number", min: 1024 });
+  const limits = LIMITS.map(([k, label]) => [k, label, input(k, r?.limits?.[k], { type: "number", min: 0, step: "any" })]);
+  const enabled = h("input", { type: "checkbox", name: "enabled", checked: true });
+  const box = errorBox();
+  const save = h("button", { type: "submit", text: r ? "Save changes" : "Create instance" });
+  const f = h(
+    "form",
+    { class: "grid", "aria-label": r ? `Edit ${r.name}` : "New inbound instance" },
+    field("Name", name),
+    field("Version", version),
+    h("div", { class: "wide" }, field("Description", description)),
+    field("Endpoint path", endpoint, "Must start with /; not under /a2a/api or /a2a/ui."),
+    field("Preset", preset, "The agent session behind the instance."),
+    field("Component", component, "The server component that answers A2A for it."),
+    field("Largest body (bytes)", maxBody),
+    limits.map(([, label, el]) => field(label, el)),
+    r ? null : h("div", { class: "field check" }, enabled, h("label", { for: (enabled.id = "f-enabled"), text: "Serve at once" })),
+    h("div", { class: "wide" }, save, box),
+  );
+  f.addEventListener("submit", (e) => {
+    e.preventDefault();
+    busy(save, box, async () => {
+      const values = { name: name.value.trim(), description: description.value.trim(), version: version.value.trim(), endpointPath: endpoint.value.trim(), preset: preset.value, component: component.value, maxBodyBytes: Number(maxBody.value) };
+      const lim = {};
+      for (const [k, , el] of limits) if (el.value !== "" && Number(el.value) !== r?.limits?.[k]) lim[k] = Number(el.value);
+      if (r) {
+        const changed = { id: r.id };
+        for (const [k, v] of Object.entries(values)) if (v !== (r[k] ?? "") && !(k === "endpointPath" && v === "")) changed[k] = v;
+        if (Object.keys(lim).length) changed.limits = lim;
+        const a = await act("inbound.update", changed);
+        showError(box, "");
+        f.querySelector(".saved")?.remove();
+        save.after(h("span", { class: "saved ok", role: "status", text: a.message }));
+      } else {
+        const fields = { ...values, enabled: enabled.checked };
+        if (!fields.endpointPath) delete fields.endpointPath;
+        if (Object.keys(lim).length) fields.limits = lim;
+        const a = await act("inbound.create", fields);
+        location.hash = `#/instance/${encodeURIComponent(a.id)}`;
+      }
+    });
+  });
+  return section(r ? `Instance ${r.name}` : "New inbound instance", r ? h("p", { class: "muted" }, "id ", h("code", { text: r.id })) : null, f);
+}
+
+/** Switches, the token and removal. */
+function manage(r, reload) {
+  const box = errorBox();
+  const toggle = h("button", { type: "button", text: r.enabled ? "Disable" : "Enable" });
+  toggle.addEventListener("click", () => busy(toggle, box, async () => {
+    await act(r.enabled ? "inbound.disable" : "inbound.enable", { id: r.id });
+    await reload();
+  }));
+  const remove = h("button", { type: "button", class: "danger", text: "Remove" });
+  remove.addEventListener("click", () => {
+    if (!confirm(`Remove ${r.name}? Its tasks stay in the store; its endpoint stops answering.`)) return;
+    busy(remove, box, async () => {
+      await act("inbound.remove", { id: r.id });
+      location.hash = "#/";
+    });
+  });
+  const token = h("input", { type: "password", name: "token", autocomplete: "new-password", minlength: 16, placeholder: r.authTokenEnv ? "a token is set (not shown)" : "no token" });
+  const tokenBox = errorBox();
+  const setToken = h("button", { type: "submit", text: "Set token" });
+  const clear = h("button", { type: "button", text: "Clear token", disabled: !r.authTokenEnv });
+  const tokenForm = h(
+    "form",
+    { class: "row", "aria-label": "Bearer token" },
+    field("Bearer token", token, r.authTokenEnv ? `Stored as ${r.authTokenEnv}; callers send Authorization: Bearer <token>.` : "At least 16 characters; the card then announces the bearer scheme."),
+    setToken,
+    clear,
+  );
+  tokenForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    busy(setToken, tokenBox, async () => {
+      await act("inbound.setAuth", { id: r.id, token: token.value });
+      token.value = "";
+      await reload();
+    });
+  });
+  clear.addEventListener("click", () => busy(clear, tokenBox, async () => {
+    await act("inbound.setAuth", { id: r.id, clear: true });
+    await reload();
+  }));
+  return section(
+    "Serving",
+    h("p", {}, h("span", { class: `badge ${r.served ? "ok" : "off"}`, text: r.served ? "serving" : "not served" }), " ", toggle, " ", h("a", { class: "button", href: `#/console/${encodeURIComponent(r.id)}`, text: "Open console" }), " ", remove),
+    box,
+    h("dl", { class: "pairs" }, h("dt", { text: "Endpoint" }), h("dd", {}, copyable(r.endpointUrl)), h("dt", { text: "Card" }), h("dd", {}, copyable(r.cardUrl)), h("dt", { text: "Skills" }), h("dd", { text: (r.skills || []).map((s) => s.name || s.id).join(", ") || "—" })),
+    tokenForm,
+    tokenBox,
+  );
+}
+
+/** The required members of an AgentCard (A2A 1.0). */
+const REQUIRED = ["name", "description", "version", "supportedInterfaces", "capabilities", "defaultInputModes", "defaultOutputModes", "skills"];
+
+/** Checks of a card that need nothing but the card. */
+export function cardChecks(c) {
+  const checks = REQUIRED.map((k) => {
+    const v = c[k];
+    const ok = v !== undefined && v !== null && v !== "" && !(Array.isArray(v) && !v.length && k !== "skills");
+    return [`has ${k}`, ok, ok ? "" : "missing"];
+  });
+  const faces = c.supportedInterfaces || [];
+  checks.push(["every interface speaks A2A 1.0", faces.length > 0 && faces.every((i) => String(i.protocolVersion).startsWith("1.")), faces.map((i) => `${i.protocolBinding} ${i.protocolVersion}`).join(", ")]);
+  checks.push(["every skill has id, name, description and tags", (c.skills || []).every((s) => s.id && s.name && s.description && Array.isArray(s.tags)), ""]);
+  const schemes = Object.keys(c.securitySchemes || {});
+  checks.push(["security requirements name declared schemes", (c.securityRequirements || []).every((r) => Object.keys(r.schemes || {}).every((s) => schemes.includes(s))), schemes.join(", ") || "no auth"]);
+  return checks;
+}
+
+/** The card, rendered and raw, with its checks (reachability asked of the runtime). */
+function card(r) {
+  const body = h("div", {}, h("p", { class: "muted", text: "Loading the card…" }));
+  (async () => {
+    try {
+      const c = await get("/card", { id: r.id });
+      const checks = h("ul", { class: "checks" });
+      const draw = (list) => fill(checks, list.map(([label, ok, detail]) => h("li", { class: ok === null ? "pending" : ok ? "ok" : "bad" }, h("span", { class: "mark", "aria-hidden": "true", text: ok === null ? "…" : ok ? "✓" : "✗" }), h("span", { class: "sr", text: ok === null ? "checking: " : ok ? "passes: " : "fails: " }), label, detail ? h("span", { class: "muted", text: ` — ${detail}` }) : null)));
+      const local = cardChecks(c);
+      const url = c.supportedInterfaces?.[0]?.url;
+      draw([...local, [`reachable at ${r.cardUrl}`, null, "asking the runtime"]]);
+      act("outbound.discover", { agentCardUrl: r.cardUrl })
+        .then((d) => draw([...local, [`reachable at ${r.cardUrl}`, d.preview.endpoint === url, d.preview.endpoint === url ? `announces ${url}` : `announces ${d.preview.endpoint}, not ${url}`]]))
+        .catch((e) => draw([...local, [`reachable at ${r.cardUrl}`, false, e.message]]));
+      const security = Object.keys(c.securitySchemes || {});
+      fill(
+        body,
+        h(
+          "div",
+          { class: "split" },
+          h(
+            "div",
+            { class: "rendered" },
+            h("h3", { text: `${c.name} ${c.version}` }),
+            h("p", { text: c.description }),
+            h("dl", { class: "pairs" }, h("dt", { text: "Interfaces" }), h("dd", {}, (c.supportedInterfaces || []).map((i) => h("div", {}, h("code", { text: i.url }), ` ${i.protocolBinding} ${i.protocolVersion}`))), h("dt", { text: "Security" }), h("dd", { class: "security", text: security.length ? security.join(", ") : "none" }), h("dt", { text: "Capabilities" }), h("dd", { text: Object.entries(c.capabilities || {}).filter(([, v]) => v).map(([k]) => k).join(", ") || "—" }), h("dt", { text: "Modes" }), h("dd", { text: `${(c.defaultInputModes || []).join(", ")} → ${(c.defaultOutputModes || []).join(", ")}` })),
+            table([["Skill", (s) => s.name], ["Id", (s) => h("code", { text: s.id })], ["Description", (s) => s.description], ["Tags", (s) => (s.tags || []).join(", ")]], c.skills || [], "No skills."),
+            h("h3", { text: "Checks" }),
+            checks,
+          ),
+          h("pre", { class: "raw", tabindex: 0, "aria-label": "The card as JSON", text: pretty(c) }),
+        ),
+      );
+    } catch (e) {
+      fill(body, h("p", { class: "error", role: "alert", text: `Cannot read the card: ${e.message}` }));
+    }
+  })();
+  return section("Agent card", body);
+}
