@@ -199,6 +199,27 @@ impl Server {
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Sends a raw control request with exactly these headers (and body); (status, body).
+    pub async fn control(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> (u16, Value) {
+        let mut r = self
+            .http
+            .request(method, format!("{}{path}", self.control_base()));
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        if let Some(b) = body {
+            r = r.body(b.to_owned());
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
     /// GETs a path (control paths on the control surface); returns (status, body as JSON or null).
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let base = if path.starts_with("/a2a/api") || path.starts_with("/a2a/ui") {

@@ -7,27 +7,6 @@ use a2a_edge::config::Config;
 use a2a_edge_tests::{Server, instance, message};
 use serde_json::{Value, json};
 
-/// Sends a raw control request with the given headers; (status, body).
-async fn control(
-    s: &Server,
-    method: reqwest::Method,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> (u16, Value) {
-    let mut r = s
-        .http
-        .request(method, format!("{}{path}", s.control_base()));
-    for (k, v) in headers {
-        r = r.header(*k, *v);
-    }
-    if let Some(b) = body {
-        r = r.body(b.to_owned());
-    }
-    let r = r.send().await.unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
 async fn instance_ids(s: &Server) -> Vec<String> {
     let (_, snap) = s.get("/a2a/api").await;
     snap["inbounds"]
@@ -44,61 +23,61 @@ async fn cross_site_requests_and_dns_rebinding_cannot_drive_the_control_api() {
     let create = r#"{"action":"inbound.create","name":"evil","description":"x","version":"1"}"#;
     let remove = r#"{"action":"inbound.remove","id":"demo"}"#;
     // A cross-site form or fetch without preflight can only send text/plain (or form types).
-    let (status, v) = control(
-        &s,
-        reqwest::Method::POST,
-        "/a2a/api",
-        &[
-            ("content-type", "text/plain"),
-            ("origin", "http://evil.example"),
-        ],
-        Some(create),
-    )
-    .await;
+    let (status, v) = s
+        .control(
+            reqwest::Method::POST,
+            "/a2a/api",
+            &[
+                ("content-type", "text/plain"),
+                ("origin", "http://evil.example"),
+            ],
+            Some(create),
+        )
+        .await;
     assert_eq!(status, 403, "{v}");
-    let (status, v) = control(
-        &s,
-        reqwest::Method::POST,
-        "/a2a/api",
-        &[("content-type", "text/plain")],
-        Some(remove),
-    )
-    .await;
+    let (status, v) = s
+        .control(
+            reqwest::Method::POST,
+            "/a2a/api",
+            &[("content-type", "text/plain")],
+            Some(remove),
+        )
+        .await;
     assert_eq!(status, 415, "a POST must be application/json: {v}");
     assert!(v["message"].as_str().unwrap().contains("application/json"));
-    let (status, _) = control(
-        &s,
-        reqwest::Method::POST,
-        "/a2a/api",
-        &[
-            ("content-type", "application/json"),
-            ("origin", "http://evil.example"),
-        ],
-        Some(remove),
-    )
-    .await;
+    let (status, _) = s
+        .control(
+            reqwest::Method::POST,
+            "/a2a/api",
+            &[
+                ("content-type", "application/json"),
+                ("origin", "http://evil.example"),
+            ],
+            Some(remove),
+        )
+        .await;
     assert_eq!(status, 403, "a JSON POST from another origin");
-    let (status, _) = control(
-        &s,
-        reqwest::Method::POST,
-        "/a2a/api",
-        &[
-            ("content-type", "application/json"),
-            ("sec-fetch-site", "cross-site"),
-        ],
-        Some(remove),
-    )
-    .await;
+    let (status, _) = s
+        .control(
+            reqwest::Method::POST,
+            "/a2a/api",
+            &[
+                ("content-type", "application/json"),
+                ("sec-fetch-site", "cross-site"),
+            ],
+            Some(remove),
+        )
+        .await;
     assert_eq!(status, 403);
     // DNS rebinding: the page's own name resolves to 127.0.0.1, so the Host header gives it away.
-    let (status, v) = control(
-        &s,
-        reqwest::Method::GET,
-        "/a2a/api",
-        &[("host", "attacker.example:3080")],
-        None,
-    )
-    .await;
+    let (status, v) = s
+        .control(
+            reqwest::Method::GET,
+            "/a2a/api",
+            &[("host", "attacker.example:3080")],
+            None,
+        )
+        .await;
     assert_eq!(status, 403, "{v}");
     assert!(v["message"].as_str().unwrap().contains("Host"), "{v}");
     assert_eq!(
@@ -109,18 +88,18 @@ async fn cross_site_requests_and_dns_rebinding_cannot_drive_the_control_api() {
     // The operator's own page and the CLI still work.
     let port = s.running.as_ref().unwrap().addr.port();
     let own = format!("http://localhost:{port}");
-    let (status, v) = control(
-        &s,
-        reqwest::Method::POST,
-        "/a2a/api",
-        &[
-            ("content-type", "application/json"),
-            ("host", &format!("localhost:{port}")),
-            ("origin", &own),
-        ],
-        Some(create),
-    )
-    .await;
+    let (status, v) = s
+        .control(
+            reqwest::Method::POST,
+            "/a2a/api",
+            &[
+                ("content-type", "application/json"),
+                ("host", &format!("localhost:{port}")),
+                ("origin", &own),
+            ],
+            Some(create),
+        )
+        .await;
     assert_eq!(status, 200, "{v}");
 }
 
@@ -174,28 +153,28 @@ async fn a_control_listener_of_its_own_keeps_the_control_api_off_the_proxied_por
         "x-real-ip",
         "x-forwarded-host",
     ] {
-        let (status, v) = control(
-            &s,
-            reqwest::Method::GET,
-            "/a2a/api/metrics",
-            &[(header, "127.0.0.2")],
-            None,
-        )
-        .await;
+        let (status, v) = s
+            .control(
+                reqwest::Method::GET,
+                "/a2a/api/metrics",
+                &[(header, "127.0.0.2")],
+                None,
+            )
+            .await;
         assert_eq!(status, 403, "{header}: {v}");
     }
     let single = Server::default().await;
-    let (status, _) = control(
-        &single,
-        reqwest::Method::POST,
-        "/a2a/api",
-        &[
-            ("content-type", "application/json"),
-            ("x-forwarded-for", "127.0.0.2"),
-        ],
-        Some(r#"{"action":"inbound.disable","id":"demo"}"#),
-    )
-    .await;
+    let (status, _) = single
+        .control(
+            reqwest::Method::POST,
+            "/a2a/api",
+            &[
+                ("content-type", "application/json"),
+                ("x-forwarded-for", "127.0.0.2"),
+            ],
+            Some(r#"{"action":"inbound.disable","id":"demo"}"#),
+        )
+        .await;
     assert_eq!(
         status, 403,
         "forwarding headers are refused on the shared listener too"

@@ -21,7 +21,12 @@ pub async fn rpc(app: &Arc<App>, id: Option<&str>, req: Request<Incoming>) -> Re
     let Some(id) = id.filter(|id| !id.is_empty()) else {
         return refusal(400, "name the instance: POST /a2a/api/rpc?id=<inbound id>");
     };
-    let Some(instance) = app.instances().iter().find(|i| i.record.id == id).cloned() else {
+    let served = app.instances();
+    let Some(instance) = served
+        .iter()
+        .find(|i| i.record.id == id && i.record.enabled)
+        .cloned()
+    else {
         let known = app.records().iter().any(|r| r.id == id);
         let why = if known {
             format!("inbound instance {id:?} is not served (disabled?): enable it first")

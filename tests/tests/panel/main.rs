@@ -341,3 +341,251 @@ async fn sessions_and_metrics_views_show_what_ran() {
     b.shot("metrics").await;
     b.finish(&[]).await;
 }
+
+/// The panel's files, its feed and its console sit behind the control surface's guards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_its_feed_and_its_console_are_refused_to_anyone_but_the_operator() {
+    use reqwest::Method;
+    let s = Server::default().await;
+    let other = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    for (method, path) in [
+        (Method::GET, "/a2a/ui"),
+        (Method::GET, "/a2a/ui/app.js"),
+        (Method::GET, "/a2a/api/events"),
+        (Method::POST, "/a2a/api/rpc?id=demo"),
+    ] {
+        let r = other
+            .request(method.clone(), format!("{}{path}", s.base()))
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 403, "{method} {path} from 127.0.0.2");
+    }
+    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"evil","role":"ROLE_USER","parts":[{"text":"x"}]}}}"#;
+    let cases: [(Method, &str, Vec<(&str, &str)>, u16); 5] = [
+        (
+            Method::GET,
+            "/a2a/ui",
+            vec![("host", "attacker.example")],
+            403,
+        ),
+        (
+            Method::GET,
+            "/a2a/ui",
+            vec![("sec-fetch-site", "cross-site")],
+            403,
+        ),
+        (
+            Method::POST,
+            "/a2a/api/rpc?id=demo",
+            vec![
+                ("content-type", "application/json"),
+                ("origin", "http://evil.example"),
+            ],
+            403,
+        ),
+        (
+            Method::POST,
+            "/a2a/api/rpc?id=demo",
+            vec![("content-type", "text/plain")],
+            415,
+        ),
+        (
+            Method::GET,
+            "/a2a/api/events",
+            vec![("x-forwarded-for", "203.0.113.9")],
+            403,
+        ),
+    ];
+    for (method, path, headers, want) in cases {
+        let (status, v) = s.control(method.clone(), path, &headers, Some(send)).await;
+        assert_eq!(status, want, "{method} {path} with {headers:?}: {v}");
+    }
+    let (_, snap) = s.get("/a2a/api").await;
+    assert_eq!(snap["taskTotal"], 0, "no refused console call ran");
+
+    let page = s
+        .http
+        .get(format!("{}/a2a/ui", s.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"),
+        "{policy}"
+    );
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("/a2a/ui/app.js") && !html.contains("http"),
+        "nothing comes from elsewhere"
+    );
+    let (status, _) = s.get("/a2a/ui/nothing.js").await;
+    assert_eq!(status, 404);
+    let (status, _) = s.control(Method::DELETE, "/a2a/ui", &[], None).await;
+    assert_eq!(status, 405);
+
+    let split = Server::start_split(Config::default()).await;
+    let r = split
+        .http
+        .get(format!("{}/a2a/ui", split.base()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404, "the public listener has no panel");
+    let (status, _) = split.get("/a2a/ui").await;
+    assert_eq!(status, 200, "the control listener has it");
+}
+
+/// Reads SSE events from `response` until one of `kind` comes; its data.
+async fn next_event(response: &mut reqwest::Response, buf: &mut String, kind: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        while let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let name = block.lines().find_map(|l| l.strip_prefix("event: "));
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "));
+            if let (Some(n), Some(d)) = (name, data)
+                && n == kind
+            {
+                return serde_json::from_str(d).unwrap();
+            }
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let chunk = tokio::time::timeout(left, response.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no {kind} event within 10 s"))
+            .unwrap()
+            .expect("the feed stays open");
+        buf.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_feed_tells_task_writes_actions_and_metrics_and_bounds_its_watchers() {
+    let s = Server::default().await;
+    let events = format!("{}/a2a/api/events", s.base());
+    let mut feed = s.http.get(&events).send().await.unwrap();
+    assert_eq!(feed.headers()["content-type"], "text/event-stream");
+    let mut buf = String::new();
+    assert_eq!(
+        next_event(&mut feed, &mut buf, "hello").await["version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(next_event(&mut feed, &mut buf, "metrics").await["requests"].is_array());
+    let answer = s.send("/a2a/demo", "feed-1", "hi").await;
+    let task = answer["result"]["task"]["id"].clone();
+    let told = next_event(&mut feed, &mut buf, "task").await;
+    assert_eq!(
+        (told["serverId"].clone(), told["taskId"].clone()),
+        (json!("demo"), task)
+    );
+    assert_eq!(
+        told["state"], "TASK_STATE_COMPLETED",
+        "a blocking send is written once, settled"
+    );
+    let (status, _) = s
+        .action(json!({"action": "inbound.disable", "id": "demo"}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        next_event(&mut feed, &mut buf, "change").await,
+        json!({"action": "inbound.disable", "id": "demo"})
+    );
+    let mut more = Vec::new();
+    for _ in 1..a2a_edge::feed::MAX_WATCHERS {
+        let r = s.http.get(&events).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        more.push(r);
+    }
+    let refused = s.http.get(&events).send().await.unwrap();
+    assert_eq!(refused.status(), 429, "one watcher too many");
+    drop(more);
+    drop(feed);
+    let started = std::time::Instant::now();
+    loop {
+        let r = s.http.get(&events).send().await.unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "places are freed when watchers leave"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_runs_json_rpc_on_an_instance_as_the_operator() {
+    let s = Server::default().await;
+    let (status, _) = s
+        .action(
+            json!({"action": "inbound.setAuth", "id": "demo", "token": "console-token-0123456789"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let params = json!({"message": {"messageId": "c1", "role": "ROLE_USER", "parts": [{"text": "via the console"}]}});
+    let (status, _) = s.rpc("/a2a/demo", "SendMessage", params.clone()).await;
+    assert_eq!(status, 401, "the public endpoint wants the token");
+    let (status, answer) = s.rpc("/a2a/api/rpc?id=demo", "SendMessage", params).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer}"
+    );
+    let mut events = s
+        .stream(
+            "/a2a/api/rpc?id=demo",
+            "SendStreamingMessage",
+            json!({"message": {"messageId": "c2", "role": "ROLE_USER", "parts": [{"text": "one two"}]}}),
+            None,
+        )
+        .await;
+    assert_eq!(events.status(), 200);
+    let mut last = None;
+    while let Some(e) = events.next().await {
+        last = Some(e);
+    }
+    assert!(
+        format!("{last:?}").contains("TASK_STATE_COMPLETED"),
+        "the stream settles: {last:?}"
+    );
+    let (status, v) = s
+        .rpc("/a2a/api/rpc?id=nobody", "GetTask", json!({"id": "x"}))
+        .await;
+    assert_eq!(status, 404, "{v}");
+    let (status, v) = s.rpc("/a2a/api/rpc", "GetTask", json!({"id": "x"})).await;
+    assert_eq!(status, 400, "{v}");
+    s.action(json!({"action": "inbound.disable", "id": "demo"}))
+        .await;
+    let (status, v) = s
+        .rpc("/a2a/api/rpc?id=demo", "GetTask", json!({"id": "x"}))
+        .await;
+    assert_eq!(status, 404);
+    assert!(v["message"].as_str().unwrap().contains("enable it"), "{v}");
+    s.action(json!({"action": "inbound.enable", "id": "demo"}))
+        .await;
+    let big = "x".repeat(1 << 20);
+    let (status, _) = s
+        .rpc(
+            "/a2a/api/rpc?id=demo",
+            "SendMessage",
+            json!({"message": {"messageId": "c3", "role": "ROLE_USER", "parts": [{"text": big}]}}),
+        )
+        .await;
+    assert_eq!(
+        status, 413,
+        "the control surface's 1 MiB bounds the console too"
+    );
+}
