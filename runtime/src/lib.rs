@@ -8,7 +8,8 @@
 //! stores, schedules, limits and counts. The control surface runs [`control`] actions on the
 //! [`app::App`] assembly. The layers import only downwards: `server` → `control` → `app` →
 //! `declared` → `outbound` → `host` → `instances` → `engine` → `config` → `sessions` → `store` →
-//! the ground floor (`records`, `telemetry`, `events`, `credentials`, `responses`, `clock`, …).
+//! the ground floor (`records`, `telemetry`, `events`, `feed`, `panel`, `credentials`,
+//! `responses`, `clock`, …).
 #![deny(missing_docs)]
 
 pub mod activity;

@@ -237,6 +237,17 @@ impl Server {
     }
 }
 
+/// Sends `head` (a request head, no body) raw to `addr` and reads the start of the answer: for
+/// a refusal that comes before the body is read, which a client still sending would race.
+pub async fn answer_head(addr: std::net::SocketAddr, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 64];
+    let n = tcp.read(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
 /// Writes `<data-dir>/components/<name>.wasm`.
 pub fn put_component(data_dir: &Path, name: &str, bytes: &[u8]) {
     let dir = data_dir.join("components");

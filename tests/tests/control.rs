@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use a2a_edge_tests::{Server, instance, kind, message, scripted};
+use a2a_edge_tests::{Server, answer_head, instance, kind, message, scripted};
 use serde_json::{Value, json};
 
 /// Runs an action that must succeed; its body.
@@ -677,18 +677,12 @@ async fn answers_and_statuses_of_the_surface() {
     assert_eq!(r.headers()["allow"], "GET, POST");
     // Over 1 MiB by Content-Length: refused before the body is read (raw, so the client never
     // races the early answer while still sending).
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut tcp = tokio::net::TcpStream::connect(s.running.as_ref().unwrap().addr)
-        .await
-        .unwrap();
-    tcp.write_all(format!("POST /a2a/api HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", (1 << 20) + 1).as_bytes()).await.unwrap();
-    let mut head = vec![0u8; 64];
-    let n = tcp.read(&mut head).await.unwrap();
-    assert!(
-        String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 413"),
-        "{}",
-        String::from_utf8_lossy(&head[..n])
+    let head = format!(
+        "POST /a2a/api HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        (1 << 20) + 1
     );
+    let answer = answer_head(s.running.as_ref().unwrap().addr, &head).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert_eq!(s.get("/a2a/api/nothing").await.0, 404);
     let other = reqwest::Client::builder()
         .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())

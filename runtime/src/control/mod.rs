@@ -26,6 +26,9 @@ use crate::host::{CallNote, Invocation, Route};
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, json as answer};
 
+/// Actions that change nothing the panel shows (so the feed does not tell of them).
+const LOOKS_ONLY: &[&str] = &["outbound.discover", "outbound.call", "inbound.sendTest"];
+
 /// The control API's body limit.
 const CONTROL_BODY_LIMIT: u64 = 1 << 20;
 
@@ -78,9 +81,11 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
                         .map(|a| a.chars().take(64).collect::<String>());
                     let response = match act(app, &action).await {
                         Ok(v) => {
-                            app.services().activity.feed().publish("change", || {
-                                json!({ "action": name, "id": v.get("id").or(action.get("id")) })
-                            });
+                            if !name.as_deref().is_some_and(|n| LOOKS_ONLY.contains(&n)) {
+                                app.services().activity.feed().publish("change", || {
+                                    json!({ "action": name, "id": v.get("id").or(action.get("id")) })
+                                });
+                            }
                             answer(200, &v)
                         }
                         Err(message) => {
@@ -95,33 +100,27 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
             }
         }
         (Method::GET | Method::POST, p) => refusal(404, &format!("no control resource at {p}")),
-        (m, _) => {
-            let mut r = refusal(
-                405,
-                &format!("{m} is not allowed on the control API; use GET or POST"),
-            );
-            r.headers_mut().insert(
-                http::header::ALLOW,
-                http::HeaderValue::from_static("GET, POST"),
-            );
-            r
-        }
+        (m, _) => not_allowed(
+            &format!("{m} is not allowed on the control API; use GET or POST"),
+            "GET, POST",
+        ),
     };
     (response, None)
+}
+
+/// A 405 saying `message`, with the methods `allow`ed.
+fn not_allowed(message: &str, allow: &'static str) -> Response<Body> {
+    let mut r = refusal(405, message);
+    r.headers_mut()
+        .insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
+    r
 }
 
 /// The panel's files: GET and HEAD only.
 fn panel(method: &Method, path: &str, headers: &http::HeaderMap) -> Response<Body> {
     if method != Method::GET && method != Method::HEAD {
-        let mut r = refusal(
-            405,
-            &format!("{method} is not allowed on the panel; use GET"),
-        );
-        r.headers_mut().insert(
-            http::header::ALLOW,
-            http::HeaderValue::from_static("GET, HEAD"),
-        );
-        return r;
+        let why = format!("{method} is not allowed on the panel; use GET");
+        return not_allowed(&why, "GET, HEAD");
     }
     crate::panel::serve(method, path, headers)
         .unwrap_or_else(|| refusal(404, &format!("the panel has no file at {path}")))

@@ -30,6 +30,7 @@ static ASSETS: &[Asset] = assets! {
     "style.css" => "text/css; charset=utf-8",
     "app.js" => JS,
     "api.js" => JS,
+    "auth.js" => JS,
     "dom.js" => JS,
     "charts.js" => JS,
     "overview.js" => JS,

@@ -5,7 +5,7 @@
 mod browser;
 
 use a2a_edge::config::Config;
-use a2a_edge_tests::{Server, instance, put_component};
+use a2a_edge_tests::{Server, answer_head, instance, put_component, scripted};
 use browser::Browser;
 use serde_json::{Value, json};
 
@@ -14,6 +14,13 @@ const EMBEDDED_SERVER: &[u8] = a2a_edge::engine::registry::EMBEDDED[0].1;
 
 fn ui(s: &Server, hash: &str) -> String {
     format!("{}/a2a/ui#/{hash}", s.base())
+}
+
+/// Opens the console of `instance` and sends `text` from it (streaming, the default).
+async fn send_in_console(b: &Browser, s: &Server, instance: &str, text: &str) {
+    b.goto(&ui(s, &format!("console/{instance}"))).await;
+    b.fill("Text", text).await;
+    b.click("Send").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,15 +133,9 @@ async fn the_console_streams_frames_as_they_arrive_and_resubscribes_from_the_las
     if !browser::available() {
         return;
     }
-    let s = Server::start(Config {
-        instances: vec![instance("tck", "scripted")],
-        ..Config::default()
-    })
-    .await;
+    let s = Server::start(scripted(|_| {})).await;
     let (b, _turn) = Browser::open("console", 1280, 800).await;
-    b.goto(&ui(&s, "console/tck")).await;
-    b.fill("Text", "tck-stream-artifact-chunked please").await;
-    b.click("Send").await;
+    send_in_console(&b, &s, "tck", "tck-stream-artifact-chunked please").await;
     b.find(".frame[data-final]").await;
     let kinds = b.eval("return [...document.querySelectorAll('.frame')].map(f => f.dataset.kind + (f.dataset.final ? '!' : ''))").await;
     let kinds: Vec<&str> = kinds
@@ -187,10 +188,37 @@ async fn the_console_streams_frames_as_they_arrive_and_resubscribes_from_the_las
         .map(|v| v.as_str().unwrap())
         .collect();
     let mut unique = ids.clone();
+    unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), ids.len(), "no frame came twice: {ids:?}");
     b.find_text(".frame[data-final]", "completed").await;
     b.shot("resubscribed").await;
+
+    // An interrupted task: the console fills in its id, and the next message continues it.
+    b.click("Clear frames").await;
+    b.fill("Text", "tck-input-required").await;
+    b.click("Send").await;
+    b.find(".frame[data-state='TASK_STATE_INPUT_REQUIRED']")
+        .await;
+    let waiting = b
+        .labelled("Task id")
+        .await
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !waiting.is_empty(),
+        "the task id is filled in to continue it"
+    );
+    b.fill("Text", "here is more").await;
+    b.click("Send").await;
+    b.find(".frame[data-state='TASK_STATE_COMPLETED']").await;
+    let (_, record) = s.get(&format!("/a2a/api/task?id={waiting}")).await;
+    assert_eq!(
+        record["state"], "TASK_STATE_COMPLETED",
+        "the same task went on: {record}"
+    );
     b.finish(&[]).await;
 }
 
@@ -199,15 +227,9 @@ async fn a_long_running_task_is_canceled_from_the_task_view() {
     if !browser::available() {
         return;
     }
-    let s = Server::start(Config {
-        instances: vec![instance("tck", "scripted")],
-        ..Config::default()
-    })
-    .await;
+    let s = Server::start(scripted(|_| {})).await;
     let (b, _turn) = Browser::open("cancel-task", 1280, 800).await;
-    b.goto(&ui(&s, "console/tck")).await;
-    b.fill("Text", "tck-long-running").await;
-    b.click("Send").await;
+    send_in_console(&b, &s, "tck", "tck-long-running").await;
     let link = b.find("section a[href^='#/task/']").await;
     let task = link.text().await.unwrap();
     b.click("Tasks").await;
@@ -245,9 +267,7 @@ async fn a_token_set_in_the_panel_puts_the_bearer_scheme_on_the_card_and_is_neve
     let (status, _) = s.rpc("/a2a/demo", "GetTask", json!({"id": "x"})).await;
     assert_eq!(status, 401, "the endpoint now wants the token");
     // The console runs as the operator: it works without the token.
-    b.goto(&ui(&s, "console/demo")).await;
-    b.fill("Text", "still here").await;
-    b.click("Send").await;
+    send_in_console(&b, &s, "demo", "still here").await;
     b.find_text(".frame[data-final]", "completed").await;
     b.finish(&[]).await;
 }
@@ -310,9 +330,7 @@ async fn an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves()
         "the old component serves"
     );
     // The console still runs on it.
-    b.goto(&ui(&s, "console/swap")).await;
-    b.fill("Text", "after the refusal").await;
-    b.click("Send").await;
+    send_in_console(&b, &s, "swap", "after the refusal").await;
     b.find_text(".frame[data-final]", "completed").await;
     b.finish(&["409"]).await;
 }
@@ -576,16 +594,13 @@ async fn the_console_runs_json_rpc_on_an_instance_as_the_operator() {
     assert!(v["message"].as_str().unwrap().contains("enable it"), "{v}");
     s.action(json!({"action": "inbound.enable", "id": "demo"}))
         .await;
-    let big = "x".repeat(1 << 20);
-    let (status, _) = s
-        .rpc(
-            "/a2a/api/rpc?id=demo",
-            "SendMessage",
-            json!({"message": {"messageId": "c3", "role": "ROLE_USER", "parts": [{"text": big}]}}),
-        )
-        .await;
-    assert_eq!(
-        status, 413,
-        "the control surface's 1 MiB bounds the console too"
+    let head = format!(
+        "POST /a2a/api/rpc?id=demo HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        (1 << 20) + 1
+    );
+    let answer = answer_head(s.running.as_ref().unwrap().addr, &head).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "the control surface's 1 MiB bounds the console too: {answer}"
     );
 }

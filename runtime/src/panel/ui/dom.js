@@ -193,3 +193,15 @@ export function partsText(parts) {
     .map((p) => (p.text !== undefined ? p.text : p.data !== undefined ? `[data ${JSON.stringify(p.data)}]` : `[file ${p.filename || p.url || p.mediaType || ""}]`))
     .join(" ");
 }
+
+/** `run`, called once things have been quiet for `ms` (a burst of feed events redraws once);
+ * `.cancel()` drops a pending call. */
+export function debounce(run, ms = 400) {
+  let timer = null;
+  const later = () => {
+    clearTimeout(timer);
+    timer = setTimeout(run, ms);
+  };
+  later.cancel = () => clearTimeout(timer);
+  return later;
+}

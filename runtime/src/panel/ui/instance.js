@@ -2,6 +2,7 @@
 // back), and its card rendered, raw and checked.
 
 import { act, get } from "./api.js";
+import { tokenForm } from "./auth.js";
 import { busy, copyable, errorBox, field, fill, h, pretty, section, select, showError, table } from "./dom.js";
 
 const LIMITS = [
@@ -111,35 +112,15 @@ function manage(r, reload) {
       location.hash = "#/";
     });
   });
-  const token = h("input", { type: "password", name: "token", autocomplete: "new-password", minlength: 16, placeholder: r.authTokenEnv ? "a token is set (not shown)" : "no token" });
   const tokenBox = errorBox();
-  const setToken = h("button", { type: "submit", text: "Set token" });
-  const clear = h("button", { type: "button", text: "Clear token", disabled: !r.authTokenEnv });
-  const tokenForm = h(
-    "form",
-    { class: "row", "aria-label": "Bearer token" },
-    field("Bearer token", token, r.authTokenEnv ? `Stored as ${r.authTokenEnv}; callers send Authorization: Bearer <token>.` : "At least 16 characters; the card then announces the bearer scheme."),
-    setToken,
-    clear,
-  );
-  tokenForm.addEventListener("submit", (e) => {
-    e.preventDefault();
-    busy(setToken, tokenBox, async () => {
-      await act("inbound.setAuth", { id: r.id, token: token.value });
-      token.value = "";
-      await reload();
-    });
-  });
-  clear.addEventListener("click", () => busy(clear, tokenBox, async () => {
-    await act("inbound.setAuth", { id: r.id, clear: true });
-    await reload();
-  }));
+  const hint = r.authTokenEnv ? `Stored as ${r.authTokenEnv}; callers send Authorization: Bearer <token>.` : "At least 16 characters; the card then announces the bearer scheme.";
+  const tokens = tokenForm("inbound.setAuth", r.id, r.authTokenEnv, { name: "Bearer token", hint, box: tokenBox, reload });
   return section(
     "Serving",
     h("p", {}, h("span", { class: `badge ${r.served ? "ok" : "off"}`, text: r.served ? "serving" : "not served" }), " ", toggle, " ", h("a", { class: "button", href: `#/console/${encodeURIComponent(r.id)}`, text: "Open console" }), " ", remove),
     box,
     h("dl", { class: "pairs" }, h("dt", { text: "Endpoint" }), h("dd", {}, copyable(r.endpointUrl)), h("dt", { text: "Card" }), h("dd", {}, copyable(r.cardUrl)), h("dt", { text: "Skills" }), h("dd", { text: (r.skills || []).map((s) => s.name || s.id).join(", ") || "—" })),
-    tokenForm,
+    tokens,
     tokenBox,
   );
 }

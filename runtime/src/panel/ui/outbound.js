@@ -2,6 +2,7 @@
 // token, see its tools by their exact names, and call a tool.
 
 import { act, get } from "./api.js";
+import { tokenForm } from "./auth.js";
 import { busy, errorBox, field, fill, h, section, showError, table } from "./dom.js";
 
 export function outbound() {
@@ -88,22 +89,7 @@ function connection(c, reload) {
     }));
     return b;
   };
-  const token = h("input", { type: "password", autocomplete: "new-password", placeholder: c.bearerTokenEnv ? "a token is set (not shown)" : "no token" });
-  const setToken = h("button", { type: "submit", class: "small", text: "Set token" });
-  const clear = h("button", { type: "button", class: "small", text: "Clear token", disabled: !c.bearerTokenEnv });
-  const auth = h("form", { class: "row", "aria-label": `Token of ${c.name}` }, field("Bearer token", token), setToken, clear);
-  auth.addEventListener("submit", (e) => {
-    e.preventDefault();
-    busy(setToken, box, async () => {
-      await act("outbound.setAuth", { id: c.id, token: token.value });
-      token.value = "";
-      await reload();
-    });
-  });
-  clear.addEventListener("click", () => busy(clear, box, async () => {
-    await act("outbound.setAuth", { id: c.id, clear: true });
-    await reload();
-  }));
+  const auth = tokenForm("outbound.setAuth", c.id, c.bearerTokenEnv, { name: `Token of ${c.name}`, box, reload, small: true });
   return h(
     "section",
     { class: "card connection", "data-id": c.id },

@@ -2,7 +2,7 @@
 // their open streams; cancel or close either.
 
 import { act, get } from "./api.js";
-import { busy, errorBox, fill, h, partsText, section, showError, state, table, time } from "./dom.js";
+import { busy, debounce, errorBox, fill, h, partsText, section, showError, state, table, time } from "./dom.js";
 
 function button(label, box, work, cls = "small") {
   const b = h("button", { type: "button", class: cls, text: label });
@@ -15,7 +15,6 @@ export function sessions() {
   const sessionList = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
   const peerList = h("div", {});
   const conversation = h("div", {});
-  let timer = null;
 
   async function show(s) {
     try {
@@ -66,15 +65,12 @@ export function sessions() {
       showError(box, `Cannot read sessions: ${e.message}`);
     }
   }
-  const later = () => {
-    clearTimeout(timer);
-    timer = setTimeout(load, 400);
-  };
+  const later = debounce(load);
   load();
   return {
     el: h("div", { class: "stack" }, box, section("Sessions", sessionList), section("Peers and live streams", peerList), conversation),
     onTask: later,
     onChange: later,
-    dispose: () => clearTimeout(timer),
+    dispose: later.cancel,
   };
 }

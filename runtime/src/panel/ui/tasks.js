@@ -2,7 +2,7 @@
 // history, artifacts, and cancel.
 
 import { act, get, request, rpc } from "./api.js";
-import { busy, errorBox, field, fill, h, partsText, pretty, section, select, showError, state, table, time } from "./dom.js";
+import { busy, debounce, errorBox, field, fill, h, partsText, pretty, section, select, showError, state, table, time } from "./dom.js";
 
 const STATES = ["SUBMITTED", "WORKING", "INPUT_REQUIRED", "AUTH_REQUIRED", "COMPLETED", "CANCELED", "FAILED", "REJECTED"].map((s) => `TASK_STATE_${s}`);
 const PAGE = 25;
@@ -34,7 +34,6 @@ export function taskList(q) {
     go(0);
   });
 
-  let timer = null;
   async function load() {
     try {
       const s = await get("", { ...filters, taskLimit: PAGE, taskOffset: offset });
@@ -62,12 +61,9 @@ export function taskList(q) {
       showError(box, `Cannot list tasks: ${e.message}`);
     }
   }
-  const later = () => {
-    clearTimeout(timer);
-    timer = setTimeout(load, 400);
-  };
+  const later = debounce(load);
   load();
-  return { el: section("Tasks", form, box, list, pager), onTask: later, onChange: later, dispose: () => clearTimeout(timer) };
+  return { el: section("Tasks", form, box, list, pager), onTask: later, onChange: later, dispose: later.cancel };
 }
 
 /** The status timeline of a task: created, each message of its history, its current status. */
