@@ -7,6 +7,7 @@ mod browser;
 use a2a_edge::config::Config;
 use a2a_edge_tests::{Server, answer_head, instance, put_component, scripted};
 use browser::Browser;
+use fantoccini::Locator;
 use serde_json::{Value, json};
 
 /// The embedded server component, as a file component (so it can be reloaded).
@@ -242,6 +243,27 @@ async fn a_long_running_task_is_canceled_from_the_task_view() {
     b.find_text(".timeline", "now").await;
     b.click("Tasks").await;
     b.find_text("td .badge", "canceled").await;
+    // The filters narrow the list: by state, and by an instance that has no tasks.
+    b.labelled("State")
+        .await
+        .select_by_value("TASK_STATE_COMPLETED")
+        .await
+        .unwrap();
+    b.click("Filter").await;
+    b.until(
+        "the state filter in the URL",
+        "return location.hash.includes('state=TASK_STATE_COMPLETED')",
+    )
+    .await;
+    b.find_text("p.muted", "No task matches.").await;
+    b.labelled("State")
+        .await
+        .select_by_value("TASK_STATE_CANCELED")
+        .await
+        .unwrap();
+    b.click("Filter").await;
+    b.find_text("td a", &task).await;
+    b.find_text(".pager", "1–1 of 1").await;
     b.finish(&[]).await;
 }
 
@@ -267,8 +289,35 @@ async fn a_token_set_in_the_panel_puts_the_bearer_scheme_on_the_card_and_is_neve
     let (status, _) = s.rpc("/a2a/demo", "GetTask", json!({"id": "x"})).await;
     assert_eq!(status, 401, "the endpoint now wants the token");
     // The console runs as the operator: it works without the token.
-    send_in_console(&b, &s, "demo", "still here").await;
-    b.find_text(".frame[data-final]", "completed").await;
+    let file = tempfile::NamedTempFile::with_suffix(".txt").unwrap();
+    std::fs::write(file.path(), "attached words").unwrap();
+    b.goto(&ui(&s, "console/demo")).await;
+    b.fill("Text", "still here").await;
+    b.labelled("Files")
+        .await
+        .send_keys(&file.path().display().to_string())
+        .await
+        .unwrap();
+    b.fill("Data part (JSON)", r#"{"k": 1}"#).await;
+    b.labelled("Blocking").await.click().await.unwrap();
+    b.click("Send").await;
+    let answered = b.find_text(".frame[data-final]", "completed").await;
+    let raw = answered
+        .find(Locator::Css("pre.raw"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        raw.contains("\"method\": \"SendMessage\""),
+        "blocking: {raw}"
+    );
+    let name = file.path().file_name().unwrap().to_str().unwrap();
+    assert!(
+        raw.contains(&format!("\"filename\": \"{name}\"")) && raw.contains("\"data\": {"),
+        "a file part and a data part went: {raw}"
+    );
     b.finish(&[]).await;
 }
 
