@@ -1,12 +1,15 @@
 //! WASI HTTP plumbing: read a request, write a JSON answer or an SSE stream.
 
 use wasip2::http::types::{
-    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
+    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
 use wasip2::io::streams::{OutputStream, StreamError};
 
 /// A request as the handlers need it.
 pub struct Request {
+    pub method: String,
+    /// The path (for the HTTP+JSON binding, the part below the endpoint path).
+    pub path: String,
     pub headers: Vec<(String, Vec<u8>)>,
     pub query: String,
     pub body: Vec<u8>,
@@ -16,12 +19,23 @@ impl Request {
     /// Reads headers and the whole body (the host bounded it already).
     pub fn read(req: IncomingRequest) -> Request {
         let headers = req.headers().entries();
-        let query = req
-            .path_with_query()
-            .unwrap_or_default()
-            .split_once('?')
-            .map(|(_, q)| q.to_owned())
-            .unwrap_or_default();
+        let method = match req.method() {
+            Method::Get => "GET".to_owned(),
+            Method::Post => "POST".to_owned(),
+            Method::Delete => "DELETE".to_owned(),
+            Method::Head => "HEAD".to_owned(),
+            Method::Put => "PUT".to_owned(),
+            Method::Patch => "PATCH".to_owned(),
+            Method::Options => "OPTIONS".to_owned(),
+            Method::Connect => "CONNECT".to_owned(),
+            Method::Trace => "TRACE".to_owned(),
+            Method::Other(m) => m,
+        };
+        let target = req.path_with_query().unwrap_or_default();
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p.to_owned(), q.to_owned()),
+            None => (target, String::new()),
+        };
         let mut body = Vec::new();
         if let Ok(incoming) = req.consume() {
             if let Ok(stream) = incoming.stream() {
@@ -34,6 +48,8 @@ impl Request {
             }
         }
         Request {
+            method,
+            path,
             headers,
             query,
             body,

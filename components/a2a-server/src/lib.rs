@@ -22,7 +22,8 @@ impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Compone
         let request = http::Request::read(request);
         match request_context::route() {
             Route::Card => card::serve(&request, out),
-            Route::Rpc | Route::Internal => rpc::serve(&request, out),
+            Route::Rpc | Route::Internal => rpc::serve(&request, out, rpc::Binding::JsonRpc),
+            Route::Rest => rpc::serve(&request, out, rpc::Binding::Rest),
         }
     }
 }

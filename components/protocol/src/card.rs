@@ -90,7 +90,10 @@ pub fn build(input: &CardInput) -> Value {
         "defaultInputModes": input_modes,
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
-        "supportedInterfaces": [{ "url": input.endpoint_url, "protocolBinding": "JSONRPC", "protocolVersion": crate::version::SUPPORTED }],
+        "supportedInterfaces": [
+            { "url": input.endpoint_url, "protocolBinding": "JSONRPC", "protocolVersion": crate::version::SUPPORTED },
+            { "url": input.endpoint_url, "protocolBinding": "HTTP+JSON", "protocolVersion": crate::version::SUPPORTED },
+        ],
     });
     if input.provider_organization.is_some() || input.provider_url.is_some() {
         card["provider"] = json!({
@@ -187,7 +190,10 @@ mod tests {
                 "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": false },
                 "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
                 "skills": [{ "id": "chat", "name": "chat", "description": "Talk with the agent.", "tags": ["chat"] }],
-                "supportedInterfaces": [{ "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }]
+                "supportedInterfaces": [
+                    { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
+                    { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" }
+                ]
             })
         );
     }

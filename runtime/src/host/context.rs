@@ -105,6 +105,7 @@ impl ContextCtx {
         let route = match call.route {
             Route::Http(Kind::Card) => RouteKind::Card,
             Route::Http(Kind::Rpc) => RouteKind::Rpc,
+            Route::Http(Kind::Rest) => RouteKind::Rest,
             Route::Internal => RouteKind::Internal,
         };
         let peer = PeerInfo {
