@@ -2,6 +2,7 @@
 //! by fantoccini: one fresh browser and profile per flow, its screenshots under
 //! `target/ui-screenshots/`, and its console read at the end.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -83,10 +84,13 @@ impl Browser {
     ) -> (Browser, tokio::sync::MutexGuard<'static, ()>) {
         let turn = ONE_AT_A_TIME.lock().await;
         let port = free_port();
+        // A process group of its own, so the browser it starts goes with it, even when a flow
+        // fails half-way.
         let driver = Command::new(DRIVER)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("chromedriver starts");
         let profile = tempfile::tempdir().unwrap();
@@ -262,13 +266,11 @@ impl Browser {
 
     /// Ends the flow: a last screenshot, every field labelled, no console error (but the
     /// `expected` failed requests), then the browser closes.
-    pub async fn finish(mut self, expected: &[&str]) {
+    pub async fn finish(self, expected: &[&str]) {
         self.shot("end").await;
         let unlabelled = self.unlabelled().await;
         let errors = self.console_errors(expected).await;
         let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
         assert_eq!(unlabelled, json!([]), "every form field has a label");
         assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
     }
@@ -282,7 +284,10 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Ends ChromeDriver and every browser process it started (its process group).
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.driver.wait();
     }
 }
