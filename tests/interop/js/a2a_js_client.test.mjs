@@ -3,13 +3,16 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { ClientFactory } from "@a2a-js/sdk/client";
+import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
 import { Role, TaskState } from "@a2a-js/sdk";
 
 const AGENT = process.env.A2A_EDGE_AGENT;
 assert.ok(AGENT, "set A2A_EDGE_AGENT to the instance endpoint URL");
 
-const client = () => new ClientFactory().createFromUrl(`${AGENT}/agent-card.json`, "");
+// The binding to use (the card announces both): JSONRPC unless A2A_EDGE_BINDING says HTTP+JSON.
+const BINDING = process.env.A2A_EDGE_BINDING || "JSONRPC";
+const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [BINDING] });
+const client = () => new ClientFactory(options).createFromUrl(`${AGENT}/agent-card.json`, "");
 
 function request(prefix, text = "hello", extra = {}) {
   return {

@@ -22,10 +22,15 @@ from a2a.types import (
 AGENT = os.environ["A2A_EDGE_AGENT"]
 
 
-async def client(streaming: bool, polling: bool = False):
-    return await create_client(
-        AGENT, client_config=ClientConfig(streaming=streaming, polling=polling), relative_card_path="/agent-card.json"
-    )
+@pytest.fixture(params=["JSONRPC", "HTTP+JSON"])
+def binding(request):
+    """Every test runs over both bindings the card announces."""
+    return request.param
+
+
+async def client(binding: str, streaming: bool, polling: bool = False):
+    config = ClientConfig(streaming=streaming, polling=polling, supported_protocol_bindings=[binding])
+    return await create_client(AGENT, client_config=config, relative_card_path="/agent-card.json")
 
 
 def message(prefix: str, text: str = "hello", context_id: str = "", task_id: str = "") -> SendMessageRequest:
@@ -42,8 +47,8 @@ async def collect(stream):
 
 
 @pytest.mark.asyncio
-async def test_send_blocking_completes_with_the_artifact():
-    c = await client(streaming=False)
+async def test_send_blocking_completes_with_the_artifact(binding):
+    c = await client(binding, streaming=False)
     events = await collect(c.send_message(message("tck-complete-task")))
     assert len(events) == 1
     task = events[0].task
@@ -53,8 +58,8 @@ async def test_send_blocking_completes_with_the_artifact():
 
 
 @pytest.mark.asyncio
-async def test_stream_yields_task_then_updates_then_completion():
-    c = await client(streaming=True)
+async def test_stream_yields_task_then_updates_then_completion(binding):
+    c = await client(binding, streaming=True)
     events = await collect(c.send_message(message("tck-stream-chunks")))
     kinds = [ev.WhichOneof("payload") for ev in events]
     assert kinds[0] == "task"
@@ -68,8 +73,8 @@ async def test_stream_yields_task_then_updates_then_completion():
 
 
 @pytest.mark.asyncio
-async def test_get_and_list_tasks():
-    c = await client(streaming=False)
+async def test_get_and_list_tasks(binding):
+    c = await client(binding, streaming=False)
     ctx = str(uuid.uuid4())
     ids = []
     for _ in range(3):
@@ -86,8 +91,8 @@ async def test_get_and_list_tasks():
 
 
 @pytest.mark.asyncio
-async def test_cancel_a_running_task():
-    c = await client(streaming=False, polling=True)
+async def test_cancel_a_running_task(binding):
+    c = await client(binding, streaming=False, polling=True)
     ev = (await collect(c.send_message(message("tck-long-running"))))[0]
     assert ev.task.status.state == TaskState.TASK_STATE_WORKING
     canceled = await c.cancel_task(CancelTaskRequest(id=ev.task.id))
@@ -98,10 +103,10 @@ async def test_cancel_a_running_task():
 
 
 @pytest.mark.asyncio
-async def test_subscribe_to_a_running_task_until_it_completes():
-    c = await client(streaming=False, polling=True)
+async def test_subscribe_to_a_running_task_until_it_completes(binding):
+    c = await client(binding, streaming=False, polling=True)
     ev = (await collect(c.send_message(message("tck-long-running"))))[0]
-    s = await client(streaming=True)
+    s = await client(binding, streaming=True)
     events = await collect(s.subscribe(SubscribeToTaskRequest(id=ev.task.id)))
     assert events[0].WhichOneof("payload") == "task"
     states = [e.status_update.status.state for e in events if e.WhichOneof("payload") == "status_update"]
@@ -113,8 +118,8 @@ async def test_subscribe_to_a_running_task_until_it_completes():
 
 
 @pytest.mark.asyncio
-async def test_input_required_then_continue_with_the_task_id():
-    c = await client(streaming=False)
+async def test_input_required_then_continue_with_the_task_id(binding):
+    c = await client(binding, streaming=False)
     first = (await collect(c.send_message(message("tck-input-required"))))[0].task
     assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     second = (await collect(c.send_message(message("follow", "tck-complete-task", task_id=first.id))))[0].task
@@ -123,8 +128,8 @@ async def test_input_required_then_continue_with_the_task_id():
 
 
 @pytest.mark.asyncio
-async def test_unknown_task_is_an_error():
-    c = await client(streaming=False)
+async def test_unknown_task_is_an_error(binding):
+    c = await client(binding, streaming=False)
     with pytest.raises(Exception) as e:
         await c.get_task(GetTaskRequest(id="no-such-task"))
     assert "not found" in str(e.value).lower()
