@@ -461,6 +461,32 @@ async fn scripted_outcomes_and_direct_messages() {
         )
         .await;
     assert_eq!(direct["message"]["role"], "ROLE_AGENT", "{direct}");
+    let again = s
+        .ok(
+            TCK,
+            "SendMessage",
+            json!({"message": message("tck-message-response-1", "x")}),
+        )
+        .await;
+    assert_eq!(
+        again, direct,
+        "a resend is answered with the same direct message"
+    );
+    let mut streamed = s
+        .stream(
+            TCK,
+            "SendStreamingMessage",
+            json!({"message": message("tck-message-response-1", "x")}),
+            None,
+        )
+        .await
+        .all()
+        .await;
+    assert_eq!(
+        streamed.pop().map(|(_, e)| e["result"].clone()),
+        Some(direct.clone()),
+        "a streamed resend too"
+    );
     let by_text = s
         .ok(
             TCK,

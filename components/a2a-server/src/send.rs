@@ -395,10 +395,7 @@ impl Run {
 
     /// The answer for the task as it stands.
     pub fn answer(&self) -> Value {
-        match self.ex.direct_message() {
-            Some(m) => json!({ "message": m }),
-            None => answer(self.ex.task().clone(), &self.config),
-        }
+        answer(self.ex.task().clone(), &self.config)
     }
 
     /// Runs the session turn until the task settles (terminal or interrupted), persisting every
@@ -590,5 +587,5 @@ fn admit_attachments(message: &mut Message) -> Result<(), RpcError> {
 }
 
 fn answer(task: Task, config: &SendMessageConfiguration) -> Value {
-    json!({ "task": task.with_history_length(config.history_length) })
+    idempotency::answer(task, config.history_length)
 }

@@ -96,9 +96,19 @@ impl Execution {
         now_ms: u64,
         message_id: impl FnOnce() -> String,
     ) -> Result<StreamResponse, TransitionError> {
-        self.task.status.state.transition(state)?;
         let message = text
             .map(|t| Message::agent_text(message_id(), &self.task.context_id, &self.task.id, t));
+        self.status_with(state, message, now_ms)
+    }
+
+    /// Moves the task to `state` with `message` as its status message (kept in the history too).
+    fn status_with(
+        &mut self,
+        state: TaskState,
+        message: Option<Message>,
+        now_ms: u64,
+    ) -> Result<StreamResponse, TransitionError> {
+        self.task.status.state.transition(state)?;
         if let Some(m) = &message {
             self.task.history.push(m.clone());
         }
@@ -153,10 +163,12 @@ impl Execution {
                 frames.push(self.merge(artifact(&artifact_id, part), append, false));
             }
             Progress::Artifact(a) => frames.push(self.merge(a, false, true)),
+            // The direct answer is the completed status's message, so a resend finds it again.
             Progress::Message(m) => {
-                self.task.history.push(m.clone());
-                self.direct_message = Some(m);
-                frames.extend(self.finish(TaskState::Completed, None, now_ms, message_id)?);
+                self.task.status.state.transition(TaskState::Completed)?;
+                self.direct_message = Some(m.clone());
+                frames.extend(self.close_text());
+                frames.push(self.status_with(TaskState::Completed, Some(m), now_ms)?);
             }
             Progress::Completed => {
                 frames.extend(self.finish(TaskState::Completed, None, now_ms, message_id)?)
@@ -186,19 +198,23 @@ impl Execution {
         message_id: impl FnOnce() -> String,
     ) -> Result<Vec<StreamResponse>, TransitionError> {
         self.task.status.state.transition(state)?;
-        let mut frames = Vec::new();
-        if std::mem::take(&mut self.text_open) {
-            frames.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+        let mut frames: Vec<StreamResponse> = self.close_text().into_iter().collect();
+        frames.push(self.set_status(state, text, now_ms, message_id)?);
+        Ok(frames)
+    }
+
+    /// The last chunk of the streamed text artifact, if one is open.
+    fn close_text(&mut self) -> Option<StreamResponse> {
+        std::mem::take(&mut self.text_open).then(|| {
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
                 task_id: self.task.id.clone(),
                 context_id: self.task.context_id.clone(),
                 artifact: artifact(TEXT_ARTIFACT, Part::text("")),
                 append: true,
                 last_chunk: true,
                 metadata: None,
-            }));
-        }
-        frames.push(self.set_status(state, text, now_ms, message_id)?);
-        Ok(frames)
+            })
+        })
     }
 
     /// Adds an artifact (or appends its parts to the one of the same id, merging adjacent text)
@@ -389,6 +405,12 @@ mod tests {
             .unwrap();
         assert_eq!(ex.direct_message(), Some(&m));
         assert_eq!(ex.task().status.state, TaskState::Completed);
+        assert_eq!(
+            ex.task().status.message.as_ref(),
+            Some(&m),
+            "kept for a resend"
+        );
+        assert_eq!(ex.task().history.last(), Some(&m));
     }
 
     #[test]

@@ -28,10 +28,51 @@ pub fn is_retry(message: &Message, fingerprint: &str, recorded: &str, task: &Tas
     fingerprint == recorded && same_context && unchanged
 }
 
+/// What a send is answered with once its task stands as `task`: the agent's direct message
+/// when the turn answered with one (its completed status carries it), else the task with at
+/// most `history_length` messages. A resend gets the same answer as the first send.
+pub fn answer(task: Task, history_length: Option<i64>) -> serde_json::Value {
+    match &task.status.message {
+        Some(m) if task.status.state == TaskState::Completed => serde_json::json!({ "message": m }),
+        _ => serde_json::json!({ "task": task.with_history_length(history_length) }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::execution::{Execution, Progress};
     use crate::{Part, TaskStatus};
+
+    #[test]
+    fn the_answer_is_the_direct_message_when_the_turn_gave_one_else_the_task() {
+        let mut ex = Execution::new(Task {
+            id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Working,
+                message: None,
+                timestamp: None,
+            },
+            artifacts: vec![],
+            history: vec![],
+            metadata: None,
+        });
+        let m = Message::agent_text("a".into(), "c", "t", "hi");
+        ex.apply(Progress::Message(m.clone()), 1, || "x".into())
+            .unwrap();
+        assert_eq!(
+            answer(ex.task().clone(), None),
+            serde_json::json!({ "message": m })
+        );
+        let mut failed = ex.task().clone();
+        failed.status.state = TaskState::Failed;
+        assert!(
+            answer(failed, Some(0))["task"]["history"]
+                .as_array()
+                .is_none_or(|h| h.is_empty())
+        );
+    }
 
     fn msg(id: &str, task: Option<&str>, context: Option<&str>, text: &str) -> Message {
         Message {
