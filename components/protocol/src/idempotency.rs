@@ -46,18 +46,8 @@ mod tests {
 
     #[test]
     fn the_answer_is_the_direct_message_when_the_turn_gave_one_else_the_task() {
-        let mut ex = Execution::new(Task {
-            id: "t".into(),
-            context_id: "c".into(),
-            status: TaskStatus {
-                state: TaskState::Working,
-                message: None,
-                timestamp: None,
-            },
-            artifacts: vec![],
-            history: vec![],
-            metadata: None,
-        });
+        let working = serde_json::json!({ "id": "t", "contextId": "c", "status": { "state": "TASK_STATE_WORKING" } });
+        let mut ex = Execution::new(serde_json::from_value(working).unwrap());
         let m = Message::agent_text("a".into(), "c", "t", "hi");
         ex.apply(Progress::Message(m.clone()), 1, || "x".into())
             .unwrap();
