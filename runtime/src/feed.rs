@@ -92,7 +92,9 @@ pub enum Next {
 impl Watcher {
     /// The next event; `None` once the feed is closed.
     pub async fn next(&mut self) -> Option<Next> {
+        // Biased: once closed, a watcher ends at once, whatever is still queued for it.
         let received = tokio::select! {
+            biased;
             _ = self.closed.cancelled() => return None,
             r = self.rx.recv() => r,
         };
