@@ -7,6 +7,7 @@ use wasip2::io::streams::{OutputStream, StreamError};
 
 /// A request as the handlers need it.
 pub struct Request {
+    /// The method, read only for the HTTP+JSON binding (empty otherwise).
     pub method: String,
     /// The path (for the HTTP+JSON binding, the part below the endpoint path).
     pub path: String,
@@ -16,20 +17,25 @@ pub struct Request {
 }
 
 impl Request {
-    /// Reads headers and the whole body (the host bounded it already).
-    pub fn read(req: IncomingRequest) -> Request {
+    /// Reads headers and the whole body (the host bounded it already), and the method when
+    /// `routes_on_method` (only the HTTP+JSON binding does: a host call the hot path spares).
+    pub fn read(req: IncomingRequest, routes_on_method: bool) -> Request {
         let headers = req.headers().entries();
-        let method = match req.method() {
-            Method::Get => "GET".to_owned(),
-            Method::Post => "POST".to_owned(),
-            Method::Delete => "DELETE".to_owned(),
-            Method::Head => "HEAD".to_owned(),
-            Method::Put => "PUT".to_owned(),
-            Method::Patch => "PATCH".to_owned(),
-            Method::Options => "OPTIONS".to_owned(),
-            Method::Connect => "CONNECT".to_owned(),
-            Method::Trace => "TRACE".to_owned(),
-            Method::Other(m) => m,
+        let method = if !routes_on_method {
+            String::new()
+        } else {
+            match req.method() {
+                Method::Get => "GET".to_owned(),
+                Method::Post => "POST".to_owned(),
+                Method::Delete => "DELETE".to_owned(),
+                Method::Head => "HEAD".to_owned(),
+                Method::Put => "PUT".to_owned(),
+                Method::Patch => "PATCH".to_owned(),
+                Method::Options => "OPTIONS".to_owned(),
+                Method::Connect => "CONNECT".to_owned(),
+                Method::Trace => "TRACE".to_owned(),
+                Method::Other(m) => m,
+            }
         };
         let target = req.path_with_query().unwrap_or_default();
         let (path, query) = match target.split_once('?') {
