@@ -10,12 +10,18 @@ work="$root/target/interop"
 mkdir -p "$work"
 cd "$root"
 
-cargo build --release -q -p a2a-edge
+# A2A_EDGE_BIN names a binary built already (CI passes the one its test run built, so this
+# script does not build it again with another feature set); otherwise the release build.
+bin="${A2A_EDGE_BIN:-}"
+if [ -z "$bin" ]; then
+  cargo build --release -q -p a2a-edge
+  bin="$root/target/release/a2a-edge"
+fi
 data="$(mktemp -d)"
 pid=""
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
 port="${INTEROP_PORT:-3391}"
-"$root/target/release/a2a-edge" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$root/tests/interop/interop.toml" >"$work/server.log" 2>&1 &
+"$bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$root/tests/interop/interop.toml" >"$work/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/a2a/tck/agent-card.json" >/dev/null && break; sleep 0.1; done
 export A2A_EDGE_AGENT="http://127.0.0.1:$port/a2a/tck"
