@@ -13,7 +13,7 @@ use crate::app::App;
 use crate::body::read_body;
 use crate::host::{CallNote, Invocation, Route};
 use crate::instances::{Instance, RouteKind};
-use crate::responses::{Body, Holding, is_event_stream, rpc_failure};
+use crate::responses::{Body, holding_stream, rpc_failure};
 
 /// A request to an instance's card or JSON-RPC endpoint: routing, auth and the body limit before
 /// its component runs; the instance id, for the log.
@@ -81,10 +81,7 @@ async fn serve(
         note: note.clone(),
     };
     let response = app.host.handle(call, req).await;
-    Ok(match slot {
-        Some(slot) if is_event_stream(&response) => response.map(|body| Holding::new(body, slot)),
-        _ => response,
-    })
+    Ok(holding_stream(response, slot))
 }
 
 /// The card answers GET and HEAD, the JSON-RPC endpoint POST; anything else is a 405.
