@@ -81,6 +81,18 @@ pub fn is_event_stream<B>(r: &Response<B>) -> bool {
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }
 
+/// `response`, holding the open-stream `slot` for as long as its body lasts when it is a
+/// stream (a JSON answer frees the slot at once).
+pub fn holding_stream<T: Unpin + Send + 'static>(
+    response: Response<Body>,
+    slot: Option<T>,
+) -> Response<Body> {
+    match slot {
+        Some(slot) if is_event_stream(&response) => response.map(|b| Holding::new(b, slot)),
+        _ => response,
+    }
+}
+
 /// A response body that holds something (an open-stream slot, a busy count) until it ends or
 /// is dropped.
 pub struct Holding<T> {

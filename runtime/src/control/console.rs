@@ -14,7 +14,7 @@ use super::{CONTROL_BODY_LIMIT, control_peer, refusal};
 use crate::app::App;
 use crate::body::read_body;
 use crate::host::{CallNote, Invocation, Route};
-use crate::responses::{Body, Framing, Holding, is_event_stream};
+use crate::responses::{Body, Framing, holding_stream};
 
 /// Runs one console request on the instance `id`.
 pub async fn rpc(app: &Arc<App>, id: Option<&str>, req: Request<Incoming>) -> Response<Body> {
@@ -64,8 +64,5 @@ pub async fn rpc(app: &Arc<App>, id: Option<&str>, req: Request<Incoming>) -> Re
         .host
         .handle(call, Request::from_parts(parts, Full::new(body)))
         .await;
-    match slot {
-        Some(slot) if is_event_stream(&response) => response.map(|b| Holding::new(b, slot)),
-        _ => response,
-    }
+    holding_stream(response, slot)
 }

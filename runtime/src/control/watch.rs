@@ -35,10 +35,12 @@ pub fn events(app: &Arc<App>) -> Response<Body> {
         );
     };
     let hello = json!({ "version": env!("CARGO_PKG_VERSION") }).to_string();
-    let first = Bytes::from(format!(
-        "retry: 2000\n\n{}",
-        String::from_utf8_lossy(&event("hello", &hello))
-    ));
+    let first = [
+        Bytes::from_static(b"retry: 2000\n\n"),
+        event("hello", &hello),
+    ]
+    .concat();
+    let first = Bytes::from(first);
     let mut tick = tokio::time::interval(METRICS_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let state = (watcher, tick, app.clone());

@@ -13,7 +13,7 @@ use crate::app::App;
 use crate::body::read_body;
 use crate::host::{CallNote, Invocation, Route};
 use crate::instances::{Instance, RouteKind};
-use crate::responses::{Body, Framing, Holding, accepts_sse, is_event_stream, rpc_failure};
+use crate::responses::{Body, Framing, accepts_sse, holding_stream, rpc_failure};
 
 /// A request to an instance's card or JSON-RPC endpoint: routing, auth and the body limit before
 /// its component runs; the instance id, for the log.
@@ -130,10 +130,7 @@ async fn serve(
         note: note.clone(),
     };
     let response = app.host.handle(call, req).await;
-    Ok(match slot {
-        Some(slot) if is_event_stream(&response) => response.map(|body| Holding::new(body, slot)),
-        _ => response,
-    })
+    Ok(holding_stream(response, slot))
 }
 
 /// The request target below `endpoint` (what the HTTP+JSON binding routes on), query kept.
