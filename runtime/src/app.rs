@@ -259,6 +259,10 @@ fn services(
             data_dir,
             config.attachments.clone(),
         )),
+        webhooks: Arc::new(crate::push::Webhooks::new(
+            config.push.allow_private_targets,
+            Duration::from_millis(config.push.timeout_ms),
+        )),
         activity: Arc::default(),
         holds: Default::default(),
         metrics: Arc::default(),

@@ -5,6 +5,7 @@
 mod card;
 mod frames;
 mod http;
+mod push;
 mod rpc;
 mod send;
 mod sse;

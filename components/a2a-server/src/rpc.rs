@@ -9,7 +9,7 @@ use wasip2::http::types::ResponseOutparam;
 
 use crate::http::{self, Request};
 use crate::sse::Sse;
-use crate::{send, stream, tasks};
+use crate::{push, send, stream, tasks};
 
 /// How a request arrived, and so how its answers are framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,7 +152,7 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
     };
     reply.method = name;
     let name = reply.method.as_str();
-    let method = match methods::dispatch(name, accepts_sse) {
+    let method = match methods::dispatch(name, accepts_sse, instance.push_notifications) {
         Dispatch::Serve(m) => m,
         Dispatch::Json(e) => return reply.fail(out, e, &[]),
         Dispatch::Frame(e) => {
@@ -195,6 +195,10 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
         Method::ListTasks => tasks::list(&params),
         Method::CancelTask => tasks::cancel(&params),
         Method::GetExtendedAgentCard => a2a_protocol::card::extended(&(&instance).into()),
+        Method::CreatePushConfig => push::create(&params),
+        Method::GetPushConfig => push::get(&params),
+        Method::ListPushConfigs => push::list(&params),
+        Method::DeletePushConfig => push::delete(&params),
     };
     match result {
         Ok(v) => reply.ok(out, v),

@@ -33,6 +33,8 @@ pub struct CardInput {
     pub auth_required: bool,
     /// `raw` attachments are admitted.
     pub attachments: bool,
+    /// Push notifications are served (`capabilities.pushNotifications`).
+    pub push_notifications: bool,
     /// Provider organisation, if configured.
     pub provider_organization: Option<String>,
     /// Provider URL, if configured.
@@ -86,7 +88,7 @@ pub fn build(input: &CardInput) -> Value {
         "name": input.name,
         "description": input.description,
         "version": input.version,
-        "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": input.auth_required },
+        "capabilities": { "streaming": true, "pushNotifications": input.push_notifications, "extendedAgentCard": input.auth_required },
         "defaultInputModes": input_modes,
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
@@ -175,6 +177,7 @@ mod tests {
             skills: vec![],
             auth_required: false,
             attachments: false,
+            push_notifications: false,
             provider_organization: None,
             provider_url: None,
         }

@@ -49,6 +49,42 @@ pub struct TaskPushNotificationConfig {
     pub authentication: Option<AuthenticationInfo>,
 }
 
+/// `GetTaskPushNotificationConfig` and `DeleteTaskPushNotificationConfig` params.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigRef {
+    /// The task.
+    #[serde(alias = "task_id")]
+    pub task_id: String,
+    /// The config's id within the task.
+    pub id: String,
+}
+
+/// `ListTaskPushNotificationConfigs` params.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListConfigs {
+    /// The task.
+    #[serde(alias = "task_id")]
+    pub task_id: String,
+    /// 1..=[`PAGE`], default [`PAGE`].
+    #[serde(default, alias = "page_size")]
+    pub page_size: Option<i64>,
+    /// The previous page's `nextPageToken`.
+    #[serde(default, alias = "page_token")]
+    pub page_token: String,
+}
+
+/// The `ListTaskPushNotificationConfigs` answer.
+pub fn list_response(configs: &[TaskPushNotificationConfig], next: String) -> serde_json::Value {
+    serde_json::json!({ "configs": configs, "nextPageToken": next })
+}
+
+/// What a delivery POSTs for a task update: a `StreamResponse` carrying the task as stored.
+pub fn payload(task_json: &str) -> String {
+    format!("{{\"task\":{task_json}}}")
+}
+
 fn invalid(message: impl Into<String>) -> RpcError {
     RpcError::new(ErrorKind::InvalidParams, message)
 }
@@ -293,6 +329,24 @@ mod tests {
             !shown.contains("cred") && !shown.contains("\"tok\""),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn requests_take_both_spellings_and_answers_have_the_proto_shape() {
+        let r: ConfigRef =
+            serde_json::from_value(serde_json::json!({ "task_id": "t", "id": "c" })).unwrap();
+        assert_eq!((r.task_id.as_str(), r.id.as_str()), ("t", "c"));
+        let l: ListConfigs =
+            serde_json::from_value(serde_json::json!({ "taskId": "t", "pageSize": 2 })).unwrap();
+        assert_eq!((l.page_size, l.page_token.as_str()), (Some(2), ""));
+        let c = config("https://h/x").checked("t").unwrap();
+        let v = list_response(std::slice::from_ref(&c), String::new());
+        assert_eq!(v["configs"][0]["taskId"], "t");
+        assert_eq!(v["nextPageToken"], "");
+        let body: serde_json::Value =
+            serde_json::from_str(&payload(r#"{"id":"t","status":{}}"#)).unwrap();
+        assert_eq!(body["task"]["id"], "t");
+        assert_eq!(body.as_object().unwrap().len(), 1, "exactly one member");
     }
 
     #[test]

@@ -141,7 +141,7 @@ mod tests {
     async fn logs_replay_from_a_sequence_and_stay_within_the_instance() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         store
-            .create_task(crate::store::contract::row("t", 1), None)
+            .create_task(crate::store::contract::row("t", 1), None, None)
             .await
             .unwrap();
         let hub = Arc::new(EventHub::default());

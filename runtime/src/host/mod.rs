@@ -16,6 +16,7 @@ mod context;
 mod drive;
 mod events;
 mod handoff;
+mod push;
 mod sessions;
 mod settle;
 mod state;
@@ -63,6 +64,8 @@ pub struct Services {
     pub admission: Arc<Admission>,
     /// Stored attachments.
     pub attachments: Arc<Attachments>,
+    /// The guard of push-notification webhooks.
+    pub webhooks: Arc<crate::push::Webhooks>,
     /// Peers and open streams.
     pub activity: Arc<Activity>,
     /// Message ids reserved by the requests deciding them.
@@ -406,6 +409,7 @@ pub fn test_services(data_dir: &Path) -> Services {
         sessions: Arc::new(Sessions::new(&[], None)),
         admission: Arc::default(),
         attachments: Arc::new(Attachments::new(data_dir, attachments)),
+        webhooks: Arc::new(crate::push::Webhooks::new(true, Duration::from_secs(1))),
         activity: Arc::default(),
         holds: Holds::default(),
         metrics: Arc::default(),
