@@ -200,6 +200,49 @@ pub fn backoff(s: &PushSettings, attempts: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::PushConfig;
+    use crate::store::memory::MemoryStore;
+
+    #[tokio::test]
+    async fn a_webhook_the_guard_refuses_at_delivery_is_given_up_without_a_request() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        // Stored as if its host had resolved to a public address at registration.
+        let config = PushConfig {
+            instance_id: "i".into(),
+            task_id: "t".into(),
+            id: "c".into(),
+            body: serde_json::json!({ "id": "c", "taskId": "t", "url": url }).to_string(),
+        };
+        store
+            .create_task(crate::store::contract::row("t", 1), None, Some(config))
+            .await
+            .unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let worker = Worker::new(store.clone(), PushSettings::default(), metrics.clone());
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(worker.run(stop.clone()));
+        let status = loop {
+            let status = store.push_status("i".into(), None).await.unwrap();
+            if status[0].failed == 1 {
+                break status;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        stop.cancel();
+        running.await.unwrap();
+        let why = status[0].last_status.clone().unwrap();
+        assert!(why.contains("internal address 127.0.0.1"), "{why}");
+        assert_eq!(status[0].pending, 0);
+        assert!(
+            listener.accept().is_err(),
+            "the refused webhook was never connected to"
+        );
+        let counted = metrics.json(&Default::default());
+        assert_eq!(counted["push"]["refused"], 1, "{}", counted["push"]);
+    }
 
     #[test]
     fn backoff_doubles_within_its_jitter_and_stops_growing_at_the_cap() {
