@@ -159,12 +159,9 @@ async fn every_route_answers_as_its_json_rpc_method_does() {
     )
     .await;
     assert_eq!(
-        (status, reason(&push)),
-        (
-            400,
-            ("FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED")
-        ),
-        "{push}"
+        (status, &push["id"], &push["taskId"]),
+        (200, &json!(task), &json!(task)),
+        "the config is created for the path's task, its id defaulting to the task's: {push}"
     );
     let (status, _, ext) = rest(&s, Method::GET, "/a2a/tck/extendedAgentCard", None).await;
     assert_eq!(

@@ -100,6 +100,8 @@ impl TaskPushNotificationConfig {
             )));
         }
         self.task_id = task_id.to_owned();
+        // proto3 clients send unset strings as "": no token is no token.
+        self.token = self.token.filter(|t| !t.is_empty());
         if self.id.is_empty() {
             self.id = task_id.to_owned();
         }
@@ -214,8 +216,9 @@ pub fn page<'a>(
     size: Option<i64>,
     token: &str,
 ) -> Result<(&'a [TaskPushNotificationConfig], String), RpcError> {
+    // proto3: a zero page size is the field left unset.
     let size = match size {
-        None => PAGE,
+        None | Some(0) => PAGE,
         Some(n) if (1..=PAGE as i64).contains(&n) => n as usize,
         Some(n) => return Err(invalid(format!("pageSize must be 1 to {PAGE}, not {n}"))),
     };
@@ -257,6 +260,13 @@ mod tests {
         .unwrap();
         let c = named.clone().checked("t1").unwrap();
         assert_eq!(c.id, "c1");
+        let mut unset = config("https://h/x");
+        unset.token = Some(String::new());
+        assert_eq!(
+            unset.checked("t").unwrap().token,
+            None,
+            "an empty token is none"
+        );
         assert!(
             named
                 .checked("t2")
@@ -364,7 +374,8 @@ mod tests {
         assert_eq!((second[0].id.as_str(), next.as_str()), ("c2", "c3"));
         let (last, next) = page(&all, Some(2), &next).unwrap();
         assert_eq!((last.len(), next.as_str()), (1, ""));
-        assert!(page(&all, Some(0), "").is_err());
+        assert_eq!(page(&all, Some(0), "").unwrap().0.len(), 5, "0 is unset");
+        assert!(page(&all, Some(-1), "").is_err());
         assert!(page(&all, Some(51), "").is_err());
         assert!(page(&all, None, "nope").is_err());
     }

@@ -383,4 +383,36 @@ async fn push_configs_queue_every_write_in_order(s: &dyn Store) {
         s.push_configs("i".into(), "p".into()).await.unwrap().len(),
         1
     );
+    outbox_is_bounded_per_config(s).await;
+}
+
+/// A config whose receiver is down keeps its head and the newest notifications, at most
+/// [`MAX_WAITING`].
+async fn outbox_is_bounded_per_config(s: &dyn Store) {
+    let mut r = row("flood", 1);
+    r.state = TaskState::Working;
+    let config = PushConfig {
+        instance_id: "i".into(),
+        task_id: "flood".into(),
+        id: "f".into(),
+        body: r#"{"id":"f","taskId":"flood","url":"http://h/f"}"#.into(),
+    };
+    s.create_task(r.clone(), None, Some(config)).await.unwrap();
+    let writes = MAX_WAITING + 5;
+    for v in 1..writes {
+        r.updated_at = 1 + v;
+        s.update_task(r.clone(), v, None).await.unwrap();
+    }
+    let status = s
+        .push_status("i".into(), Some("flood".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status[0].pending, status[0].failed),
+        (MAX_WAITING, writes - MAX_WAITING)
+    );
+    assert_eq!(status[0].last_status.as_deref(), Some(OVERFLOW));
+    let due = s.due_deliveries(10_000, 10).await.unwrap().due;
+    let head = due.iter().find(|d| d.config.task_id == "flood").unwrap();
+    assert_eq!(head.created_at, 1, "the head stays");
 }

@@ -46,6 +46,15 @@ impl Data {
             };
             self.outbox.push((d, row.updated_at));
         }
+        for p in self.push.iter_mut() {
+            let waiting: Vec<usize> = (0..self.outbox.len())
+                .filter(|i| same(&self.outbox[*i].0.config, &p.config))
+                .collect();
+            if waiting.len() as u64 > MAX_WAITING {
+                self.outbox.remove(waiting[1]);
+                (p.failed, p.last_status) = (p.failed + 1, Some(OVERFLOW.into()));
+            }
+        }
     }
 
     /// The outbox entries of a config.

@@ -233,6 +233,14 @@ pub struct PushConfig {
     pub body: String,
 }
 
+/// Notifications one config may have waiting: beyond it, the oldest waiting behind the one being
+/// tried is given up (counted `failed`), so a receiver that is down cannot grow the outbox without
+/// bound, and the newest state of the task is always kept.
+pub const MAX_WAITING: u64 = 256;
+
+/// The `lastStatus` of a config whose notification was given up at [`MAX_WAITING`].
+pub const OVERFLOW: &str = "too many notifications waiting: the oldest waiting one was dropped";
+
 /// A notification waiting in the outbox: the first undelivered one of its config.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delivery {

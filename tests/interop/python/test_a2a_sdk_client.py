@@ -2,20 +2,29 @@
 scripted preset (A2A_EDGE_AGENT = the instance's endpoint URL, its card at /agent-card.json)."""
 
 import asyncio
+import json
 import os
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import (
+    AuthenticationInfo,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 
@@ -133,4 +142,92 @@ async def test_unknown_task_is_an_error(binding):
     with pytest.raises(Exception) as e:
         await c.get_task(GetTaskRequest(id="no-such-task"))
     assert "not found" in str(e.value).lower()
+    await c.close()
+
+
+class Receiver:
+    """A webhook on a loopback port that records every delivery (headers and JSON body)."""
+
+    def __init__(self):
+        self.deliveries = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                with outer.lock:
+                    outer.deliveries.append((dict((k.lower(), v) for k, v in self.headers.items()), json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    async def until(self, task_id, state, seconds=15):
+        for _ in range(seconds * 20):
+            with self.lock:
+                mine = [(h, b) for h, b in self.deliveries if b["task"]["id"] == task_id]
+            if any(b["task"]["status"]["state"] == state for _, b in mine):
+                return mine
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"no {state} delivery of {task_id}: {self.deliveries}")
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_push_config_crud(binding):
+    c = await client(binding, streaming=False)
+    hook = Receiver()
+    task = (await collect(c.send_message(message("tck-complete-task"))))[0].task
+    created = await c.create_task_push_notification_config(
+        TaskPushNotificationConfig(task_id=task.id, id="cfg-1", url=hook.url, token="tok-1")
+    )
+    assert created.id == "cfg-1" and created.task_id == task.id and created.url == hook.url
+    await c.create_task_push_notification_config(TaskPushNotificationConfig(task_id=task.id, id="cfg-2", url=hook.url))
+    got = await c.get_task_push_notification_config(GetTaskPushNotificationConfigRequest(task_id=task.id, id="cfg-1"))
+    assert got.token == "tok-1"
+    listed = await c.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task.id))
+    assert [x.id for x in listed.configs] == ["cfg-1", "cfg-2"]
+    page = await c.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task.id, page_size=1))
+    assert len(page.configs) == 1 and page.next_page_token
+    for _ in range(2):
+        await c.delete_task_push_notification_config(DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="cfg-1"))
+    with pytest.raises(Exception):
+        await c.get_task_push_notification_config(GetTaskPushNotificationConfigRequest(task_id=task.id, id="cfg-1"))
+    hook.close()
+    await c.close()
+
+
+@pytest.mark.asyncio
+async def test_push_deliveries_carry_the_task_and_the_headers(binding):
+    c = await client(binding, streaming=False)
+    hook = Receiver()
+    push = TaskPushNotificationConfig(
+        url=hook.url, token="tok-2", authentication=AuthenticationInfo(scheme="Bearer", credentials="cred-2")
+    )
+    req = message("tck-input-required")
+    req.configuration.CopyFrom(SendMessageConfiguration(task_push_notification_config=push))
+    first = (await collect(c.send_message(req)))[0].task
+    assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    await hook.until(first.id, "TASK_STATE_INPUT_REQUIRED")
+    done = (await collect(c.send_message(message("follow", "tck-complete-task", task_id=first.id))))[0].task
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    got = await hook.until(first.id, "TASK_STATE_COMPLETED")
+    states = [b["task"]["status"]["state"] for _, b in got]
+    assert states[0] == "TASK_STATE_WORKING" and states[-1] == "TASK_STATE_COMPLETED", states
+    assert states.index("TASK_STATE_INPUT_REQUIRED") < states.index("TASK_STATE_COMPLETED"), states
+    for headers, body in got:
+        assert list(body) == ["task"], body
+        assert headers["content-type"] == "application/a2a+json"
+        assert headers["authorization"] == "Bearer cred-2"
+        assert headers["x-a2a-notification-token"] == "tok-2"
+        assert headers["a2a-notification-token"] == "tok-2"
+    hook.close()
     await c.close()

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use a2a_protocol::TaskState;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::store::{Attempt, Delivery, DueDeliveries, PushConfig, PushStatus, StoreError};
+use crate::store::{
+    Attempt, Delivery, DueDeliveries, MAX_WAITING, OVERFLOW, PushConfig, PushStatus, StoreError,
+};
 
 /// The writer's view of push: which tasks have configs (so a write of any other task costs no
 /// statement), and the signal of the delivery worker.
@@ -66,6 +68,23 @@ impl Outbox {
                 now as i64
             ])?;
         self.queued |= queued > 0;
+        // Past the cap, the oldest waiting behind each config's head is given up.
+        c.prepare_cached(
+            "UPDATE push_configs SET failed = failed + 1, last_status = ?3
+             WHERE instance_id = ?1 AND task_id = ?2 AND
+                 (SELECT COUNT(*) FROM push_outbox o WHERE o.instance_id = ?1 AND o.task_id = ?2
+                     AND o.config_id = push_configs.id) > ?4",
+        )?
+        .execute(params![instance_id, task_id, OVERFLOW, MAX_WAITING as i64])?;
+        c.prepare_cached(
+            "DELETE FROM push_outbox WHERE seq IN (
+                 SELECT (SELECT o.seq FROM push_outbox o WHERE o.instance_id = p.instance_id
+                         AND o.task_id = p.task_id AND o.config_id = p.id ORDER BY o.seq LIMIT 1 OFFSET 1)
+                 FROM push_configs p WHERE p.instance_id = ?1 AND p.task_id = ?2 AND
+                     (SELECT COUNT(*) FROM push_outbox o WHERE o.instance_id = ?1 AND o.task_id = ?2
+                         AND o.config_id = p.id) > ?3)",
+        )?
+        .execute(params![instance_id, task_id, MAX_WAITING as i64])?;
         if state.is_terminal() {
             self.watched.remove(&key);
         }
