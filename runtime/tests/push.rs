@@ -243,6 +243,27 @@ async fn configs_are_kept_per_task_and_instance_on_both_bindings() {
     let (status, _) = c.rest("DELETE", "a", &format!("{path}/c2"), None).await;
     assert_eq!(status, 200);
 
+    // A resend (same message: a retry, answered with the first send's task) that carries a
+    // webhook registers it for that task.
+    let first = c.send("a", "crud-retry", json!({})).await;
+    let again = c
+        .send(
+            "a",
+            "crud-retry",
+            json!({"taskPushNotificationConfig": {"id": "late", "url": hook.url()}}),
+        )
+        .await;
+    assert_eq!(first["id"], again["id"], "a retry");
+    let listed = c
+        .rpc(
+            "a",
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": first["id"]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed["configs"][0]["id"], "late", "{listed}");
+
     // Bad configs say what is wrong; an instance without push says so.
     for bad in [
         json!({"taskId": t, "url": "ftp://h/x"}),

@@ -148,6 +148,11 @@ pub fn begin(
             && let Ok((_, task)) = load_task(&record.task_id)
             && idempotency::is_retry(&message, &fingerprint, &record.fingerprint, &task)
         {
+            // A resend that carries a webhook registers it for the task it is answered with,
+            // as the first send would have.
+            if let Some(c) = config.task_push_notification_config.clone() {
+                crate::push::register(c, &task.id)?;
+            }
             return Ok(Begin::Answer(answer(task, &config)));
         }
         if instance.attachments && !admitted {
