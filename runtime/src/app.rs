@@ -19,7 +19,7 @@ use crate::instances::{Instance, Routes};
 use crate::outbound::client::ClientHost;
 use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
-use crate::responses::{Body, rpc_error};
+use crate::responses::{Body, Framing, rpc_error};
 use crate::sessions::Sessions;
 use crate::store::{SqliteStore, Store};
 
@@ -201,17 +201,15 @@ impl App {
         self.reassemble().await
     }
 
-    /// The open-stream slot a request that asks for SSE holds from the start: over the cap it is
-    /// refused at once (429), never left to exhaust what other requests need.
+    /// The open-stream slot a request that `streams` holds from the start: over the cap it is
+    /// refused at once (429, framed as `framing`), never left to exhaust what other requests need.
     pub fn stream_slot(
         &self,
         instance: &Instance,
-        headers: &http::HeaderMap,
+        streams: bool,
+        framing: Framing,
     ) -> Result<Option<StreamSlot>, http::Response<Body>> {
-        let accept = headers
-            .get(http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok());
-        if !a2a_protocol::methods::accepts_sse(accept) {
+        if !streams {
             return Ok(None);
         }
         let (limits, services) = (&instance.record.limits, self.services());
@@ -227,7 +225,12 @@ impl App {
                     retry_after_ms: Some(1000),
                     ..a2a_protocol::RpcError::new(a2a_protocol::ErrorKind::RateLimited, why)
                 };
-                Err(rpc_error(429, &e, self.config.protocol.legacy_error_codes))
+                Err(rpc_error(
+                    framing,
+                    429,
+                    &e,
+                    self.config.protocol.legacy_error_codes,
+                ))
             }
         }
     }
@@ -255,6 +258,10 @@ fn services(
         attachments: Arc::new(crate::attachments::Attachments::new(
             data_dir,
             config.attachments.clone(),
+        )),
+        webhooks: Arc::new(crate::push::Webhooks::new(
+            config.push.allow_private_targets,
+            Duration::from_millis(config.push.timeout_ms),
         )),
         activity: Arc::default(),
         holds: Default::default(),

@@ -27,6 +27,8 @@ pub struct Config {
     pub protocol: ProtocolSettings,
     /// The attachments service.
     pub attachments: AttachmentSettings,
+    /// Push-notification delivery.
+    pub push: PushSettings,
     /// Session presets; `echo` is built in.
     pub presets: Vec<Preset>,
     /// Inbound instances declared as code: created on start when missing.
@@ -164,6 +166,42 @@ pub struct ProtocolSettings {
     pub legacy_error_codes: bool,
 }
 
+/// Push-notification delivery: every task write is queued (durably, with the write) for each of
+/// the task's webhooks and POSTed by the runtime, retried with exponential backoff and jitter.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct PushSettings {
+    /// Let webhooks reach loopback, private, shared and other internal addresses (tests and
+    /// private deployments). Link-local addresses (cloud metadata) stay refused.
+    pub allow_private_targets: bool,
+    /// One delivery's time limit (connect, TLS, request and response head), ms.
+    pub timeout_ms: u64,
+    /// Attempts per notification before it is given up.
+    pub max_attempts: u32,
+    /// A notification older than this is given up instead of retried, seconds.
+    pub max_age_secs: u64,
+    /// The first retry's delay; each next one doubles it (with jitter), ms.
+    pub retry_base_ms: u64,
+    /// The longest delay between two attempts, ms.
+    pub retry_max_ms: u64,
+    /// Deliveries in flight at once (to different configs; one config's go one at a time).
+    pub concurrency: u32,
+}
+
+impl Default for PushSettings {
+    fn default() -> Self {
+        PushSettings {
+            allow_private_targets: false,
+            timeout_ms: 10_000,
+            max_attempts: 8,
+            max_age_secs: 24 * 3600,
+            retry_base_ms: 1000,
+            retry_max_ms: 10 * 60_000,
+            concurrency: 16,
+        }
+    }
+}
+
 /// The attachments service: `raw` parts stored under `<data-dir>/attachments/`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -219,6 +257,9 @@ pub struct InstanceDecl {
     /// Serve it (default true).
     #[serde(default)]
     pub enabled: Option<bool>,
+    /// Serve push notifications.
+    #[serde(default)]
+    pub push_notifications: Option<bool>,
     /// Component name (default `a2a-server`).
     #[serde(default)]
     pub component: Option<String>,
@@ -313,6 +354,15 @@ impl Config {
         self.limits
             .check()
             .map_err(|e| anyhow::anyhow!("[limits]: {e}"))?;
+        let p = &self.push;
+        if p.timeout_ms == 0 || p.max_attempts == 0 || p.concurrency == 0 || p.retry_base_ms == 0 {
+            anyhow::bail!(
+                "[push]: timeoutMs, maxAttempts, concurrency and retryBaseMs must be at least 1"
+            );
+        }
+        if p.retry_max_ms < p.retry_base_ms {
+            anyhow::bail!("[push]: retryMaxMs must be at least retryBaseMs");
+        }
         Ok(())
     }
 

@@ -120,6 +120,7 @@ fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceR
         preset: default_preset(config),
         auth_token_env: None,
         enabled: true,
+        push_notifications: true,
         component: DEFAULT_COMPONENT.into(),
         limits: config.limits,
         created_at: now,
@@ -175,6 +176,7 @@ pub fn instance(
         r.auth_token_env = Some(check_secret_name(name).map_err(|e| ("authTokenEnv", e))?);
     }
     r.enabled = d.enabled.unwrap_or(r.enabled);
+    r.push_notifications = d.push_notifications.unwrap_or(r.push_notifications);
     if let Some(c) = &d.component {
         if !component_exists(c) {
             let why = format!(

@@ -37,6 +37,8 @@ pub enum RouteKind {
     Card,
     /// The JSON-RPC endpoint.
     Rpc,
+    /// The HTTP+JSON binding: any other path below the endpoint.
+    Rest,
 }
 
 /// Enabled instances by endpoint path.
@@ -61,7 +63,8 @@ impl Routes {
     }
 
     /// The instance and route a path hits: `<endpoint>` or `<endpoint>/` is the JSON-RPC endpoint,
-    /// `<endpoint>/agent-card.json` the card; the well-known instance also answers
+    /// `<endpoint>/agent-card.json` the card, any other path below `<endpoint>` the HTTP+JSON
+    /// binding; the well-known instance also answers
     /// `/.well-known/agent-card.json` and `/`.
     pub fn resolve(&self, path: &str) -> Option<(Arc<Instance>, RouteKind)> {
         if let Some(wk) = &self.well_known {
@@ -79,9 +82,18 @@ impl Routes {
         } else {
             path
         };
-        self.by_path
-            .get(trimmed)
-            .map(|i| (i.clone(), RouteKind::Rpc))
+        if let Some(i) = self.by_path.get(trimmed) {
+            return Some((i.clone(), RouteKind::Rpc));
+        }
+        // Endpoints never nest, so the first endpoint above the path is the only one.
+        let mut base = trimmed;
+        while let Some((up, _)) = base.rsplit_once('/') {
+            if let Some(i) = self.by_path.get(up) {
+                return Some((i.clone(), RouteKind::Rest));
+            }
+            base = up;
+        }
+        None
     }
 }
 

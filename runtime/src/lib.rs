@@ -31,6 +31,7 @@ pub mod host;
 pub mod instances;
 pub mod outbound;
 pub mod panel;
+pub mod push;
 pub mod records;
 pub mod responses;
 pub mod server;
@@ -214,6 +215,13 @@ impl Running {
         }
         tokio::spawn(app.outbound.clone().connect_all());
         tokio::spawn(return_freed_memory(app.clone(), shutdown.clone()));
+        let services = app.services();
+        let deliveries = push::Worker::new(
+            services.store.clone(),
+            app.config.push.clone(),
+            services.metrics.clone(),
+        );
+        tokio::spawn(deliveries.run(shutdown.clone()));
         let (watched, stopping) = (app.clone(), shutdown.clone());
         tokio::spawn(async move {
             stopping.cancelled().await;

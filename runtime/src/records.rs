@@ -69,6 +69,10 @@ impl Default for Limits {
     }
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// A stored inbound instance.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -90,6 +94,9 @@ pub struct InstanceRecord {
     pub auth_token_env: Option<String>,
     /// Routes are served.
     pub enabled: bool,
+    /// Push notifications are served (the card's `capabilities.pushNotifications`).
+    #[serde(default = "yes")]
+    pub push_notifications: bool,
     /// Component name.
     pub component: String,
     /// Limits.

@@ -24,23 +24,41 @@ pub fn json(status: u16, value: &serde_json::Value) -> Response<Body> {
         .expect("static response parts are valid")
 }
 
-/// A transport failure on the A2A surface: HTTP `status` with a JSON-RPC error envelope, so A2A
-/// clients decode every answer the same way.
+/// How the runtime frames an error it answers itself on the A2A surface: as the JSON-RPC
+/// endpoint does (an error envelope), or as the HTTP+JSON binding does (`google.rpc.Status`),
+/// so clients of either decode every answer the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// The JSON-RPC error envelope.
+    JsonRpc,
+    /// The HTTP+JSON binding's `google.rpc.Status`.
+    Rest,
+}
+
+/// A transport failure on the A2A surface: HTTP `status` with an error body of `framing`.
 pub fn rpc_failure(
+    framing: Framing,
     status: u16,
     kind: a2a_protocol::ErrorKind,
     message: &str,
     legacy: bool,
 ) -> Response<Body> {
-    rpc_error(status, &a2a_protocol::RpcError::new(kind, message), legacy)
+    let e = a2a_protocol::RpcError::new(kind, message);
+    rpc_error(framing, status, &e, legacy)
 }
 
 /// [`rpc_failure`] of a whole error: its `Retry-After` travels as the header too.
-pub fn rpc_error(status: u16, e: &a2a_protocol::RpcError, legacy: bool) -> Response<Body> {
-    let mut r = json(
-        status,
-        &a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, e, legacy),
-    );
+pub fn rpc_error(
+    framing: Framing,
+    status: u16,
+    e: &a2a_protocol::RpcError,
+    legacy: bool,
+) -> Response<Body> {
+    let body = match framing {
+        Framing::JsonRpc => a2a_protocol::jsonrpc::failure(&serde_json::Value::Null, e, legacy),
+        Framing::Rest => a2a_protocol::rest::error_body(status, e),
+    };
+    let mut r = json(status, &body);
     if let Some(v) = e
         .retry_after()
         .and_then(|secs| header::HeaderValue::from_str(&secs).ok())
@@ -48,6 +66,12 @@ pub fn rpc_error(status: u16, e: &a2a_protocol::RpcError, legacy: bool) -> Respo
         r.headers_mut().insert(header::RETRY_AFTER, v);
     }
     r
+}
+
+/// Whether a request asks for an SSE answer (`Accept: text/event-stream`).
+pub fn accepts_sse(headers: &http::HeaderMap) -> bool {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    a2a_protocol::methods::accepts_sse(accept)
 }
 
 /// Whether a response is an SSE stream.

@@ -2,42 +2,13 @@
 //! Sixteen clients send under load, the process is killed with SIGKILL mid-flight, and every task
 //! any client heard of is there after a restart, settled, and its message is still a retry.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-fn start(dir: &std::path::Path, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(dir)
-        .arg("--config")
-        .arg(dir.join("config.toml"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-async fn ready(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client
-        .get(format!("{base}/a2a/demo/agent-card.json"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "the server did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+mod common;
+use common::{free_port, ready, spawn_binary as start};
 
 async fn rpc(client: &reqwest::Client, base: &str, method: &str, params: Value) -> Option<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
@@ -60,8 +31,7 @@ fn message(id: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_acknowledged_task_is_lost_when_the_process_is_killed_under_load() {
     let dir = tempfile::tempdir().unwrap();
-    let cache =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache");
+    let cache = common::cache_dir();
     std::fs::write(
         dir.path().join("config.toml"),
         format!(
@@ -70,11 +40,7 @@ async fn no_acknowledged_task_is_lost_when_the_process_is_killed_under_load() {
         ),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     let mut server = start(dir.path(), port);

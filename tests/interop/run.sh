@@ -37,7 +37,8 @@ fi
 echo "== JS @a2a-js/sdk client"
 mkdir -p "$work/js"
 cp "$root/tests/interop/js/package.json" "$root/tests/interop/js/package-lock.json" "$root/tests/interop/js/"*.test.mjs "$work/js/"
-(cd "$work/js" && { [ -d node_modules/@a2a-js/sdk ] || npm ci --no-audit --no-fund --silent; } && node --test) | tee "$work/js.out"
+(cd "$work/js" && { [ -d node_modules/@a2a-js/sdk ] || npm ci --no-audit --no-fund --silent; } \
+  && node --test && A2A_EDGE_BINDING=HTTP+JSON node --test) | tee "$work/js.out"
 
 echo "== Rust a2a-cli"
 [ -x "$work/bin/a2acli" ] || cargo install -q a2a-cli --version 0.4.5 --locked --root "$work"
@@ -45,6 +46,6 @@ echo "== Rust a2a-cli"
 
 # Every step above stops the script on a failure; this line sums what actually ran.
 py=$(grep -oE '[0-9]+ passed' "$work/python.out" | grep -oE '[0-9]+' | tail -1)
-js=$(awk '/^# pass / {print $3}' "$work/js.out")
+js=$(awk '/^# pass / {n += $3} END {print n}' "$work/js.out")
 cli=$(grep -c ': ok' "$work/cli.out")
 echo "interop: $((py + js + cli)) passed, 0 failed"

@@ -143,11 +143,7 @@ impl Server {
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id.to_string());
         }
-        Events {
-            response: req.send().await.unwrap(),
-            buf: String::new(),
-            comments: 0,
-        }
+        Events::of(req.send().await.unwrap())
     }
 
     /// The `result` of a successful JSON-RPC call (panics with the body otherwise).
@@ -308,6 +304,15 @@ pub struct Events {
 }
 
 impl Events {
+    /// Reads `response` as an event stream.
+    pub fn of(response: reqwest::Response) -> Events {
+        Events {
+            response,
+            buf: String::new(),
+            comments: 0,
+        }
+    }
+
     /// The HTTP status.
     pub fn status(&self) -> u16 {
         self.response.status().as_u16()

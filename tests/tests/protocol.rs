@@ -573,7 +573,8 @@ async fn errors_of_the_json_rpc_endpoint() {
     assert_eq!(
         s.code(TCK, "CreateTaskPushNotificationConfig", json!({}))
             .await,
-        -32003
+        -32602,
+        "push is on by default: a config without url and taskId is invalid"
     );
     assert_eq!(s.code(TCK, "NoSuchMethod", json!({})).await, -32601);
     assert_eq!(s.code(TCK, "GetTask", json!({"nope": 1})).await, -32602);

@@ -1,27 +1,47 @@
 //! WASI HTTP plumbing: read a request, write a JSON answer or an SSE stream.
 
 use wasip2::http::types::{
-    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
+    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
 use wasip2::io::streams::{OutputStream, StreamError};
 
 /// A request as the handlers need it.
 pub struct Request {
+    /// The method, read only for the HTTP+JSON binding (empty otherwise).
+    pub method: String,
+    /// The path (for the HTTP+JSON binding, the part below the endpoint path).
+    pub path: String,
     pub headers: Vec<(String, Vec<u8>)>,
     pub query: String,
     pub body: Vec<u8>,
 }
 
 impl Request {
-    /// Reads headers and the whole body (the host bounded it already).
-    pub fn read(req: IncomingRequest) -> Request {
+    /// Reads headers and the whole body (the host bounded it already), and the method when
+    /// `routes_on_method` (only the HTTP+JSON binding does: a host call the hot path spares).
+    pub fn read(req: IncomingRequest, routes_on_method: bool) -> Request {
         let headers = req.headers().entries();
-        let query = req
-            .path_with_query()
-            .unwrap_or_default()
-            .split_once('?')
-            .map(|(_, q)| q.to_owned())
-            .unwrap_or_default();
+        let method = if !routes_on_method {
+            String::new()
+        } else {
+            match req.method() {
+                Method::Get => "GET".to_owned(),
+                Method::Post => "POST".to_owned(),
+                Method::Delete => "DELETE".to_owned(),
+                Method::Head => "HEAD".to_owned(),
+                Method::Put => "PUT".to_owned(),
+                Method::Patch => "PATCH".to_owned(),
+                Method::Options => "OPTIONS".to_owned(),
+                Method::Connect => "CONNECT".to_owned(),
+                Method::Trace => "TRACE".to_owned(),
+                Method::Other(m) => m,
+            }
+        };
+        let target = req.path_with_query().unwrap_or_default();
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p.to_owned(), q.to_owned()),
+            None => (target, String::new()),
+        };
         let mut body = Vec::new();
         if let Ok(incoming) = req.consume() {
             if let Ok(stream) = incoming.stream() {
@@ -34,6 +54,8 @@ impl Request {
             }
         }
         Request {
+            method,
+            path,
             headers,
             query,
             body,

@@ -5,6 +5,7 @@
 mod card;
 mod frames;
 mod http;
+mod push;
 mod rpc;
 mod send;
 mod sse;
@@ -19,10 +20,12 @@ struct Component;
 
 impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Component {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
-        let request = http::Request::read(request);
-        match request_context::route() {
+        let route = request_context::route();
+        let request = http::Request::read(request, route == Route::Rest);
+        match route {
             Route::Card => card::serve(&request, out),
-            Route::Rpc | Route::Internal => rpc::serve(&request, out),
+            Route::Rpc | Route::Internal => rpc::serve(&request, out, rpc::Binding::JsonRpc),
+            Route::Rest => rpc::serve(&request, out, rpc::Binding::Rest),
         }
     }
 }

@@ -1,33 +1,87 @@
-//! The JSON-RPC endpoint: transport checks, envelope, dispatch.
+//! The endpoint of both bindings: transport checks, the JSON-RPC envelope or the HTTP+JSON
+//! route, the one dispatch, and answers framed for the binding.
 
 use a2a_guest::server::a2a::edge::request_context;
 use a2a_protocol::methods::{self, Dispatch, Method};
-use a2a_protocol::{ErrorKind, RpcError, jsonrpc, version};
+use a2a_protocol::{ErrorKind, RpcError, jsonrpc, rest, version};
 use serde_json::Value;
 use wasip2::http::types::ResponseOutparam;
 
 use crate::http::{self, Request};
 use crate::sse::Sse;
-use crate::{send, stream, tasks};
+use crate::{push, send, stream, tasks};
 
-/// Answers one JSON-RPC request.
-pub fn serve(req: &Request, out: ResponseOutparam) {
-    let instance = request_context::instance();
-    let legacy = instance.legacy_error_codes;
-    let fail = |out, id: &Value, e: RpcError, extra: &[(&str, &str)], method: &str| {
-        request_context::record_call(method, e.kind.reason());
+/// How a request arrived, and so how its answers are framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// The JSON-RPC envelope, POSTed to the endpoint.
+    JsonRpc,
+    /// The HTTP+JSON binding's paths below the endpoint.
+    Rest,
+}
+
+/// Where the answers of one request go, framed for its binding.
+struct Reply {
+    binding: Binding,
+    /// The JSON-RPC request id (null until known, and for REST).
+    id: Value,
+    legacy: bool,
+    /// The method, for the metrics (empty until known).
+    method: String,
+}
+
+impl Reply {
+    /// An error answer, with the HTTP status its binding gives it.
+    fn fail(&self, out: ResponseOutparam, e: RpcError, extra: &[(&str, &str)]) {
+        let status = match self.binding {
+            Binding::JsonRpc => e.kind.http_status(),
+            Binding::Rest => rest::status(e.kind).0,
+        };
+        self.refuse(out, status, e, extra);
+    }
+
+    /// An error answer with `status`.
+    fn refuse(&self, out: ResponseOutparam, status: u16, e: RpcError, extra: &[(&str, &str)]) {
+        request_context::record_call(&self.method, e.kind.reason());
         let retry_after = e.retry_after();
         let mut headers = vec![("content-type", "application/json")];
         headers.extend_from_slice(extra);
         if let Some(secs) = &retry_after {
             headers.push(("retry-after", secs));
         }
-        http::respond(
-            out,
-            e.kind.http_status(),
-            &headers,
-            jsonrpc::failure(id, &e, legacy).to_string().as_bytes(),
-        );
+        let body = match self.binding {
+            Binding::JsonRpc => jsonrpc::failure(&self.id, &e, self.legacy),
+            Binding::Rest => rest::error_body(status, &e),
+        };
+        http::respond(out, status, &headers, body.to_string().as_bytes());
+    }
+
+    /// A result: in the JSON-RPC envelope, or bare.
+    fn ok(&self, out: ResponseOutparam, v: Value) {
+        request_context::record_call(&self.method, "ok");
+        let body = match self.binding {
+            Binding::JsonRpc => jsonrpc::success(&self.id, v),
+            Binding::Rest => v,
+        };
+        let headers = [("content-type", "application/json")];
+        http::respond(out, 200, &headers, body.to_string().as_bytes())
+    }
+
+    /// The request id stream events answer (none: bare events).
+    fn stream_id(&self) -> Option<Value> {
+        (self.binding == Binding::JsonRpc).then(|| self.id.clone())
+    }
+}
+
+/// Answers one request of either binding: the same checks, the one dispatcher, the same
+/// handlers; only the framing differs.
+pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
+    let instance = request_context::instance();
+    let mut reply = Reply {
+        binding,
+        id: Value::Null,
+        legacy: instance.legacy_error_codes,
+        method: String::new(),
     };
     let json_type = req.header("content-type").map(|c| {
         c.split(';')
@@ -44,7 +98,7 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
             ErrorKind::ContentTypeNotSupported,
             "send the request with Content-Type: application/json",
         );
-        return fail(out, &Value::Null, e, &[], "");
+        return reply.fail(out, e, &[]);
     }
     let asked = req
         .header("a2a-version")
@@ -57,46 +111,61 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
                 asked.unwrap_or("")
             ),
         );
-        let id = jsonrpc::parse_request(&req.body)
-            .map(|r| r.id)
-            .unwrap_or(Value::Null);
-        return fail(out, &id, e, &[("a2a-version", version::SUPPORTED)], "");
+        if binding == Binding::JsonRpc {
+            reply.id = jsonrpc::parse_request(&req.body)
+                .map(|r| r.id)
+                .unwrap_or(Value::Null);
+        }
+        return reply.fail(out, e, &[("a2a-version", version::SUPPORTED)]);
     }
-    let request = match jsonrpc::parse_request(&req.body) {
-        Ok(r) => r,
-        Err((id, e)) => return fail(out, &id, e, &[], ""),
-    };
-    let name = request.method.as_str();
-    if request.notification {
-        // JSON-RPC 2.0 forbids answering a notification; every A2A method's answer is what its
-        // caller needs (a task id at least), so a notification is not run either.
-        request_context::record_call(name, "notification");
-        return http::respond(out, 204, &[], b"");
-    }
-    let ok = |out, v: Value| {
-        request_context::record_call(name, "ok");
-        http::respond(
-            out,
-            200,
-            &[("content-type", "application/json")],
-            jsonrpc::success(&request.id, v).to_string().as_bytes(),
-        )
-    };
-    let method =
-        match methods::dispatch(&request.method, methods::accepts_sse(req.header("accept"))) {
-            Dispatch::Serve(m) => m,
-            Dispatch::Json(e) => return fail(out, &request.id, e, &[], name),
-            Dispatch::Frame(e) => {
-                request_context::record_call(name, e.kind.reason());
-                let mut sse = Sse::start(out, request.id.clone());
-                sse.error(&e, legacy);
-                return sse.end();
+    let (name, params, accepts_sse) = match binding {
+        Binding::JsonRpc => {
+            let request = match jsonrpc::parse_request(&req.body) {
+                Ok(r) => r,
+                Err((id, e)) => {
+                    reply.id = id;
+                    return reply.fail(out, e, &[]);
+                }
+            };
+            if request.notification {
+                // JSON-RPC 2.0 forbids answering a notification; every A2A method's answer is
+                // what its caller needs (a task id at least), so a notification is not run either.
+                request_context::record_call(&request.method, "notification");
+                return http::respond(out, 204, &[], b"");
             }
-        };
+            reply.id = request.id;
+            let sse = methods::accepts_sse(req.header("accept"));
+            (request.method, request.params, sse)
+        }
+        Binding::Rest => match rest::route(&req.method, &req.path, &req.query, &req.body) {
+            Ok(call) => (
+                call.method.to_owned(),
+                call.params,
+                rest::streams(&req.path),
+            ),
+            Err(rest::Unrouted {
+                error,
+                allow: Some(allow),
+            }) => return reply.refuse(out, 405, error, &[("allow", allow)]),
+            Err(unrouted) => return reply.fail(out, unrouted.error, &[]),
+        },
+    };
+    reply.method = name;
+    let name = reply.method.as_str();
+    let method = match methods::dispatch(name, accepts_sse, instance.push_notifications) {
+        Dispatch::Serve(m) => m,
+        Dispatch::Json(e) => return reply.fail(out, e, &[]),
+        Dispatch::Frame(e) => {
+            request_context::record_call(name, e.kind.reason());
+            let mut sse = Sse::start(out, reply.stream_id());
+            sse.error(&e, reply.legacy);
+            return sse.end();
+        }
+    };
     let result = match method {
-        Method::SendMessage => match send::begin(&request.params, &instance, send::Caller::Waits) {
+        Method::SendMessage => match send::begin(&params, &instance, send::Caller::Waits) {
             Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
-                ok(out, run.answer());
+                reply.ok(out, run.answer());
                 return run.drive();
             }
             Ok(send::Begin::Run(mut run)) => {
@@ -107,29 +176,32 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
             Err(e) => Err(e),
         },
         Method::SendStreamingMessage => {
-            match send::begin(&request.params, &instance, send::Caller::Streams) {
+            match send::begin(&params, &instance, send::Caller::Streams) {
                 Ok(begun) => {
                     request_context::record_call(name, "ok");
-                    return stream::send(begun, out, request.id.clone());
+                    return stream::send(begun, out, reply.stream_id());
                 }
                 Err(e) => Err(e),
             }
         }
-        Method::SubscribeToTask => match stream::open(&request.params, req.header("last-event-id"))
-        {
+        Method::SubscribeToTask => match stream::open(&params, req.header("last-event-id")) {
             Ok(sub) => {
                 request_context::record_call(name, "ok");
-                return stream::subscribe(sub, out, request.id.clone());
+                return stream::subscribe(sub, out, reply.stream_id());
             }
             Err(e) => Err(e),
         },
-        Method::GetTask => tasks::get(&request.params),
-        Method::ListTasks => tasks::list(&request.params),
-        Method::CancelTask => tasks::cancel(&request.params),
+        Method::GetTask => tasks::get(&params),
+        Method::ListTasks => tasks::list(&params),
+        Method::CancelTask => tasks::cancel(&params),
         Method::GetExtendedAgentCard => a2a_protocol::card::extended(&(&instance).into()),
+        Method::CreatePushConfig => push::create(&params),
+        Method::GetPushConfig => push::get(&params),
+        Method::ListPushConfigs => push::list(&params),
+        Method::DeletePushConfig => push::delete(&params),
     };
     match result {
-        Ok(v) => ok(out, v),
-        Err(e) => fail(out, &request.id, e, &[], name),
+        Ok(v) => reply.ok(out, v),
+        Err(e) => reply.fail(out, e, &[]),
     }
 }

@@ -109,9 +109,17 @@ pub fn begin(
         ));
     }
     let config = req.configuration.unwrap_or_default();
+    if config.task_push_notification_config.is_some() && !instance.push_notifications {
+        return Err(RpcError::new(
+            ErrorKind::PushNotificationNotSupported,
+            "push notifications are not enabled on this agent: send without taskPushNotificationConfig",
+        ));
+    }
     // Nobody hears of a new task of a caller who waits for it until it settles: the host may
-    // write it once, then.
-    let hold = caller == Caller::Waits && !config.return_immediately;
+    // write it once, then. A webhook hears of it at once.
+    let hold = caller == Caller::Waits
+        && !config.return_immediately
+        && config.task_push_notification_config.is_none();
     let modes = &config.accepted_output_modes;
     if !modes.is_empty() && !modes.iter().any(|m| m == "*/*" || m.starts_with("text/")) {
         return Err(RpcError::new(
@@ -140,6 +148,11 @@ pub fn begin(
             && let Ok((_, task)) = load_task(&record.task_id)
             && idempotency::is_retry(&message, &fingerprint, &record.fingerprint, &task)
         {
+            // A resend that carries a webhook registers it for the task it is answered with,
+            // as the first send would have.
+            if let Some(c) = config.task_push_notification_config.clone() {
+                crate::push::register(c, &task.id)?;
+            }
             return Ok(Begin::Answer(answer(task, &config)));
         }
         if instance.attachments && !admitted {
@@ -236,10 +249,17 @@ impl Start {
             Err(e) => return Ok(Err(e)),
         };
         let unwritten = hold && ex.task().status.state.is_running();
+        let push = match config.task_push_notification_config.clone() {
+            Some(c) => match crate::push::stored(c, &ex.task().id) {
+                Ok(json) => Some(json),
+                Err(e) => return Ok(Err(e)),
+            },
+            None => None,
+        };
         if hold {
             storage::hold_task(&first_row, &claim)?;
         } else {
-            storage::create_task(&first_row, Some(&claim))?;
+            storage::create_task(&first_row, Some(&claim), push.as_deref())?;
         }
         Ok(Ok(Run {
             ex,
@@ -299,6 +319,11 @@ impl Start {
                 ErrorKind::UnsupportedOperation,
                 format!("task {task_id} is still running; wait for it or cancel it"),
             )));
+        }
+        if let Some(c) = config.task_push_notification_config.clone()
+            && let Err(e) = crate::push::register(c, task_id)
+        {
+            return Ok(Err(e));
         }
         message.context_id = Some(task.context_id.clone());
         task.history.push(message.clone());

@@ -10,14 +10,16 @@ use crate::http;
 /// An open event stream.
 pub struct Sse {
     body: Option<http::Started>,
-    request_id: Value,
+    /// The JSON-RPC request the events answer; none for the HTTP+JSON binding (bare events).
+    request_id: Option<Value>,
     /// A first frame held back until something else is written (see [`Sse::hold_task`]).
     held: Option<String>,
 }
 
 impl Sse {
-    /// Sends the 200 `text/event-stream` head.
-    pub fn start(out: ResponseOutparam, request_id: Value) -> Sse {
+    /// Sends the 200 `text/event-stream` head; events answer the JSON-RPC request `request_id`,
+    /// or are bare (none).
+    pub fn start(out: ResponseOutparam, request_id: Option<Value>) -> Sse {
         let body = http::start(
             out,
             200,
@@ -50,7 +52,7 @@ impl Sse {
 
     /// A result frame whose member JSON is already serialised.
     pub fn frame(&mut self, seq: Option<u64>, member: &str, member_json: &str) {
-        let event = sse::result_event(seq, &self.request_id, member, member_json);
+        let event = sse::result_event(seq, self.request_id.as_ref(), member, member_json);
         self.write(&event);
     }
 
@@ -67,7 +69,12 @@ impl Sse {
     /// turn answers with a message alone ([`Sse::drop_held`]), so such a stream is one message frame.
     pub fn hold_task(&mut self, task: &a2a_protocol::Task) {
         let json = serde_json::to_string(task).unwrap_or_default();
-        self.held = Some(sse::result_event(None, &self.request_id, "task", &json));
+        self.held = Some(sse::result_event(
+            None,
+            self.request_id.as_ref(),
+            "task",
+            &json,
+        ));
     }
 
     /// Whether a frame is held back.
@@ -87,10 +94,19 @@ impl Sse {
         self.held = None;
     }
 
-    /// An error frame.
+    /// An error frame: a JSON-RPC failure, or a `google.rpc.Status` on the HTTP+JSON binding.
     pub fn error(&mut self, e: &RpcError, legacy: bool) {
-        let event = sse::event(None, &jsonrpc::failure(&self.request_id, e, legacy));
+        let body = match &self.request_id {
+            Some(id) => jsonrpc::failure(id, e, legacy),
+            None => a2a_protocol::rest::error_body(a2a_protocol::rest::status(e.kind).0, e),
+        };
+        let event = sse::event(None, &body);
         self.write(&event);
+    }
+
+    /// The request id as the host's hand-off takes it.
+    pub fn request_id_json(&self) -> Option<String> {
+        self.request_id.as_ref().map(Value::to_string)
     }
 
     /// A keep-alive comment.

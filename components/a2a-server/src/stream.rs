@@ -11,7 +11,7 @@ use crate::sse::Sse;
 use crate::stored;
 
 /// Streams a send: the task, its status and artifact updates, the settled task.
-pub fn send(begun: Begin, out: ResponseOutparam, request_id: Value) {
+pub fn send(begun: Begin, out: ResponseOutparam, request_id: Option<Value>) {
     let mut sse = Sse::start(out, request_id);
     match begun {
         // An idempotent resend: the original task (or message) as it stands.
@@ -75,13 +75,12 @@ pub fn open(params: &Value, last_event_id: Option<&str>) -> Result<Opened, RpcEr
 /// Streams the current snapshot, then (on reconnect) the status frames after `Last-Event-ID`,
 /// then every frame live until the task's log closes, then the settled snapshot; the live part
 /// is handed to the host.
-pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
+pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Option<Value>) {
     let Opened {
         task_id,
         sub,
         replaying,
     } = opened;
-    let id_json = request_id.to_string();
     let mut sse = Sse::start(out, request_id);
     // Read the task after opening the log: a task that settled in between shows settled here.
     match stored::load(&task_id) {
@@ -104,7 +103,7 @@ pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Value) {
         sse.frame(Some(f.seq), sse::Member::from(f.kind).name(), &f.json);
     }
     if !sub.is_closed() {
-        events::hand_off(sub, &id_json);
+        events::hand_off(sub, sse.request_id_json().as_deref());
         return sse.end();
     }
     if let Ok((_, task)) = stored::load(&task_id) {

@@ -141,6 +141,7 @@ impl From<&InstanceInfo> for card::CardInput {
                 .collect(),
             auth_required: i.auth_required,
             attachments: i.attachments,
+            push_notifications: i.push_notifications,
             provider_organization: i.provider_organization.clone(),
             provider_url: i.provider_url.clone(),
         }

@@ -33,6 +33,8 @@ pub struct CardInput {
     pub auth_required: bool,
     /// `raw` attachments are admitted.
     pub attachments: bool,
+    /// Push notifications are served (`capabilities.pushNotifications`).
+    pub push_notifications: bool,
     /// Provider organisation, if configured.
     pub provider_organization: Option<String>,
     /// Provider URL, if configured.
@@ -86,11 +88,14 @@ pub fn build(input: &CardInput) -> Value {
         "name": input.name,
         "description": input.description,
         "version": input.version,
-        "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": input.auth_required },
+        "capabilities": { "streaming": true, "pushNotifications": input.push_notifications, "extendedAgentCard": input.auth_required },
         "defaultInputModes": input_modes,
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
-        "supportedInterfaces": [{ "url": input.endpoint_url, "protocolBinding": "JSONRPC", "protocolVersion": crate::version::SUPPORTED }],
+        "supportedInterfaces": [
+            { "url": input.endpoint_url, "protocolBinding": "JSONRPC", "protocolVersion": crate::version::SUPPORTED },
+            { "url": input.endpoint_url, "protocolBinding": "HTTP+JSON", "protocolVersion": crate::version::SUPPORTED },
+        ],
     });
     if input.provider_organization.is_some() || input.provider_url.is_some() {
         card["provider"] = json!({
@@ -172,6 +177,7 @@ mod tests {
             skills: vec![],
             auth_required: false,
             attachments: false,
+            push_notifications: false,
             provider_organization: None,
             provider_url: None,
         }
@@ -187,7 +193,10 @@ mod tests {
                 "capabilities": { "streaming": true, "pushNotifications": false, "extendedAgentCard": false },
                 "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
                 "skills": [{ "id": "chat", "name": "chat", "description": "Talk with the agent.", "tags": ["chat"] }],
-                "supportedInterfaces": [{ "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }]
+                "supportedInterfaces": [
+                    { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
+                    { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" }
+                ]
             })
         );
     }

@@ -136,16 +136,21 @@ impl RpcError {
             .map(|ms| ms.div_ceil(1000).max(1).to_string())
     }
 
+    /// The `google.rpc.ErrorInfo` that names the error (JSON-RPC `data`, REST `details`).
+    pub fn error_info(&self) -> Value {
+        json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": self.kind.reason(),
+            "domain": "a2a-protocol.org",
+        })
+    }
+
     /// The JSON-RPC `error` member.
     pub fn to_json(&self, legacy: bool) -> Value {
         json!({
             "code": self.kind.code(legacy),
             "message": self.message,
-            "data": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": self.kind.reason(),
-                "domain": "a2a-protocol.org",
-            }],
+            "data": [self.error_info()],
         })
     }
 }

@@ -18,6 +18,8 @@ pub mod list;
 pub mod methods;
 pub mod prompt;
 pub mod proto_enum;
+pub mod push;
+pub mod rest;
 pub mod sse;
 pub mod state;
 pub mod time;

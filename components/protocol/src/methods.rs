@@ -19,14 +19,22 @@ pub enum Method {
     SubscribeToTask,
     /// The (same) AgentCard.
     GetExtendedAgentCard,
+    /// Register (or replace) a push-notification config of a task.
+    CreatePushConfig,
+    /// One push-notification config.
+    GetPushConfig,
+    /// A task's push-notification configs, paged.
+    ListPushConfigs,
+    /// Remove a push-notification config (idempotent).
+    DeletePushConfig,
 }
 
 /// The push-notification config methods, answered PUSH_NOTIFICATION_NOT_SUPPORTED while push is off.
-pub const PUSH_METHODS: [&str; 4] = [
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
+pub const PUSH_METHODS: [(&str, Method); 4] = [
+    ("CreateTaskPushNotificationConfig", Method::CreatePushConfig),
+    ("GetTaskPushNotificationConfig", Method::GetPushConfig),
+    ("ListTaskPushNotificationConfigs", Method::ListPushConfigs),
+    ("DeleteTaskPushNotificationConfig", Method::DeletePushConfig),
 ];
 
 /// How to answer a request.
@@ -47,8 +55,9 @@ impl Method {
     }
 }
 
-/// Decides how to answer `method` when the client does (or does not) accept `text/event-stream`.
-pub fn dispatch(method: &str, accepts_sse: bool) -> Dispatch {
+/// Decides how to answer `method` when the client does (or does not) accept `text/event-stream`,
+/// on an instance that serves push notifications (`push`) or not.
+pub fn dispatch(method: &str, accepts_sse: bool, push: bool) -> Dispatch {
     let m = match method {
         "SendMessage" => Method::SendMessage,
         "SendStreamingMessage" => Method::SendStreamingMessage,
@@ -57,18 +66,21 @@ pub fn dispatch(method: &str, accepts_sse: bool) -> Dispatch {
         "CancelTask" => Method::CancelTask,
         "SubscribeToTask" => Method::SubscribeToTask,
         "GetExtendedAgentCard" => Method::GetExtendedAgentCard,
-        m if PUSH_METHODS.contains(&m) => {
-            return Dispatch::Json(RpcError::new(
-                ErrorKind::PushNotificationNotSupported,
-                "push notifications are not supported by this agent",
-            ));
-        }
-        other => {
-            return Dispatch::Json(RpcError::new(
-                ErrorKind::MethodNotFound,
-                format!("method {other:?} does not exist"),
-            ));
-        }
+        m => match PUSH_METHODS.iter().find(|(name, _)| *name == m) {
+            Some((_, method)) if push => *method,
+            Some(_) => {
+                return Dispatch::Json(RpcError::new(
+                    ErrorKind::PushNotificationNotSupported,
+                    "push notifications are not enabled on this agent",
+                ));
+            }
+            None => {
+                return Dispatch::Json(RpcError::new(
+                    ErrorKind::MethodNotFound,
+                    format!("method {m:?} does not exist"),
+                ));
+            }
+        },
     };
     match (m.is_streaming(), accepts_sse) {
         (true, false) => Dispatch::Json(RpcError::new(
@@ -109,23 +121,26 @@ mod tests {
             ("CancelTask", Method::CancelTask),
             ("GetExtendedAgentCard", Method::GetExtendedAgentCard),
         ] {
-            assert_eq!(dispatch(name, false), Dispatch::Serve(m));
+            assert_eq!(dispatch(name, false, false), Dispatch::Serve(m));
         }
         assert_eq!(
-            dispatch("SendStreamingMessage", true),
+            dispatch("SendStreamingMessage", true, false),
             Dispatch::Serve(Method::SendStreamingMessage)
         );
         assert_eq!(
-            dispatch("SubscribeToTask", true),
+            dispatch("SubscribeToTask", true, false),
             Dispatch::Serve(Method::SubscribeToTask)
         );
-        assert_eq!(dispatch("GetTask", true), Dispatch::Serve(Method::GetTask));
+        assert_eq!(
+            dispatch("GetTask", true, false),
+            Dispatch::Serve(Method::GetTask)
+        );
     }
 
     #[test]
     fn streaming_methods_need_the_accept_header() {
         for m in ["SendStreamingMessage", "SubscribeToTask"] {
-            match dispatch(m, false) {
+            match dispatch(m, false, true) {
                 Dispatch::Json(e) => {
                     assert_eq!(e.kind, ErrorKind::MethodNotFound);
                     assert!(e.message.contains("Accept: text/event-stream"));
@@ -138,20 +153,24 @@ mod tests {
     #[test]
     fn send_message_on_the_streaming_path_is_one_error_frame() {
         assert!(
-            matches!(dispatch("SendMessage", true), Dispatch::Frame(e) if e.kind == ErrorKind::MethodNotFound)
+            matches!(dispatch("SendMessage", true, false), Dispatch::Frame(e) if e.kind == ErrorKind::MethodNotFound)
         );
     }
 
     #[test]
     fn push_and_unknown_methods() {
-        for m in PUSH_METHODS {
+        for (name, method) in PUSH_METHODS {
             assert!(
-                matches!(dispatch(m, false), Dispatch::Json(e) if e.kind == ErrorKind::PushNotificationNotSupported)
+                matches!(dispatch(name, false, false), Dispatch::Json(e) if e.kind == ErrorKind::PushNotificationNotSupported)
+            );
+            assert_eq!(dispatch(name, false, true), Dispatch::Serve(method));
+            assert!(!method.is_streaming());
+        }
+        for push in [false, true] {
+            assert!(
+                matches!(dispatch("message/send", false, push), Dispatch::Json(e) if e.kind == ErrorKind::MethodNotFound)
             );
         }
-        assert!(
-            matches!(dispatch("message/send", false), Dispatch::Json(e) if e.kind == ErrorKind::MethodNotFound)
-        );
     }
 
     #[test]

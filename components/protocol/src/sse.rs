@@ -42,15 +42,20 @@ impl Member {
 }
 
 /// A result event whose StreamResponse member (`task`, `message`, `statusUpdate`,
-/// `artifactUpdate`) is already JSON text, so it is not parsed again.
+/// `artifactUpdate`) is already JSON text, so it is not parsed again: in the JSON-RPC envelope
+/// of `request_id`, or bare (`None`: the HTTP+JSON binding's framing).
 pub fn result_event(
     id: Option<u64>,
-    request_id: &Value,
+    request_id: Option<&Value>,
     member: &str,
     member_json: &str,
 ) -> String {
-    let envelope =
-        format!(r#"{{"jsonrpc":"2.0","id":{request_id},"result":{{"{member}":{member_json}}}}}"#);
+    let envelope = match request_id {
+        Some(rid) => {
+            format!(r#"{{"jsonrpc":"2.0","id":{rid},"result":{{"{member}":{member_json}}}}}"#)
+        }
+        None => format!(r#"{{"{member}":{member_json}}}"#),
+    };
     match id {
         Some(id) => format!("id: {id}\ndata: {envelope}\n\n"),
         None => format!("data: {envelope}\n\n"),
@@ -133,7 +138,12 @@ mod tests {
 
     #[test]
     fn result_events_wrap_member_json_without_reparsing() {
-        let e = result_event(Some(3), &json!("r1"), "statusUpdate", r#"{"taskId":"t"}"#);
+        let e = result_event(
+            Some(3),
+            Some(&json!("r1")),
+            "statusUpdate",
+            r#"{"taskId":"t"}"#,
+        );
         assert_eq!(
             e,
             "id: 3\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{\"statusUpdate\":{\"taskId\":\"t\"}}}\n\n"
@@ -141,7 +151,12 @@ mod tests {
         let data = e.lines().nth(1).unwrap().strip_prefix("data: ").unwrap();
         let v: Value = serde_json::from_str(data).unwrap();
         assert_eq!(v["result"]["statusUpdate"]["taskId"], "t");
-        assert!(result_event(None, &json!(1), "task", "{}").starts_with("data: "));
+        assert!(result_event(None, Some(&json!(1)), "task", "{}").starts_with("data: "));
+        assert_eq!(
+            result_event(Some(4), None, "artifactUpdate", r#"{"taskId":"t"}"#),
+            "id: 4\ndata: {\"artifactUpdate\":{\"taskId\":\"t\"}}\n\n",
+            "the HTTP+JSON binding's events are bare StreamResponse objects"
+        );
     }
 
     #[test]

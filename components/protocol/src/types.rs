@@ -317,6 +317,13 @@ pub struct SendMessageConfiguration {
     /// Answer as soon as the task started.
     #[serde(default, alias = "return_immediately")]
     pub return_immediately: bool,
+    /// A push-notification config registered for the new task before it runs.
+    #[serde(
+        default,
+        alias = "task_push_notification_config",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub task_push_notification_config: Option<crate::push::TaskPushNotificationConfig>,
 }
 
 /// `GetTask` params.

@@ -133,6 +133,8 @@ shared_fields! {
         max_body_bytes: Bounded<1024, { 64 << 20 }>,
         /// Limits to change (the others keep their values).
         limits: Object,
+        /// Serve push notifications (default true).
+        push_notifications: Flag,
     }
     /// `inbound.create`.
     InboundCreate {

@@ -36,6 +36,9 @@ pub enum Inbound {
         /// Create it disabled.
         #[arg(long)]
         disabled: bool,
+        /// Serve push notifications (default true).
+        #[arg(long)]
+        push: Option<bool>,
     },
     /// Change an inbound instance.
     Update {
@@ -62,6 +65,9 @@ pub enum Inbound {
         /// New body limit.
         #[arg(long)]
         max_body_bytes: Option<u64>,
+        /// Serve push notifications (true or false).
+        #[arg(long)]
+        push: Option<bool>,
     },
     /// Remove an inbound instance.
     Remove {
@@ -124,6 +130,7 @@ impl Inbound {
                 preset,
                 component,
                 disabled,
+                push,
             } => Action::InboundCreate(InboundCreate {
                 name: Text(name),
                 description: Text(description),
@@ -135,6 +142,7 @@ impl Inbound {
                 component: component.map(Text),
                 max_body_bytes: None,
                 limits: None,
+                push_notifications: push.map(Flag),
             }),
             Inbound::Update {
                 id,
@@ -145,6 +153,7 @@ impl Inbound {
                 preset,
                 component,
                 max_body_bytes,
+                push,
             } => Action::InboundUpdate(InboundUpdate {
                 id: Text(id),
                 name: name.map(Text),
@@ -156,6 +165,7 @@ impl Inbound {
                 component: component.map(Text),
                 max_body_bytes: max_body_bytes.map(Bounded),
                 limits: None,
+                push_notifications: push.map(Flag),
             }),
             Inbound::Remove { id } => Action::InboundRemove(Id { id: Text(id) }),
             Inbound::Enable { id } => Action::InboundEnable(Id { id: Text(id) }),

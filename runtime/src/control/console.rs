@@ -14,7 +14,7 @@ use super::{CONTROL_BODY_LIMIT, control_peer, refusal};
 use crate::app::App;
 use crate::body::read_body;
 use crate::host::{CallNote, Invocation, Route};
-use crate::responses::{Body, holding_stream};
+use crate::responses::{Body, Framing, holding_stream};
 
 /// Runs one console request on the instance `id`.
 pub async fn rpc(app: &Arc<App>, id: Option<&str>, req: Request<Incoming>) -> Response<Body> {
@@ -49,7 +49,8 @@ pub async fn rpc(app: &Arc<App>, id: Option<&str>, req: Request<Incoming>) -> Re
         Ok(uri) => uri,
         Err(_) => return refusal(500, "the instance's endpoint path is not a valid URI"),
     };
-    let slot = match app.stream_slot(&instance, &parts.headers) {
+    let streams = crate::responses::accepts_sse(&parts.headers);
+    let slot = match app.stream_slot(&instance, streams, Framing::JsonRpc) {
         Ok(slot) => slot,
         Err(refused) => return refused,
     };

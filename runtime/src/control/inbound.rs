@@ -101,6 +101,9 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &InboundSettings) -> R
     if let Some(n) = f.max_body_bytes {
         r.limits.max_body_bytes = n.0;
     }
+    if let Some(p) = f.push_notifications {
+        r.push_notifications = p.0;
+    }
     Ok(())
 }
 
@@ -122,6 +125,7 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
         preset: instances::default_preset(&app.config),
         auth_token_env: None,
         enabled: a.enabled.is_none_or(|e| e.0),
+        push_notifications: true,
         component: instances::DEFAULT_COMPONENT.into(),
         limits: app.config.limits,
         created_at: now,

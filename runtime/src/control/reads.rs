@@ -157,6 +157,25 @@ pub async fn task(app: &App, id: Option<&str>) -> Response<Body> {
     }
 }
 
+/// `GET /a2a/api/push?id=<inbound>[&taskId=]`: the instance's push-notification configs (secrets
+/// shown only as whether they are set) with their delivery state.
+pub async fn push(app: &App, id: Option<&str>, task: Option<&str>) -> Response<Body> {
+    let Some(id) = id.filter(|i| !i.is_empty()) else {
+        return refusal(
+            400,
+            "give the instance: /a2a/api/push?id=<inbound id>[&taskId=<task id>]",
+        );
+    };
+    let task = task.filter(|t| !t.is_empty()).map(str::to_owned);
+    match app.store.push_status(id.to_owned(), task).await {
+        Ok(rows) => answer(
+            200,
+            &json!({ "configs": rows.iter().map(views::push_status).collect::<Vec<_>>() }),
+        ),
+        Err(e) => refusal(503, &format!("the store cannot read push configs: {e}")),
+    }
+}
+
 /// `GET /a2a/api/session?contextId=&serverId=`: the conversation derived from the context's
 /// tasks; 409 when the context lives on several instances and `serverId` is missing.
 pub async fn session(app: &App, context: Option<&str>, server: Option<&str>) -> Response<Body> {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::app::App;
 use crate::instances::Instance;
 use crate::records::InstanceRecord;
-use crate::store::{ContextSummary, TaskRow};
+use crate::store::{ContextSummary, PushStatus, TaskRow};
 
 /// An inbound instance as the snapshot shows it.
 pub fn inbound(app: &App, r: &InstanceRecord, assembled: Option<&Instance>) -> Value {
@@ -35,6 +35,22 @@ pub fn inbound(app: &App, r: &InstanceRecord, assembled: Option<&Instance>) -> V
         "served": assembled.is_some_and(|i| i.record.enabled),
         "createdAt": r.created_at, "updatedAt": r.updated_at,
     })
+}
+
+/// A push config as the operator sees it (never its token or credentials) and its deliveries.
+pub fn push_status(s: &PushStatus) -> Value {
+    let mut v =
+        serde_json::from_str::<a2a_protocol::push::TaskPushNotificationConfig>(&s.config.body)
+            .map(|c| c.redacted())
+            .unwrap_or_else(|_| json!({ "id": s.config.id, "taskId": s.config.task_id }));
+    v["delivered"] = json!(s.delivered);
+    v["failed"] = json!(s.failed);
+    v["pending"] = json!(s.pending);
+    v["attempts"] = json!(s.attempts);
+    v["lastStatus"] = json!(s.last_status);
+    v["lastAttemptAt"] = json!(s.last_attempt_at);
+    v["nextRetryAt"] = json!(s.next_at.filter(|_| s.attempts > 0));
+    v
 }
 
 /// A stored task as a TaskRecord: the input parts of its first message, its artifacts, the ids

@@ -79,6 +79,7 @@ fn info(instance: &Instance, s: &Services) -> InstanceInfo {
             .collect(),
         auth_required: r.auth_token_env.is_some(),
         attachments: s.attachments.enabled(),
+        push_notifications: r.push_notifications,
         provider_organization: s.provider.as_ref().map(|p| p.organization.clone()),
         provider_url: s.provider.as_ref().map(|p| p.url.clone()),
         limits: Limits {
@@ -105,6 +106,7 @@ impl ContextCtx {
         let route = match call.route {
             Route::Http(Kind::Card) => RouteKind::Card,
             Route::Http(Kind::Rpc) => RouteKind::Rpc,
+            Route::Http(Kind::Rest) => RouteKind::Rest,
             Route::Internal => RouteKind::Internal,
         };
         let peer = PeerInfo {
@@ -168,6 +170,7 @@ mod tests {
             preset: "echo".into(),
             auth_token_env: Some("A2A_INBOUND_X".into()),
             enabled: true,
+            push_notifications: true,
             component: "a2a-server".into(),
             limits: Limits::default(),
             created_at: 1,

@@ -74,7 +74,7 @@ impl Host for View<'_, EventsCtx> {
     fn hand_off(
         &mut self,
         sub: Resource<Subscription>,
-        request_id: String,
+        request_id: Option<String>,
     ) -> wasmtime::Result<()> {
         let sub = self.table.delete(sub)?;
         let c = &self.ctx;
@@ -83,7 +83,8 @@ impl Host for View<'_, EventsCtx> {
             .strip_prefix(&format!("{}/", c.instance_id))
             .unwrap_or_default()
             .to_owned();
-        let request_id = serde_json::from_str(&request_id).unwrap_or(serde_json::Value::Null);
+        let request_id =
+            request_id.map(|id| serde_json::from_str(&id).unwrap_or(serde_json::Value::Null));
         *c.hand_off.lock().unwrap() = Some(handoff::Continuation {
             sub,
             request_id,
@@ -140,7 +141,7 @@ mod tests {
     async fn logs_replay_from_a_sequence_and_stay_within_the_instance() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         store
-            .create_task(crate::store::contract::row("t", 1), None)
+            .create_task(crate::store::contract::row("t", 1), None, None)
             .await
             .unwrap();
         let hub = Arc::new(EventHub::default());

@@ -23,8 +23,8 @@ use crate::store::Store;
 pub struct Continuation {
     /// The task's log, at the point the component stopped reading.
     pub sub: Subscription,
-    /// The JSON-RPC request id the events answer.
-    pub request_id: Value,
+    /// The JSON-RPC request id the events answer (none: bare, for the HTTP+JSON binding).
+    pub request_id: Option<Value>,
     /// The task, and the instance it belongs to (for the settled snapshot).
     pub task_id: String,
     /// The instance.
@@ -94,7 +94,7 @@ async fn produce(mut c: Continuation, store: Arc<dyn Store>, tx: mpsc::Sender<By
         while let Some(f) = c.sub.try_next() {
             if !send(sse::result_event(
                 Some(f.seq),
-                &c.request_id,
+                c.request_id.as_ref(),
                 f.kind.name(),
                 &f.json,
             ))
@@ -122,7 +122,7 @@ async fn produce(mut c: Continuation, store: Arc<dyn Store>, tx: mpsc::Sender<By
     {
         send(sse::result_event(
             None,
-            &c.request_id,
+            c.request_id.as_ref(),
             sse::Member::Task.name(),
             &row.body,
         ))

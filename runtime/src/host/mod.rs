@@ -16,6 +16,7 @@ mod context;
 mod drive;
 mod events;
 mod handoff;
+mod push;
 mod sessions;
 mod settle;
 mod state;
@@ -43,7 +44,7 @@ use crate::engine::{Engine, Metered, Registry, trap_cause};
 use crate::events::EventHub;
 use crate::holds::Holds;
 use crate::instances::{Instance, RouteKind};
-use crate::responses::{Body, is_event_stream, rpc_failure};
+use crate::responses::{Body, Framing, is_event_stream, rpc_failure};
 use crate::sessions::{Sessions, Toolbox};
 use crate::store::Store as TaskStore;
 use crate::telemetry::Metrics;
@@ -63,6 +64,8 @@ pub struct Services {
     pub admission: Arc<Admission>,
     /// Stored attachments.
     pub attachments: Arc<Attachments>,
+    /// The guard of push-notification webhooks.
+    pub webhooks: Arc<crate::push::Webhooks>,
     /// Peers and open streams.
     pub activity: Arc<Activity>,
     /// Message ids reserved by the requests deciding them.
@@ -141,8 +144,13 @@ impl Host {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn failure(&self, status: u16, message: &str) -> http::Response<Body> {
+    fn failure(&self, route: Route, status: u16, message: &str) -> http::Response<Body> {
+        let framing = match route {
+            Route::Http(RouteKind::Rest) => Framing::Rest,
+            _ => Framing::JsonRpc,
+        };
         rpc_failure(
+            framing,
             status,
             a2a_protocol::ErrorKind::Internal,
             message,
@@ -158,11 +166,15 @@ impl Host {
         call: Invocation,
         req: http::Request<Full<Bytes>>,
     ) -> http::Response<Body> {
+        let (instance_id, route) = (call.instance.record.id.clone(), call.route);
         let component = &call.instance.record.component;
         let Some(component) = self.registry.get(component) else {
-            return self.failure(500, &format!("component {component:?} is not loaded"));
+            return self.failure(
+                route,
+                500,
+                &format!("component {component:?} is not loaded"),
+            );
         };
-        let instance_id = call.instance.record.id.clone();
         let card = (call.route == Route::Http(RouteKind::Card)).then(|| card_cache::Version {
             record: call.instance.record.updated_at,
             auth: call.instance.token.is_some(),
@@ -193,7 +205,7 @@ impl Host {
         })();
         let (request, out) = match incoming {
             Ok(p) => p,
-            Err(e) => return self.failure(500, &format!("cannot prepare the request: {e}")),
+            Err(e) => return self.failure(route, 500, &format!("cannot prepare the request: {e}")),
         };
         let run = Run {
             pre: component.pre.clone(),
@@ -221,7 +233,7 @@ impl Host {
                 running = None;
                 match rx.try_recv() {
                     Ok(answer) => Ok(answer),
-                    Err(_) => return self.never_answered(ended),
+                    Err(_) => return self.never_answered(route, ended),
                 }
             }
         };
@@ -243,7 +255,11 @@ impl Host {
                 if let Some(invocation) = running {
                     drive::detach(invocation);
                 }
-                return self.failure(500, &format!("the component failed the request: {code:?}"));
+                return self.failure(
+                    route,
+                    500,
+                    &format!("the component failed the request: {code:?}"),
+                );
             }
             // The outparam was dropped unset: the invocation's end says why.
             Err(_) => {
@@ -251,7 +267,7 @@ impl Host {
                     Some(invocation) => invocation.await,
                     None => Ok(Ok(())),
                 };
-                return self.never_answered(ended);
+                return self.never_answered(route, ended);
             }
         };
         let response = match running {
@@ -277,7 +293,7 @@ impl Host {
 
     /// The answer to a request whose invocation ended without one: 503 when no instance came
     /// free in time, else 500 with the cause.
-    fn never_answered(&self, ended: drive::Ended) -> http::Response<Body> {
+    fn never_answered(&self, route: Route, ended: drive::Ended) -> http::Response<Body> {
         let why = match ended {
             Ok(Err(e))
                 if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
@@ -288,6 +304,7 @@ impl Host {
                     self.services.instance_wait.as_millis(),
                 );
                 return self.failure(
+                    route,
                     503,
                     &format!(
                         "all {max} component instances stayed busy for {wait} ms; retry shortly"
@@ -305,7 +322,7 @@ impl Host {
                     .unwrap_or("(no message)")
             ),
         };
-        self.failure(500, &format!("the component failed: {why}"))
+        self.failure(route, 500, &format!("the component failed: {why}"))
     }
 }
 
@@ -392,6 +409,7 @@ pub fn test_services(data_dir: &Path) -> Services {
         sessions: Arc::new(Sessions::new(&[], None)),
         admission: Arc::default(),
         attachments: Arc::new(Attachments::new(data_dir, attachments)),
+        webhooks: Arc::new(crate::push::Webhooks::new(true, Duration::from_secs(1))),
         activity: Arc::default(),
         holds: Holds::default(),
         metrics: Arc::default(),

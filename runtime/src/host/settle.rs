@@ -126,6 +126,7 @@ mod tests {
                         ..crate::store::contract::row(id, 1)
                     },
                     None,
+                    None,
                 )
                 .await
                 .unwrap();

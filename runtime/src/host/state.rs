@@ -14,8 +14,8 @@ use wasmtime_wasi_http::{
 };
 
 use super::{
-    Invocation, Services, admission, attachments, bindings, context, events, handoff, sessions,
-    settle, storage,
+    Invocation, Services, admission, attachments, bindings, context, events, handoff, push,
+    sessions, settle, storage,
 };
 use crate::engine::{Burst, Metered, wt};
 
@@ -27,6 +27,7 @@ struct Capabilities {
     sessions: sessions::SessionsCtx,
     admission: admission::AdmissionCtx,
     attachments: attachments::AttachmentsCtx,
+    push: push::PushCtx,
 }
 
 /// The data of one request's store.
@@ -121,6 +122,11 @@ pub fn link(engine: &wasmtime::Engine) -> anyhow::Result<Linker<State>> {
         State,
         HasSelf<storage::StorageCtx>,
     >(&mut linker, |s| &mut s.caps.storage))?;
+    wt(
+        bindings::push::add_to_linker::<State, HasSelf<push::PushCtx>>(&mut linker, |s| {
+            &mut s.caps.push
+        }),
+    )?;
     wt(bindings::attachments::add_to_linker::<
         State,
         HasSelf<attachments::AttachmentsCtx>,
@@ -185,6 +191,7 @@ pub fn prepare(s: &Services, call: &Invocation, started: Instant, limits: StoreL
             holds: s.holds.clone(),
             held: Vec::new(),
             unwritten: None,
+            webhooks: s.webhooks.clone(),
         },
         events: events::EventsCtx {
             hub: s.events.clone(),
@@ -208,6 +215,11 @@ pub fn prepare(s: &Services, call: &Invocation, started: Instant, limits: StoreL
             source: call.peer.ip(),
         },
         attachments: attachments::AttachmentsCtx(s.attachments.clone()),
+        push: push::PushCtx {
+            store: s.store.clone(),
+            webhooks: s.webhooks.clone(),
+            instance_id: id.clone(),
+        },
     };
     let state = State {
         table: ResourceTable::new(),

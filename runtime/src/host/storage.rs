@@ -37,6 +37,8 @@ pub struct StorageCtx {
     pub held: Vec<Hold>,
     /// The task of `hold-task`, until it settles.
     pub unwritten: Option<(store::TaskRow, store::MessageClaim)>,
+    /// The guard of the webhooks of push configs registered with a new task.
+    pub webhooks: Arc<crate::push::Webhooks>,
 }
 
 impl StorageCtx {
@@ -45,9 +47,10 @@ impl StorageCtx {
         &mut self,
         row: store::TaskRow,
         claim: Option<store::MessageClaim>,
+        push: Option<store::PushConfig>,
     ) -> Result<(), StoreError> {
         let write = Write::of(&row, claim.as_ref());
-        self.store.create_task(row, claim).await?;
+        self.store.create_task(row, claim, push).await?;
         self.activity.task_created(&self.peer_id, &write.id);
         self.touched(write.context.clone());
         self.wrote(write, 1);
@@ -123,9 +126,25 @@ impl Host for StorageCtx {
         &mut self,
         row: TaskRow,
         claim: Option<MessageClaim>,
+        push_config: Option<String>,
     ) -> wasmtime::Result<Result<(), StoreError>> {
         let row = row.stored(&self.instance_id, &self.peer_id);
-        Ok(self.create(row, claim.map(Into::into)).await)
+        let push = match push_config {
+            Some(json) => {
+                match super::push::admitted(&self.webhooks, &self.instance_id, &json).await {
+                    Ok(c) if c.task_id == row.id => Some(c),
+                    Ok(c) => {
+                        return Ok(Err(StoreError::Invalid(format!(
+                            "the push config names task {}, not {}",
+                            c.task_id, row.id
+                        ))));
+                    }
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            None => None,
+        };
+        Ok(self.create(row, claim.map(Into::into), push).await)
     }
 
     async fn hold_task(
@@ -135,7 +154,7 @@ impl Host for StorageCtx {
     ) -> wasmtime::Result<Result<(), StoreError>> {
         let row = row.stored(&self.instance_id, &self.peer_id);
         if !row.state.is_running() {
-            return Ok(self.create(row, Some(claim.into())).await);
+            return Ok(self.create(row, Some(claim.into()), None).await);
         }
         if self.unwritten.is_some() {
             return Ok(Err(StoreError::Invalid(
@@ -165,7 +184,7 @@ impl Host for StorageCtx {
                 return Ok(Ok(1));
             }
             let (_, claim) = self.unwritten.take().expect("matched above");
-            return Ok(self.create(row, Some(claim)).await.map(|()| 1));
+            return Ok(self.create(row, Some(claim), None).await.map(|()| 1));
         }
         let claim = claim.map(Into::into);
         let write = Write::of(&row, claim.as_ref());
@@ -252,6 +271,10 @@ mod tests {
             holds: Holds::default(),
             held: Vec::new(),
             unwritten: None,
+            webhooks: Arc::new(crate::push::Webhooks::new(
+                false,
+                std::time::Duration::from_secs(1),
+            )),
         }
     }
 
@@ -274,7 +297,7 @@ mod tests {
     async fn writes_compare_and_swap_and_are_scoped_to_the_instance() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let (mut mine, mut theirs) = (ctx(store.clone(), "i"), ctx(store.clone(), "j"));
-        mine.create_task(row("t", WitState::Working, 1), None)
+        mine.create_task(row("t", WitState::Working, 1), None, None)
             .await
             .unwrap()
             .unwrap();
@@ -332,7 +355,7 @@ mod tests {
                 replaces,
             })
         };
-        c.create_task(row("a", WitState::Working, 1), claim(None))
+        c.create_task(row("a", WitState::Working, 1), claim(None), None)
             .await
             .unwrap()
             .unwrap();
@@ -343,7 +366,7 @@ mod tests {
             .expect("the claim is recorded");
         assert_eq!(recorded.task_id, "a");
         match c
-            .create_task(row("b", WitState::Working, 1), claim(None))
+            .create_task(row("b", WitState::Working, 1), claim(None), None)
             .await
             .unwrap()
         {
@@ -354,7 +377,7 @@ mod tests {
             c.get_task("b".into()).await.unwrap().is_none(),
             "the losing write wrote nothing"
         );
-        c.create_task(row("b", WitState::Working, 1), claim(Some(recorded)))
+        c.create_task(row("b", WitState::Working, 1), claim(Some(recorded)), None)
             .await
             .unwrap()
             .unwrap();
@@ -369,13 +392,13 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let mut c = ctx(store.clone(), "i");
         for i in 0..3 {
-            c.create_task(row(&format!("t{i}"), WitState::Working, 1), None)
+            c.create_task(row(&format!("t{i}"), WitState::Working, 1), None, None)
                 .await
                 .unwrap()
                 .unwrap();
         }
         ctx(store, "j")
-            .create_task(row("other", WitState::Working, 1), None)
+            .create_task(row("other", WitState::Working, 1), None, None)
             .await
             .unwrap()
             .unwrap();

@@ -23,6 +23,8 @@ pub struct Reach {
     pub trusted_host: Option<String>,
     /// The connection allows private addresses for every host.
     pub allow_private: bool,
+    /// What allows internal addresses, for the refusal (e.g. `set allowPrivate on the connection`).
+    pub allow_with: &'static str,
 }
 
 /// Addresses no outbound request may reach: link-local (169.254.0.0/16 with the cloud metadata
@@ -81,8 +83,9 @@ impl Reach {
             }
             if is_internal(a.ip()) && !trusted && !self.allow_private {
                 return Err(format!(
-                    "{host} resolves to the internal address {}: only the card URL's own host may be internal (set allowPrivate on the connection to allow it)",
-                    a.ip()
+                    "{host} resolves to the internal address {}: {}",
+                    a.ip(),
+                    self.allow_with
                 ));
             }
         }
@@ -119,29 +122,32 @@ pub async fn resolve(
     timeout: Duration,
 ) -> Result<Vec<SocketAddr>, Error> {
     let (host, port) = host_port(uri).ok_or(Error::HttpRequestUriInvalid)?;
-    let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => {
-            match tokio::time::timeout(timeout, tokio::net::lookup_host((host.as_str(), port)))
-                .await
-            {
-                Ok(Ok(found)) => found.collect(),
-                Ok(Err(e)) => {
-                    return Err(Error::DnsError {
-                        rcode: Some(e.to_string()),
-                        info_code: None,
-                    });
-                }
-                Err(_) => return Err(Error::DnsTimeout),
-            }
-        }
-    };
-    if addrs.is_empty() {
-        return Err(Error::DestinationNotFound);
-    }
+    let addrs = lookup(&host, port, timeout).await?;
     if let Err(why) = reach.check(&host, &addrs) {
         tracing::warn!(uri = %uri, %why, "refused an outbound request");
         return Err(Error::DestinationIpProhibited);
+    }
+    Ok(addrs)
+}
+
+/// The addresses of `host` (an IP address stands for itself), within `timeout`.
+pub async fn lookup(host: &str, port: u16, timeout: Duration) -> Result<Vec<SocketAddr>, Error> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let addrs: Vec<SocketAddr> =
+        match tokio::time::timeout(timeout, tokio::net::lookup_host((host, port))).await {
+            Ok(Ok(found)) => found.collect(),
+            Ok(Err(e)) => {
+                return Err(Error::DnsError {
+                    rcode: Some(e.to_string()),
+                    info_code: None,
+                });
+            }
+            Err(_) => return Err(Error::DnsTimeout),
+        };
+    if addrs.is_empty() {
+        return Err(Error::DestinationNotFound);
     }
     Ok(addrs)
 }
@@ -292,6 +298,7 @@ mod tests {
         let reach = Reach {
             trusted_host: Some("card.local".into()),
             allow_private: false,
+            allow_with: "set allowPrivate",
         };
         assert!(
             reach.check("card.local", &addr("127.0.0.1")).is_ok(),
@@ -319,6 +326,7 @@ mod tests {
         let open = Reach {
             trusted_host: None,
             allow_private: true,
+            allow_with: "",
         };
         assert!(open.check("any", &addr("192.168.0.9")).is_ok());
         assert!(open.check("any", &addr("169.254.169.254")).is_err());

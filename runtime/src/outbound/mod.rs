@@ -80,6 +80,7 @@ fn reach(card_url: &str, allow_private: bool) -> egress::Reach {
     egress::Reach {
         trusted_host,
         allow_private,
+        allow_with: "only the card URL's own host may be internal (set allowPrivate on the connection to allow it)",
     }
 }
 

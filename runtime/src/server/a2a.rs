@@ -13,7 +13,7 @@ use crate::app::App;
 use crate::body::read_body;
 use crate::host::{CallNote, Invocation, Route};
 use crate::instances::{Instance, RouteKind};
-use crate::responses::{Body, holding_stream, rpc_failure};
+use crate::responses::{Body, Framing, accepts_sse, holding_stream, rpc_failure};
 
 /// A request to an instance's card or JSON-RPC endpoint: routing, auth and the body limit before
 /// its component runs; the instance id, for the log.
@@ -23,12 +23,14 @@ pub async fn request(
     req: Request<Incoming>,
     note: &CallNote,
 ) -> (Response<Body>, Option<String>) {
-    let legacy = app.config.protocol.legacy_error_codes;
     let path = req.uri().path();
     let Some((instance, kind)) = app.routes().resolve(path) else {
         let message =
             format!("no agent at {path}; the control API lists the instances and their card URLs");
-        return (invalid(404, &message, legacy), None);
+        return (
+            Refusals::of(app, RouteKind::Rpc).invalid(404, &message),
+            None,
+        );
     };
     let id = Some(instance.record.id.clone());
     match serve(app, instance, kind, peer, req, note).await {
@@ -36,9 +38,50 @@ pub async fn request(
     }
 }
 
-/// An INVALID_REQUEST failure with `status`.
-fn invalid(status: u16, message: &str, legacy: bool) -> Response<Body> {
-    rpc_failure(status, ErrorKind::InvalidRequest, message, legacy)
+/// How one request's refusals are framed: as its binding answers errors.
+#[derive(Clone, Copy)]
+struct Refusals {
+    framing: Framing,
+    legacy: bool,
+}
+
+impl Refusals {
+    fn of(app: &App, kind: RouteKind) -> Refusals {
+        let framing = match kind {
+            RouteKind::Rest => Framing::Rest,
+            RouteKind::Card | RouteKind::Rpc => Framing::JsonRpc,
+        };
+        let legacy = app.config.protocol.legacy_error_codes;
+        Refusals { framing, legacy }
+    }
+
+    /// An INVALID_REQUEST failure with `status`.
+    fn invalid(self, status: u16, message: &str) -> Response<Body> {
+        rpc_failure(
+            self.framing,
+            status,
+            ErrorKind::InvalidRequest,
+            message,
+            self.legacy,
+        )
+    }
+
+    /// HTTP 401 with `WWW-Authenticate: Bearer` and an UNAUTHORIZED body.
+    fn unauthorized(self) -> Response<Body> {
+        let message = "missing or invalid bearer token: send Authorization: Bearer <token>";
+        let mut r = rpc_failure(
+            self.framing,
+            401,
+            ErrorKind::Unauthorized,
+            message,
+            self.legacy,
+        );
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        r
+    }
 }
 
 /// Serves a routed request; `Err` is a refusal before the component ran.
@@ -50,10 +93,10 @@ async fn serve(
     req: Request<Incoming>,
     note: &CallNote,
 ) -> Result<Response<Body>, Response<Body>> {
-    let legacy = app.config.protocol.legacy_error_codes;
-    check_method(kind, req.method(), legacy)?;
-    if kind == RouteKind::Rpc {
-        authenticate(app, &instance, req.headers(), legacy)?;
+    let refuse = Refusals::of(app, kind);
+    check_method(kind, req.method(), refuse)?;
+    if kind != RouteKind::Card {
+        authenticate(app, &instance, req.headers(), refuse)?;
         let agent = req
             .headers()
             .get(header::USER_AGENT)
@@ -66,13 +109,19 @@ async fn serve(
     let limit = instance.record.limits.max_body_bytes;
     let (mut parts, body) = read_body(req, limit, &app.config.runtime)
         .await
-        .map_err(|(status, message)| invalid(status, &message, legacy))?;
+        .map_err(|(status, message)| refuse.invalid(status, &message))?;
     // Components never see the caller's credentials.
     parts.headers.remove(header::AUTHORIZATION);
-    let slot = match kind {
-        RouteKind::Rpc => app.stream_slot(&instance, &parts.headers)?,
-        RouteKind::Card => None,
+    if kind == RouteKind::Rest {
+        parts.uri = below(&parts.uri, &instance.record.endpoint_path)
+            .map_err(|e| refuse.invalid(400, &e))?;
+    }
+    let streams = match kind {
+        RouteKind::Rpc => accepts_sse(&parts.headers),
+        RouteKind::Rest => a2a_protocol::rest::streams(parts.uri.path()),
+        RouteKind::Card => false,
     };
+    let slot = app.stream_slot(&instance, streams, refuse.framing)?;
     let req = Request::from_parts(parts, Full::new(body));
     let call = Invocation {
         instance,
@@ -84,20 +133,33 @@ async fn serve(
     Ok(holding_stream(response, slot))
 }
 
+/// The request target below `endpoint` (what the HTTP+JSON binding routes on), query kept.
+fn below(uri: &http::Uri, endpoint: &str) -> Result<http::Uri, String> {
+    let path = uri.path().strip_prefix(endpoint).unwrap_or("/");
+    let target = match uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_owned(),
+    };
+    target
+        .parse()
+        .map_err(|e| format!("the request target is not valid: {e}"))
+}
+
 /// The card answers GET and HEAD, the JSON-RPC endpoint POST; anything else is a 405.
-fn check_method(kind: RouteKind, method: &Method, legacy: bool) -> Result<(), Response<Body>> {
+fn check_method(kind: RouteKind, method: &Method, refuse: Refusals) -> Result<(), Response<Body>> {
     let (allowed, allow) = match kind {
         RouteKind::Card => ([Method::GET, Method::HEAD].contains(method), "GET, HEAD"),
         RouteKind::Rpc => (method == Method::POST, "POST"),
+        // The binding says which method each of its paths takes; these are all it uses.
+        RouteKind::Rest => (
+            [Method::GET, Method::POST, Method::DELETE].contains(method),
+            "GET, POST, DELETE",
+        ),
     };
     if allowed {
         return Ok(());
     }
-    let mut r = invalid(
-        405,
-        &format!("{method} is not allowed here; use {allow}"),
-        legacy,
-    );
+    let mut r = refuse.invalid(405, &format!("{method} is not allowed here; use {allow}"));
     r.headers_mut()
         .insert(header::ALLOW, header::HeaderValue::from_static(allow));
     Err(r)
@@ -109,16 +171,12 @@ fn authenticate(
     app: &App,
     instance: &Instance,
     headers: &header::HeaderMap,
-    legacy: bool,
+    refuse: Refusals,
 ) -> Result<(), Response<Body>> {
     let mut presented = headers.get_all(header::AUTHORIZATION).iter();
     let first = presented.next();
     if presented.next().is_some() {
-        return Err(invalid(
-            400,
-            "send one Authorization header, not several",
-            legacy,
-        ));
+        return Err(refuse.invalid(400, "send one Authorization header, not several"));
     }
     if instance.record.auth_token_env.is_none() {
         return Ok(());
@@ -132,20 +190,5 @@ fn authenticate(
         return Ok(());
     }
     app.services().metrics.rejection("auth");
-    Err(unauthorized(legacy))
-}
-
-/// HTTP 401 with `WWW-Authenticate: Bearer` and a JSON-RPC UNAUTHORIZED body.
-fn unauthorized(legacy: bool) -> Response<Body> {
-    let mut r = rpc_failure(
-        401,
-        ErrorKind::Unauthorized,
-        "missing or invalid bearer token: send Authorization: Bearer <token>",
-        legacy,
-    );
-    r.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer"),
-    );
-    r
+    Err(refuse.unauthorized())
 }

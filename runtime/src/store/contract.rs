@@ -29,6 +29,7 @@ pub async fn check(s: &dyn Store) {
     cursor_pages_cover_everything_newest_first(s).await;
     unsettled_tasks_fail_on_recovery(s).await;
     records_and_counts(s).await;
+    push_configs_queue_every_write_in_order(s).await;
 }
 
 async fn message_claims_compare_and_swap(s: &dyn Store) {
@@ -44,13 +45,13 @@ async fn message_claims_compare_and_swap(s: &dyn Store) {
         task_id: "t1".into(),
         fingerprint: "f1".into(),
     };
-    s.create_task(row("t1", 1), claim("f1", None))
+    s.create_task(row("t1", 1), claim("f1", None), None)
         .await
         .unwrap();
     assert_eq!(find().await.unwrap(), Some(t1.clone()));
     // A writer that saw nothing loses to the one that claimed first, and writes nothing.
     let dup = s
-        .create_task(row("t2", 2), claim("f1", None))
+        .create_task(row("t2", 2), claim("f1", None), None)
         .await
         .unwrap_err();
     assert_eq!(dup, StoreError::DuplicateMessage(t1.clone()));
@@ -59,7 +60,7 @@ async fn message_claims_compare_and_swap(s: &dyn Store) {
         "a refused create writes nothing"
     );
     // One that saw the current record replaces it (a new message reusing the id).
-    s.create_task(row("t2", 2), claim("f2", Some(t1.clone())))
+    s.create_task(row("t2", 2), claim("f2", Some(t1.clone())), None)
         .await
         .unwrap();
     let t2 = MessageRecord {
@@ -93,7 +94,7 @@ async fn message_claims_compare_and_swap(s: &dyn Store) {
     );
     assert!(
         matches!(
-            s.create_task(row("t1", 3), None).await,
+            s.create_task(row("t1", 3), None, None).await,
             Err(StoreError::Invalid(_))
         ),
         "ids are unique"
@@ -101,7 +102,7 @@ async fn message_claims_compare_and_swap(s: &dyn Store) {
 }
 
 async fn updates_compare_and_swap(s: &dyn Store) {
-    s.create_task(row("u", 1), None).await.unwrap();
+    s.create_task(row("u", 1), None, None).await.unwrap();
     let mut r = row("u", 2);
     r.state = TaskState::Working;
     assert_eq!(s.update_task(r.clone(), 1, None).await.unwrap(), 2);
@@ -129,7 +130,7 @@ async fn cursor_pages_cover_everything_newest_first(s: &dyn Store) {
         r
     };
     for i in 0..7 {
-        s.create_task(context(row(&format!("p{i}"), 100 + i / 2)), None)
+        s.create_task(context(row(&format!("p{i}"), 100 + i / 2)), None, None)
             .await
             .unwrap();
     }
@@ -195,7 +196,7 @@ async fn unsettled_tasks_fail_on_recovery(s: &dyn Store) {
         .filter(|(_, st, _)| st.is_running())
         .map(|(_, _, n)| n)
         .sum::<u64>();
-    s.create_task(row("r", 1), None).await.unwrap();
+    s.create_task(row("r", 1), None, None).await.unwrap();
     assert_eq!(
         s.fail_unsettled(5, "interrupted by runtime restart".into())
             .await
@@ -261,4 +262,157 @@ async fn records_and_counts(s: &dyn Store) {
     s.delete_connection("c1".into()).await.unwrap();
     assert!(s.connections().await.unwrap().is_empty());
     s.flush().await.unwrap();
+}
+
+async fn push_configs_queue_every_write_in_order(s: &dyn Store) {
+    let config = |task: &str, id: &str| PushConfig {
+        instance_id: "i".into(),
+        task_id: task.into(),
+        id: id.into(),
+        body: format!(r#"{{"id":"{id}","taskId":"{task}","url":"http://h/{id}"}}"#),
+    };
+    let mut nowhere = config("nowhere", "a");
+    assert_eq!(
+        s.put_push_config(nowhere.clone()).await,
+        Err(StoreError::NotFound),
+        "a config needs a task of its instance"
+    );
+    s.create_task(row("p", 10), None, Some(config("p", "a")))
+        .await
+        .unwrap();
+    nowhere.instance_id = "j".into();
+    nowhere.task_id = "p".into();
+    assert_eq!(s.put_push_config(nowhere).await, Err(StoreError::NotFound));
+    s.put_push_config(config("p", "b")).await.unwrap();
+    let mut replaced = config("p", "a");
+    replaced.body = replaced.body.replace("/a", "/a2");
+    s.put_push_config(replaced.clone()).await.unwrap();
+    assert_eq!(
+        s.push_configs("i".into(), "p".into()).await.unwrap(),
+        [replaced, config("p", "b")],
+        "oldest first; a replaced config keeps its place"
+    );
+    for i in 2..a2a_protocol::push::MAX_PER_TASK {
+        s.put_push_config(config("p", &format!("x{i}")))
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        s.put_push_config(config("p", "one-too-many")).await,
+        Err(StoreError::Invalid(_))
+    ));
+    for i in 2..a2a_protocol::push::MAX_PER_TASK {
+        s.delete_push_config("i".into(), "p".into(), format!("x{i}"))
+            .await
+            .unwrap();
+    }
+    let due = s.due_deliveries(10, 10).await.unwrap();
+    assert_eq!(
+        due.due
+            .iter()
+            .map(|d| d.config.id.as_str())
+            .collect::<Vec<_>>(),
+        ["a"],
+        "the creating write is queued for the inline config only: {due:?}"
+    );
+    let mut working = row("p", 20);
+    working.state = TaskState::Working;
+    s.update_task(working.clone(), 1, None).await.unwrap();
+    let mut done = row("p", 30);
+    done.state = TaskState::Completed;
+    s.update_task(done, 2, None).await.unwrap();
+    let due = s.due_deliveries(30, 10).await.unwrap();
+    assert_eq!(due.pending, 5, "a: 3 writes, b: 2");
+    let heads: Vec<_> = due
+        .due
+        .iter()
+        .map(|d| (d.config.id.as_str(), d.created_at))
+        .collect();
+    assert_eq!(heads, [("a", 10), ("b", 20)], "one head per config");
+    let a = &due.due[0];
+    assert!(a.payload.starts_with(r#"{"task":"#), "{}", a.payload);
+    s.attempted(
+        a.seq,
+        31,
+        Attempt::Retry {
+            next_at: 100,
+            error: "HTTP 503".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let later = s.due_deliveries(40, 10).await.unwrap();
+    assert_eq!(
+        later
+            .due
+            .iter()
+            .map(|d| d.config.id.as_str())
+            .collect::<Vec<_>>(),
+        ["b"],
+        "a waits for its retry, and its later writes wait behind it"
+    );
+    assert_eq!(later.next_at, Some(100));
+    let retried = s.due_deliveries(100, 10).await.unwrap();
+    assert_eq!((retried.due[0].seq, retried.due[0].attempts), (a.seq, 1));
+    s.attempted(a.seq, 101, Attempt::Delivered(200))
+        .await
+        .unwrap();
+    let b = s.due_deliveries(100, 10).await.unwrap().due[1].seq;
+    s.attempted(b, 102, Attempt::GaveUp("too old".into()))
+        .await
+        .unwrap();
+    let status = s.push_status("i".into(), Some("p".into())).await.unwrap();
+    let a = &status[0];
+    assert_eq!(
+        (a.delivered, a.failed, a.pending, a.last_status.as_deref()),
+        (1, 0, 2, Some("200"))
+    );
+    let b = &status[1];
+    assert_eq!(
+        (b.delivered, b.failed, b.pending, b.last_status.as_deref()),
+        (0, 1, 1, Some("too old"))
+    );
+    s.delete_push_config("i".into(), "p".into(), "a".into())
+        .await
+        .unwrap();
+    s.delete_push_config("i".into(), "p".into(), "a".into())
+        .await
+        .unwrap();
+    assert_eq!(s.due_deliveries(200, 10).await.unwrap().pending, 1);
+    assert_eq!(
+        s.push_configs("i".into(), "p".into()).await.unwrap().len(),
+        1
+    );
+    outbox_is_bounded_per_config(s).await;
+}
+
+/// A config whose receiver is down keeps its head and the newest notifications, at most
+/// [`MAX_WAITING`].
+async fn outbox_is_bounded_per_config(s: &dyn Store) {
+    let mut r = row("flood", 1);
+    r.state = TaskState::Working;
+    let config = PushConfig {
+        instance_id: "i".into(),
+        task_id: "flood".into(),
+        id: "f".into(),
+        body: r#"{"id":"f","taskId":"flood","url":"http://h/f"}"#.into(),
+    };
+    s.create_task(r.clone(), None, Some(config)).await.unwrap();
+    let writes = MAX_WAITING + 5;
+    for v in 1..writes {
+        r.updated_at = 1 + v;
+        s.update_task(r.clone(), v, None).await.unwrap();
+    }
+    let status = s
+        .push_status("i".into(), Some("flood".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status[0].pending, status[0].failed),
+        (MAX_WAITING, writes - MAX_WAITING)
+    );
+    assert_eq!(status[0].last_status.as_deref(), Some(OVERFLOW));
+    let due = s.due_deliveries(10_000, 10).await.unwrap().due;
+    let head = due.iter().find(|d| d.config.task_id == "flood").unwrap();
+    assert_eq!(head.created_at, 1, "the head stays");
 }

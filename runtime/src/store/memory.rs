@@ -12,6 +12,7 @@ use super::*;
 #[derive(Default)]
 pub struct MemoryStore {
     data: Mutex<Data>,
+    signal: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Default)]
@@ -20,6 +21,80 @@ struct Data {
     messages: BTreeMap<(String, String), MessageRecord>,
     instances: BTreeMap<String, InstanceRecord>,
     connections: BTreeMap<String, ConnectionRecord>,
+    /// Push configs in creation order, with their delivery state.
+    push: Vec<PushStatus>,
+    /// Waiting notifications and when each is tried next, in outbox order.
+    outbox: Vec<(Delivery, u64)>,
+    seq: u64,
+}
+
+impl Data {
+    /// Queues a notification of `row` for each of its task's configs.
+    fn notify(&mut self, row: &TaskRow) {
+        for p in self
+            .push
+            .iter()
+            .filter(|p| (&p.config.instance_id, &p.config.task_id) == (&row.instance_id, &row.id))
+        {
+            self.seq += 1;
+            let d = Delivery {
+                seq: self.seq,
+                config: p.config.clone(),
+                payload: a2a_protocol::push::payload(&row.body),
+                created_at: row.updated_at,
+                attempts: 0,
+            };
+            self.outbox.push((d, row.updated_at));
+        }
+        for p in self.push.iter_mut() {
+            let waiting: Vec<usize> = (0..self.outbox.len())
+                .filter(|i| same(&self.outbox[*i].0.config, &p.config))
+                .collect();
+            if waiting.len() as u64 > MAX_WAITING {
+                self.outbox.remove(waiting[1]);
+                (p.failed, p.last_status) = (p.failed + 1, Some(OVERFLOW.into()));
+            }
+        }
+    }
+
+    /// The outbox entries of a config.
+    fn waiting<'a>(&'a self, c: &'a PushConfig) -> impl Iterator<Item = &'a (Delivery, u64)> {
+        self.outbox.iter().filter(move |(d, _)| same(&d.config, c))
+    }
+
+    fn put_push(&mut self, config: PushConfig) -> Result<(), StoreError> {
+        self.tasks
+            .get(&config.task_id)
+            .filter(|t| t.instance_id == config.instance_id)
+            .ok_or(StoreError::NotFound)?;
+        if let Some(p) = self.push.iter_mut().find(|p| same(&p.config, &config)) {
+            p.config = config;
+            return Ok(());
+        }
+        let max = a2a_protocol::push::MAX_PER_TASK;
+        let of_task = |p: &&PushStatus| {
+            (&p.config.instance_id, &p.config.task_id) == (&config.instance_id, &config.task_id)
+        };
+        if self.push.iter().filter(of_task).count() >= max {
+            return Err(StoreError::Invalid(format!("{max} configs already")));
+        }
+        self.push.push(PushStatus {
+            config,
+            delivered: 0,
+            failed: 0,
+            pending: 0,
+            attempts: 0,
+            last_status: None,
+            last_attempt_at: None,
+            next_at: None,
+        });
+        Ok(())
+    }
+}
+
+/// The same config (instance, task and id).
+fn same(a: &PushConfig, b: &PushConfig) -> bool {
+    (&a.instance_id, &a.task_id, &a.id) == (&b.instance_id, &b.task_id, &b.id)
 }
 
 impl Data {
@@ -77,12 +152,23 @@ impl Data {
 
 impl MemoryStore {
     fn with<T>(&self, f: impl FnOnce(&mut Data) -> Result<T, StoreError>) -> Pending<T> {
-        Pending::ready(f(&mut self.data.lock().unwrap()))
+        let mut data = self.data.lock().unwrap();
+        let before = (data.seq, data.outbox.len());
+        let result = f(&mut data);
+        if (data.seq, data.outbox.len()) != before {
+            self.signal.notify_one();
+        }
+        Pending::ready(result)
     }
 }
 
 impl Store for MemoryStore {
-    fn create_task(&self, row: TaskRow, claim: Option<MessageClaim>) -> Pending<()> {
+    fn create_task(
+        &self,
+        row: TaskRow,
+        claim: Option<MessageClaim>,
+        push: Option<PushConfig>,
+    ) -> Pending<()> {
         self.with(|d| {
             if let Some(c) = &claim {
                 d.check_claim(&row.instance_id, c)?;
@@ -96,8 +182,12 @@ impl Store for MemoryStore {
             if let Some(c) = &claim {
                 d.record_claim(&row.instance_id, c, &row.id);
             }
-            d.tasks
-                .insert(row.id.clone(), TaskRow { version: 1, ..row });
+            let row = TaskRow { version: 1, ..row };
+            d.tasks.insert(row.id.clone(), row.clone());
+            if let Some(config) = push {
+                d.put_push(config)?;
+            }
+            d.notify(&row);
             Ok(())
         })
     }
@@ -124,17 +214,123 @@ impl Store for MemoryStore {
             if let Some(c) = &claim {
                 d.record_claim(&row.instance_id, c, &row.id);
             }
-            d.tasks.insert(
-                row.id.clone(),
-                TaskRow {
-                    version: expected + 1,
-                    created_at,
-                    peer_id,
-                    ..row
-                },
-            );
+            let row = TaskRow {
+                version: expected + 1,
+                created_at,
+                peer_id,
+                ..row
+            };
+            d.tasks.insert(row.id.clone(), row.clone());
+            d.notify(&row);
             Ok(expected + 1)
         })
+    }
+
+    fn put_push_config(&self, config: PushConfig) -> Pending<()> {
+        self.with(|d| d.put_push(config))
+    }
+
+    fn delete_push_config(&self, instance_id: String, task_id: String, id: String) -> Pending<()> {
+        self.with(|d| {
+            let key = PushConfig {
+                instance_id,
+                task_id,
+                id,
+                body: String::new(),
+            };
+            d.push.retain(|p| !same(&p.config, &key));
+            d.outbox.retain(|(o, _)| !same(&o.config, &key));
+            Ok(())
+        })
+    }
+
+    fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>> {
+        self.with(|d| {
+            Ok(d.push
+                .iter()
+                .filter(|p| p.config.instance_id == instance_id && p.config.task_id == task_id)
+                .map(|p| p.config.clone())
+                .collect())
+        })
+    }
+
+    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
+        self.with(|d| {
+            let heads: Vec<&(Delivery, u64)> = d
+                .push
+                .iter()
+                .filter_map(|p| d.waiting(&p.config).next())
+                .collect();
+            let mut due: Vec<Delivery> = heads
+                .iter()
+                .filter(|(_, at)| *at <= now)
+                .map(|(o, _)| o.clone())
+                .collect();
+            due.sort_by_key(|o| o.seq);
+            due.truncate(limit as usize);
+            Ok(DueDeliveries {
+                due,
+                next_at: heads.iter().map(|(_, at)| *at).filter(|at| *at > now).min(),
+                pending: d.outbox.len() as u64,
+            })
+        })
+    }
+
+    fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()> {
+        self.with(|d| {
+            let Some(i) = d.outbox.iter().position(|(o, _)| o.seq == seq) else {
+                return Ok(());
+            };
+            let config = d.outbox[i].0.config.clone();
+            let status = d.push.iter_mut().find(|p| same(&p.config, &config));
+            let status = status.ok_or(StoreError::NotFound)?;
+            status.last_attempt_at = Some(now);
+            match attempt {
+                Attempt::Delivered(code) => {
+                    (status.delivered, status.last_status) =
+                        (status.delivered + 1, Some(code.to_string()));
+                    d.outbox.remove(i);
+                }
+                Attempt::GaveUp(error) => {
+                    (status.failed, status.last_status) = (status.failed + 1, Some(error));
+                    d.outbox.remove(i);
+                }
+                Attempt::Retry { next_at, error } => {
+                    status.last_status = Some(error);
+                    let (o, at) = &mut d.outbox[i];
+                    (o.attempts, *at) = (o.attempts + 1, next_at);
+                }
+            }
+            d.seq += 1;
+            Ok(())
+        })
+    }
+
+    fn push_status(
+        &self,
+        instance_id: String,
+        task_id: Option<String>,
+    ) -> Pending<Vec<PushStatus>> {
+        self.with(|d| {
+            Ok(d.push
+                .iter()
+                .filter(|p| p.config.instance_id == instance_id)
+                .filter(|p| task_id.as_ref().is_none_or(|t| &p.config.task_id == t))
+                .map(|p| {
+                    let head = d.waiting(&p.config).next();
+                    PushStatus {
+                        pending: d.waiting(&p.config).count() as u64,
+                        attempts: head.map_or(0, |(o, _)| o.attempts),
+                        next_at: head.map(|(_, at)| *at),
+                        ..p.clone()
+                    }
+                })
+                .collect())
+        })
+    }
+
+    fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.signal.clone()
     }
 
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
@@ -156,7 +352,7 @@ impl Store for MemoryStore {
     fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
         self.with(|d| {
             let running = d.tasks.values_mut().filter(|t| t.state.is_running());
-            let mut n = 0;
+            let mut failed = Vec::new();
             for t in running {
                 (t.state, t.updated_at, t.version, t.body) = (
                     TaskState::Failed,
@@ -164,9 +360,12 @@ impl Store for MemoryStore {
                     t.version + 1,
                     crate::tasks::fail_body(&t.body, now, &status_text),
                 );
-                n += 1;
+                failed.push(t.clone());
             }
-            Ok(n)
+            for t in &failed {
+                d.notify(t);
+            }
+            Ok(failed.len() as u64)
         })
     }
 

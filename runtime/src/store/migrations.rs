@@ -71,6 +71,31 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
         UPDATE task_counts SET n = n - 1 WHERE instance_id = OLD.instance_id AND state = OLD.state;
     END;",
+    // 6: push-notification configs (with their delivery counts) and the outbox of
+    // notifications a task write queues in its own transaction; per config, `seq` is the
+    // delivery order.
+    "CREATE TABLE push_configs (
+        instance_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        delivered INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        last_status TEXT,
+        last_attempt_at INTEGER,
+        PRIMARY KEY (instance_id, task_id, id)
+    );
+    CREATE TABLE push_outbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        instance_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        config_id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at INTEGER NOT NULL
+    );
+    CREATE INDEX push_outbox_by_config ON push_outbox (instance_id, task_id, config_id, seq);",
 ];
 
 /// Brings a database up to the newest schema; refuses a database from a newer runtime.

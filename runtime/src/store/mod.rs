@@ -12,6 +12,8 @@ mod sqlite;
 pub use sqlite::SqliteStore;
 
 use a2a_protocol::TaskState;
+use std::sync::Arc;
+
 use tokio::sync::oneshot;
 
 pub use crate::records::{ConnectionRecord, InstanceRecord};
@@ -218,6 +220,90 @@ pub struct ContextSummary {
     pub last_seen: u64,
 }
 
+/// A push-notification config of a task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PushConfig {
+    /// The instance of the task.
+    pub instance_id: String,
+    /// The task.
+    pub task_id: String,
+    /// The config's id within the task.
+    pub id: String,
+    /// The `TaskPushNotificationConfig`, ProtoJSON, secrets included (what a delivery sends).
+    pub body: String,
+}
+
+/// Notifications one config may have waiting: beyond it, the oldest waiting behind the one being
+/// tried is given up (counted `failed`), so a receiver that is down cannot grow the outbox without
+/// bound, and the newest state of the task is always kept.
+pub const MAX_WAITING: u64 = 256;
+
+/// The `lastStatus` of a config whose notification was given up at [`MAX_WAITING`].
+pub const OVERFLOW: &str = "too many notifications waiting: the oldest waiting one was dropped";
+
+/// A notification waiting in the outbox: the first undelivered one of its config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    /// Outbox order (per config, the delivery order).
+    pub seq: u64,
+    /// Where it goes.
+    pub config: PushConfig,
+    /// The `StreamResponse` to POST.
+    pub payload: String,
+    /// When the task write queued it, ms.
+    pub created_at: u64,
+    /// Attempts made so far.
+    pub attempts: u32,
+}
+
+/// The outbox as the delivery worker sees it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DueDeliveries {
+    /// Due heads (the oldest notification of each config), outbox order.
+    pub due: Vec<Delivery>,
+    /// When the earliest head not due yet is, ms.
+    pub next_at: Option<u64>,
+    /// Notifications waiting in all.
+    pub pending: u64,
+}
+
+/// How one delivery attempt ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attempt {
+    /// The webhook answered 2xx with this status: the notification leaves the outbox.
+    Delivered(u16),
+    /// Try again at `next_at` (ms); what went wrong.
+    Retry {
+        /// When, ms.
+        next_at: u64,
+        /// What went wrong.
+        error: String,
+    },
+    /// No more attempts (too many, too old, or refused by the guard): it leaves the outbox.
+    GaveUp(String),
+}
+
+/// The delivery state of one config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PushStatus {
+    /// The config.
+    pub config: PushConfig,
+    /// Notifications delivered.
+    pub delivered: u64,
+    /// Notifications given up on.
+    pub failed: u64,
+    /// Notifications waiting.
+    pub pending: u64,
+    /// Attempts made on the oldest waiting one.
+    pub attempts: u32,
+    /// The outcome of the latest attempt (an HTTP status or what went wrong).
+    pub last_status: Option<String>,
+    /// When the latest attempt was, ms.
+    pub last_attempt_at: Option<u64>,
+    /// When the oldest waiting one is tried next, ms.
+    pub next_at: Option<u64>,
+}
+
 /// A store call in flight; resolves once it is answered (a write: once it is durable).
 pub struct Pending<T>(Answer<T>);
 
@@ -277,12 +363,35 @@ impl<T: Unpin> std::future::Future for Pending<T> {
 /// answer at once, writes are queued and answered once committed.
 pub trait Store: Send + Sync {
     /// Insert a task at version 1, applying the message claim atomically when given, and bind
-    /// its context to its instance.
-    fn create_task(&self, row: TaskRow, claim: Option<MessageClaim>) -> Pending<()>;
+    /// its context to its instance; with a push config, register it in the same transaction
+    /// (this first write is then notified already).
+    fn create_task(
+        &self,
+        row: TaskRow,
+        claim: Option<MessageClaim>,
+        push: Option<PushConfig>,
+    ) -> Pending<()>;
     /// Replace a task if its version is `expected` (applying the claim and refreshing the
-    /// context binding); returns the new version.
+    /// context binding); returns the new version. Every task write queues a notification for
+    /// each of the task's push configs in the same transaction.
     fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>)
     -> Pending<u64>;
+    /// Insert or replace (same id) a push config; `NotFound` when the instance has no such
+    /// task, `Invalid` when the task has [`a2a_protocol::push::MAX_PER_TASK`] already.
+    fn put_push_config(&self, config: PushConfig) -> Pending<()>;
+    /// Delete a push config and its waiting notifications (absent: nothing happens).
+    fn delete_push_config(&self, instance_id: String, task_id: String, id: String) -> Pending<()>;
+    /// A task's push configs, oldest first.
+    fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>>;
+    /// The outbox heads due at `now` (at most `limit`), when the next one is, how many wait.
+    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries>;
+    /// Records how the attempt on outbox entry `seq` at `now` ended.
+    fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()>;
+    /// The delivery state of an instance's configs (one task's, when given).
+    fn push_status(&self, instance_id: String, task_id: Option<String>)
+    -> Pending<Vec<PushStatus>>;
+    /// Notified whenever notifications were queued or an attempt was recorded.
+    fn outbox_signal(&self) -> Arc<tokio::sync::Notify>;
     /// Insert or replace an instance record.
     fn put_instance(&self, record: InstanceRecord) -> Pending<()>;
     /// Delete an instance record (its tasks stay readable by id from the control API).

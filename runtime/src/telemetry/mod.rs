@@ -37,6 +37,10 @@ const METHODS: &[&str] = &[
 /// Gate reasons counted as themselves.
 const REASONS: &[&str] = &["skill", "rate", "quota", "timeout", "auth", "streams"];
 
+/// How push-notification attempts end: delivered (2xx), retried later, given up on (too many
+/// attempts or too old), refused by the egress guard.
+pub const PUSH_OUTCOMES: [&str; 4] = ["delivered", "retried", "failed", "refused"];
+
 /// The runtime's counters.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -47,6 +51,10 @@ pub struct Metrics {
     pub instantiate_time: Histogram,
     traps: AtomicU64,
     host_calls: AtomicU64,
+    /// Push attempts by outcome, in [`PUSH_OUTCOMES`] order.
+    pushes: [AtomicU64; 4],
+    /// Notifications in the outbox at the delivery worker's latest look.
+    push_pending: AtomicU64,
 }
 
 /// Latency by method, request in to answer out (head sent, for streams): one histogram per
@@ -153,6 +161,25 @@ impl Metrics {
         self.traps.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a push attempt that ended as `outcome` (one of [`PUSH_OUTCOMES`]).
+    pub fn push_attempt(&self, outcome: &str) {
+        if let Some(i) = PUSH_OUTCOMES.iter().position(|o| *o == outcome) {
+            self.pushes[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records how many notifications wait in the outbox.
+    pub fn push_pending(&self, n: u64) {
+        self.push_pending.store(n, Ordering::Relaxed);
+    }
+
+    /// Push attempts by outcome, and the outbox size.
+    fn pushes(&self) -> ([(&'static str, u64); 4], u64) {
+        let counts =
+            std::array::from_fn(|i| (PUSH_OUTCOMES[i], self.pushes[i].load(Ordering::Relaxed)));
+        (counts, self.push_pending.load(Ordering::Relaxed))
+    }
+
     /// Invocations that trapped or hit a limit.
     pub fn traps(&self) -> u64 {
         self.traps.load(Ordering::Relaxed)
@@ -182,8 +209,15 @@ impl Metrics {
             .used()
             .map(|(m, h)| (m.to_owned(), h.summary()))
             .collect();
+        let (pushes, pending) = self.pushes();
+        let mut push: serde_json::Map<String, Value> = pushes
+            .iter()
+            .map(|(o, n)| ((*o).to_owned(), json!(n)))
+            .collect();
+        push.insert("pending".into(), json!(pending));
         json!({
             "requests": requests,
+            "push": push,
             "tasksByState": by_state,
             "activeTasks": active(&g.tasks),
             "openStreams": g.open_streams,
@@ -206,6 +240,7 @@ impl Metrics {
             instantiate_time: self.instantiate_time.clone(),
             traps: self.traps(),
             host_calls: self.host_calls.load(Ordering::Relaxed),
+            pushes: self.pushes(),
         };
         let mut registry = Registry::with_prefix("a2a_edge");
         registry.register_collector(Box::new(scrape));
@@ -254,6 +289,7 @@ struct Scrape {
     instantiate_time: Histogram,
     traps: u64,
     host_calls: u64,
+    pushes: ([(&'static str, u64); 4], u64),
 }
 
 impl Scrape {
@@ -277,6 +313,13 @@ impl Scrape {
         for (r, n) in &self.rejections {
             rejections
                 .encode_family(&[("reason", *r)])?
+                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let help = "Push-notification delivery attempts, by outcome.";
+        let mut pushes = e.encode_descriptor("push_attempts", help, None, MetricType::Counter)?;
+        for (o, n) in &self.pushes.0 {
+            pushes
+                .encode_family(&[("outcome", *o)])?
                 .encode_counter::<NoLabelSet, _, u64>(n, None)?;
         }
         let counts = [
@@ -317,7 +360,13 @@ impl Scrape {
                 .encode_family(&[("instance", Escaped(i)), ("state", Escaped(s))])?
                 .encode_gauge(n)?;
         }
-        let plain: [(&str, &str, Option<&Unit>, u64); 5] = [
+        let plain: [(&str, &str, Option<&Unit>, u64); 6] = [
+            (
+                "push_pending",
+                "Push notifications waiting in the outbox.",
+                None,
+                self.pushes.1,
+            ),
             (
                 "active_tasks",
                 "Tasks not yet in a terminal state.",
@@ -402,6 +451,10 @@ mod tests {
         m.latency("GetTask", Duration::from_micros(90));
         m.instantiated(Duration::from_micros(300));
         m.host_calls(40);
+        m.push_attempt("retried");
+        m.push_attempt("delivered");
+        m.push_attempt("bogus");
+        m.push_pending(3);
         let g = Gauges {
             tasks: vec![
                 ("a".into(), "TASK_STATE_WORKING", 2),
@@ -421,7 +474,16 @@ mod tests {
         assert_eq!(j["requests"][0]["method"], "SendMessage");
         assert_eq!(j["requests"][0]["count"], 2);
         assert_eq!(j["components"]["instantiations"], 1);
+        assert_eq!(
+            j["push"],
+            json!({ "delivered": 1, "retried": 1, "failed": 0, "refused": 0, "pending": 3 })
+        );
         let p = m.openmetrics(&g);
+        assert!(
+            p.contains("a2a_edge_push_attempts_total{outcome=\"retried\"} 1"),
+            "{p}"
+        );
+        assert!(p.contains("a2a_edge_push_pending 3"), "{p}");
         assert!(p.contains("a2a_edge_component_host_calls_total 40"), "{p}");
         assert!(p.contains("a2a_edge_store_statements_total 9"), "{p}");
         assert!(

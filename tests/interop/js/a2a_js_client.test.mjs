@@ -3,13 +3,17 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { ClientFactory } from "@a2a-js/sdk/client";
+import { createServer } from "node:http";
+import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
 import { Role, TaskState } from "@a2a-js/sdk";
 
 const AGENT = process.env.A2A_EDGE_AGENT;
 assert.ok(AGENT, "set A2A_EDGE_AGENT to the instance endpoint URL");
 
-const client = () => new ClientFactory().createFromUrl(`${AGENT}/agent-card.json`, "");
+// The binding to use (the card announces both): JSONRPC unless A2A_EDGE_BINDING says HTTP+JSON.
+const BINDING = process.env.A2A_EDGE_BINDING || "JSONRPC";
+const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [BINDING] });
+const client = () => new ClientFactory(options).createFromUrl(`${AGENT}/agent-card.json`, "");
 
 function request(prefix, text = "hello", extra = {}) {
   return {
@@ -93,4 +97,72 @@ test("subscribe to a running task until it completes", async () => {
   assert.equal(cases[0], "task");
   const state = last.$case === "task" ? last.value.status.state : last.value.status.state;
   assert.equal(state, TaskState.TASK_STATE_COMPLETED);
+});
+
+// A webhook on a loopback port that records every delivery (headers and JSON body).
+async function receiver() {
+  const deliveries = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      deliveries.push({ headers: req.headers, body: JSON.parse(body) });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+  const url = `http://127.0.0.1:${server.address().port}/hook`;
+  const until = async (taskId, state) => {
+    for (let i = 0; i < 300; i++) {
+      const mine = deliveries.filter((d) => d.body.task.id === taskId);
+      if (mine.some((d) => d.body.task.status.state === state)) return mine;
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    throw new Error(`no ${state} delivery of ${taskId}: ${JSON.stringify(deliveries)}`);
+  };
+  return { url, until, close: () => server.close() };
+}
+
+test("push config create, get, list and delete", async () => {
+  const c = await client();
+  const hook = await receiver();
+  const task = await c.sendMessage(request("tck-complete-task"));
+  const config = (id) => ({ tenant: "", id, taskId: task.id, url: hook.url, token: "", authentication: undefined });
+  const created = await c.createTaskPushNotificationConfig(config("js-1"));
+  assert.equal(created.id, "js-1");
+  assert.equal(created.taskId, task.id);
+  await c.createTaskPushNotificationConfig(config("js-2"));
+  const got = await c.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "js-2" });
+  assert.equal(got.url, hook.url);
+  const listed = await c.listTaskPushNotificationConfig({ tenant: "", taskId: task.id, pageSize: 0, pageToken: "" });
+  assert.deepEqual(listed.configs.map((x) => x.id), ["js-1", "js-2"]);
+  await c.deleteTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "js-1" });
+  await c.deleteTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "js-1" });
+  await assert.rejects(c.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "js-1" }));
+  hook.close();
+});
+
+test("push deliveries carry the task and the headers", async () => {
+  const c = await client();
+  const hook = await receiver();
+  const req = request("tck-input-required");
+  req.configuration = {
+    acceptedOutputModes: [],
+    taskPushNotificationConfig: { tenant: "", id: "", taskId: "", url: hook.url, token: "tok-js", authentication: { scheme: "Bearer", credentials: "cred-js" } },
+    historyLength: undefined,
+    returnImmediately: false,
+  };
+  const first = await c.sendMessage(req);
+  assert.equal(first.status.state, TaskState.TASK_STATE_INPUT_REQUIRED);
+  await hook.until(first.id, "TASK_STATE_INPUT_REQUIRED");
+  const done = await c.sendMessage(request("follow", "tck-complete-task", { taskId: first.id }));
+  assert.equal(done.status.state, TaskState.TASK_STATE_COMPLETED);
+  const got = await hook.until(first.id, "TASK_STATE_COMPLETED");
+  for (const d of got) {
+    assert.deepEqual(Object.keys(d.body), ["task"]);
+    assert.equal(d.headers["content-type"], "application/a2a+json");
+    assert.equal(d.headers["authorization"], "Bearer cred-js");
+    assert.equal(d.headers["x-a2a-notification-token"], "tok-js");
+  }
+  hook.close();
 });

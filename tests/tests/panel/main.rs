@@ -233,9 +233,16 @@ async fn a_long_running_task_is_canceled_from_the_task_view() {
     send_in_console(&b, &s, "tck", "tck-long-running").await;
     let link = b.find("section a[href^='#/task/']").await;
     let task = link.text().await.unwrap();
+    // A webhook whose host does not resolve: taken, and its deliveries wait to be retried.
+    let hook =
+        json!({"taskId": task, "id": "panel-hook", "url": "https://hooks.example.invalid/a2a"});
+    s.ok("/a2a/tck", "CreateTaskPushNotificationConfig", hook)
+        .await;
     b.click("Tasks").await;
     b.press(&b.find_text("td a", &task).await).await;
     b.find_text("h2", &format!("Task {task}")).await;
+    b.find_text("td code", "panel-hook").await;
+    b.find_text("td", "https://hooks.example.invalid/a2a").await;
     b.click("Cancel task").await;
     b.find_text("section p .badge", "canceled").await;
     let (_, record) = s.get(&format!("/a2a/api/task?id={task}")).await;

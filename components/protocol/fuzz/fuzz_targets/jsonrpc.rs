@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for sse in [false, true] {
-        if let Dispatch::Serve(m) = methods::dispatch(&req.method, sse) {
+        if let Dispatch::Serve(m) = methods::dispatch(&req.method, sse, true) {
             match m {
                 Method::SendMessage | Method::SendStreamingMessage => {
                     if let Ok(p) = jsonrpc::params::<SendMessageRequest>(&req.params) {

@@ -81,6 +81,7 @@ export function taskDetail(id) {
     const box = errorBox();
     try {
       const r = await get("/task", { id });
+      const push = await get("/push", { id: r.serverId, taskId: id }).catch(() => ({ configs: [] }));
       let task = null;
       try {
         const answer = await rpc(r.serverId, request("GetTask", { id, historyLength: 100 }));
@@ -103,6 +104,7 @@ export function taskDetail(id) {
           r.error ? h("p", { class: "error", text: `${r.error.code}: ${r.error.message}` }) : null,
         ),
         section("Timeline", timeline(r, task)),
+        section("Push notifications", table([["Config", (c) => h("code", { text: c.id })], ["Webhook", (c) => c.url], ["Delivered", (c) => String(c.delivered)], ["Failed", (c) => String(c.failed)], ["Waiting", (c) => String(c.pending)], ["Last attempt", (c) => (c.lastAttemptAt ? h("span", {}, c.lastStatus || "", " · ", time(c.lastAttemptAt)) : "—")], ["Next retry", (c) => (c.nextRetryAt ? time(c.nextRetryAt) : "—")]], push.configs || [], "No webhooks registered for this task.")),
         section("Artifacts", table([["Artifact", (a) => a.name || a.artifactId], ["Content", (a) => h("div", { class: "text", text: partsText(a.parts) })]], r.artifacts || [], "No artifacts.")),
         section("Raw", h("div", { class: "split" }, h("pre", { class: "raw", "aria-label": "Task record", tabindex: 0, text: pretty(r) }), h("pre", { class: "raw", "aria-label": "A2A task", tabindex: 0, text: task ? pretty(task) : "GetTask did not answer." }))),
       );

@@ -2,6 +2,7 @@
 //! [`writes`]), and a pool of reader threads, each with its own read-only connection, that run
 //! the reads off the async runtime.
 
+mod push;
 mod reads;
 mod writes;
 
@@ -32,6 +33,8 @@ pub struct SqliteStore {
     /// Idle connections of [`SqliteStore::read_here`].
     inline: Mutex<Vec<Connection>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Notified when notifications are queued or an attempt is recorded.
+    signal: Arc<tokio::sync::Notify>,
 }
 
 /// Statements run by the SQLite stores of this process (one per process in a server).
@@ -94,11 +97,14 @@ impl SqliteStore {
             .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", path.display()))?;
         super::migrations::migrate(&mut conn)
             .map_err(|e| anyhow::anyhow!("cannot migrate database {}: {e}", path.display()))?;
+        let signal = Arc::new(tokio::sync::Notify::new());
+        let outbox = push::Outbox::load(&conn, signal.clone())
+            .map_err(|e| anyhow::anyhow!("cannot read push configs of {}: {e}", path.display()))?;
         let (tx, rx) = mpsc::channel();
         let mut threads = vec![
             std::thread::Builder::new()
                 .name("a2a-edge-sqlite-writer".into())
-                .spawn(move || writes::write_loop(conn, rx))?,
+                .spawn(move || writes::write_loop(conn, outbox, rx))?,
         ];
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
@@ -116,6 +122,7 @@ impl SqliteStore {
             reads: Mutex::new(Some(jobs)),
             inline: Mutex::default(),
             threads: Mutex::new(threads),
+            signal,
         })
     }
 
@@ -190,8 +197,13 @@ impl Drop for SqliteStore {
 }
 
 impl Store for SqliteStore {
-    fn create_task(&self, row: TaskRow, claim: Option<MessageClaim>) -> Pending<()> {
-        self.send(|r| Write::CreateTask(row, claim, r))
+    fn create_task(
+        &self,
+        row: TaskRow,
+        claim: Option<MessageClaim>,
+        push: Option<PushConfig>,
+    ) -> Pending<()> {
+        self.send(|r| Write::CreateTask(row, claim, push, r))
     }
 
     fn update_task(
@@ -201,6 +213,38 @@ impl Store for SqliteStore {
         claim: Option<MessageClaim>,
     ) -> Pending<u64> {
         self.send(|r| Write::UpdateTask(row, expected, claim, r))
+    }
+
+    fn put_push_config(&self, config: PushConfig) -> Pending<()> {
+        self.send(|r| Write::PutPushConfig(config, r))
+    }
+
+    fn delete_push_config(&self, instance_id: String, task_id: String, id: String) -> Pending<()> {
+        self.send(|r| Write::DeletePushConfig(instance_id, task_id, id, r))
+    }
+
+    fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>> {
+        self.read_here(|c| push::configs(c, &instance_id, &task_id))
+    }
+
+    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
+        self.read(move |c| push::due(c, now, limit))
+    }
+
+    fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()> {
+        self.send(|r| Write::Attempted(seq, now, attempt, r))
+    }
+
+    fn push_status(
+        &self,
+        instance_id: String,
+        task_id: Option<String>,
+    ) -> Pending<Vec<PushStatus>> {
+        self.read(move |c| push::status(c, &instance_id, task_id.as_deref()))
+    }
+
+    fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.signal.clone()
     }
 
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {

@@ -6,16 +6,20 @@ use std::sync::mpsc;
 use a2a_protocol::TaskState;
 use rusqlite::{Connection, params};
 
+use super::push::{self, Outbox};
 use super::reads::{find_message, get_task};
-use crate::store::{MessageClaim, Reply, StoreError, TaskRow};
+use crate::store::{Attempt, MessageClaim, PushConfig, Reply, StoreError, TaskRow};
 
 /// Most writes committed in one transaction.
 const MAX_GROUP: usize = 512;
 
 /// A queued write and the reply that answers it.
 pub enum Write {
-    CreateTask(TaskRow, Option<MessageClaim>, Reply<()>),
+    CreateTask(TaskRow, Option<MessageClaim>, Option<PushConfig>, Reply<()>),
     UpdateTask(TaskRow, u64, Option<MessageClaim>, Reply<u64>),
+    PutPushConfig(PushConfig, Reply<()>),
+    DeletePushConfig(String, String, String, Reply<()>),
+    Attempted(u64, u64, Attempt, Reply<()>),
     PutRecord(Table, String, String, Reply<()>),
     DeleteRecord(Table, String, Reply<()>),
     FailUnsettled(u64, String, Reply<u64>),
@@ -42,8 +46,9 @@ impl Table {
     }
 }
 
-/// Commits queued writes in groups until the queue closes.
-pub fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Write>) {
+/// Commits queued writes in groups until the queue closes; tells the delivery worker when a
+/// group queued notifications.
+pub fn write_loop(mut conn: Connection, mut outbox: Outbox, rx: mpsc::Receiver<Write>) {
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -52,13 +57,16 @@ pub fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Write>) {
                 Err(_) => break,
             }
         }
-        commit_group(&mut conn, group);
+        commit_group(&mut conn, &mut outbox, group);
+        if std::mem::take(&mut outbox.queued) {
+            outbox.signal.notify_one();
+        }
     }
 }
 
 /// Runs a group in one transaction; each write in its own savepoint, so one failing write
 /// fails alone. Replies go out only after the commit.
-fn commit_group(conn: &mut Connection, group: Vec<Write>) {
+fn commit_group(conn: &mut Connection, outbox: &mut Outbox, group: Vec<Write>) {
     let mut replies: Vec<Answer> = Vec::with_capacity(group.len());
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
@@ -72,12 +80,23 @@ fn commit_group(conn: &mut Connection, group: Vec<Write>) {
     };
     for w in group {
         match w {
-            Write::CreateTask(row, mid, reply) => {
-                replies.push(run(&tx, reply, |c| create_task(c, &row, mid.as_ref())))
-            }
-            Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| {
-                update_task(c, &row, expected, mid.as_ref())
+            Write::CreateTask(row, mid, config, reply) => replies.push(run(&tx, reply, |c| {
+                create_task(c, outbox, &row, mid.as_ref(), config.as_ref())
             })),
+            Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| {
+                update_task(c, outbox, &row, expected, mid.as_ref())
+            })),
+            Write::PutPushConfig(config, reply) => {
+                replies.push(run(&tx, reply, |c| outbox.put(c, &config)))
+            }
+            Write::DeletePushConfig(instance, task, id, reply) => {
+                replies.push(run(&tx, reply, |c| {
+                    Ok(push::delete(c, &instance, &task, &id)?)
+                }))
+            }
+            Write::Attempted(seq, now, attempt, reply) => {
+                replies.push(run(&tx, reply, |c| outbox.attempted(c, seq, now, &attempt)))
+            }
             Write::PutRecord(table, id, body, reply) => replies.push(run(&tx, reply, |c| {
                 c.execute(
                     &format!(
@@ -96,7 +115,7 @@ fn commit_group(conn: &mut Connection, group: Vec<Write>) {
                 Ok(())
             })),
             Write::FailUnsettled(now, text, reply) => {
-                replies.push(run(&tx, reply, |c| fail_unsettled(c, now, &text)))
+                replies.push(run(&tx, reply, |c| fail_unsettled(c, outbox, now, &text)))
             }
             Write::Flush(reply) => replies.push(Box::new(move |err| {
                 let _ = reply.send(err.map_or(Ok(()), |e| Err(e.clone())));
@@ -137,6 +156,9 @@ fn fail(w: Write, e: StoreError) {
         Write::CreateTask(.., r)
         | Write::PutRecord(.., r)
         | Write::DeleteRecord(.., r)
+        | Write::PutPushConfig(.., r)
+        | Write::DeletePushConfig(.., r)
+        | Write::Attempted(.., r)
         | Write::Flush(r) => {
             let _ = r.send(Err(e));
         }
@@ -148,8 +170,10 @@ fn fail(w: Write, e: StoreError) {
 
 fn create_task(
     c: &Connection,
+    outbox: &mut Outbox,
     row: &TaskRow,
     claim: Option<&MessageClaim>,
+    config: Option<&PushConfig>,
 ) -> Result<(), StoreError> {
     if let Some(claim) = claim {
         check_claim(c, &row.instance_id, claim)?;
@@ -167,11 +191,23 @@ fn create_task(
     if let Some(claim) = claim {
         record_claim(c, &row.instance_id, claim, &row.id)?;
     }
+    if let Some(config) = config {
+        outbox.put(c, config)?;
+    }
+    outbox.task_written(
+        c,
+        &row.instance_id,
+        &row.id,
+        row.state,
+        &row.body,
+        row.updated_at,
+    )?;
     Ok(())
 }
 
 fn update_task(
     c: &Connection,
+    outbox: &mut Outbox,
     row: &TaskRow,
     expected: u64,
     claim: Option<&MessageClaim>,
@@ -195,6 +231,14 @@ fn update_task(
         record_claim(c, &row.instance_id, claim, &row.id)?;
     }
     touch_context(c, row)?;
+    outbox.task_written(
+        c,
+        &row.instance_id,
+        &row.id,
+        row.state,
+        &row.body,
+        row.updated_at,
+    )?;
     Ok(expected + 1)
 }
 
@@ -231,17 +275,23 @@ fn touch_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
     .execute(params![row.instance_id, row.context_id, row.updated_at as i64])
 }
 
-fn fail_unsettled(c: &Connection, now: u64, text: &str) -> Result<u64, StoreError> {
-    let mut stmt = c.prepare("SELECT id, body FROM tasks WHERE state IN (?1, ?2)")?;
-    let rows: Vec<(String, String)> = stmt
+fn fail_unsettled(
+    c: &Connection,
+    outbox: &mut Outbox,
+    now: u64,
+    text: &str,
+) -> Result<u64, StoreError> {
+    let mut stmt = c.prepare("SELECT id, instance_id, body FROM tasks WHERE state IN (?1, ?2)")?;
+    let rows: Vec<(String, String, String)> = stmt
         .query_map(
             params![TaskState::Submitted.number(), TaskState::Working.number()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?
         .collect::<Result<_, _>>()?;
-    for (id, body) in &rows {
+    for (id, instance_id, body) in &rows {
         let body = crate::tasks::fail_body(body, now, text);
         c.execute("UPDATE tasks SET state = ?2, updated_at = ?3, version = version + 1, body = ?4 WHERE id = ?1", params![id, TaskState::Failed.number(), now as i64, body])?;
+        outbox.task_written(c, instance_id, id, TaskState::Failed, &body, now)?;
     }
     Ok(rows.len() as u64)
 }

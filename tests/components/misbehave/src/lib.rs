@@ -53,7 +53,7 @@ impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Compone
                     version: 1,
                     body,
                 };
-                storage::create_task(&row, None).expect("the task is stored");
+                storage::create_task(&row, None, None).expect("the task is stored");
                 core::arch::wasm32::unreachable()
             }
             _ => {

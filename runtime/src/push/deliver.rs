@@ -1,0 +1,270 @@
+//! The delivery worker: POSTs each notification of the outbox to its webhook, oldest first per
+//! config (a config's next notification waits until the one before is delivered or given up),
+//! several configs at once, retrying with exponential backoff and full jitter within the
+//! configured attempts and age. At-least-once: a notification leaves the outbox only after its
+//! outcome is committed, so one in flight at a crash is sent again after the restart.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use a2a_protocol::push::TaskPushNotificationConfig;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::guard::{Refusal, Webhooks};
+use crate::clock::now_ms;
+use crate::config::PushSettings;
+use crate::outbound::egress;
+use crate::store::{Attempt, Delivery, Store};
+use crate::telemetry::Metrics;
+
+/// Most notifications read from the outbox at one look.
+const BATCH: u32 = 64;
+/// The longest the worker sleeps without looking (a safety net; writes wake it).
+const IDLE: Duration = Duration::from_secs(30);
+
+/// A config's key: one delivery at a time each.
+type Key = (String, String, String);
+
+/// The delivery worker.
+pub struct Worker {
+    store: Arc<dyn Store>,
+    settings: PushSettings,
+    webhooks: Webhooks,
+    metrics: Arc<Metrics>,
+}
+
+impl Worker {
+    /// A worker over `store`'s outbox.
+    pub fn new(store: Arc<dyn Store>, settings: PushSettings, metrics: Arc<Metrics>) -> Worker {
+        let webhooks = Webhooks::new(
+            settings.allow_private_targets,
+            Duration::from_millis(settings.timeout_ms),
+        );
+        Worker {
+            store,
+            settings,
+            webhooks,
+            metrics,
+        }
+    }
+
+    /// Delivers until `stop`; deliveries in flight then are dropped (and sent again on the next
+    /// start, as their outcome was never recorded).
+    pub async fn run(self, stop: CancellationToken) {
+        let this = Arc::new(self);
+        let signal = this.store.outbox_signal();
+        let busy: Arc<Mutex<HashSet<Key>>> = Arc::default();
+        let mut flights = JoinSet::new();
+        loop {
+            while flights.try_join_next().is_some() {}
+            let now = now_ms();
+            let wait = match this.store.due_deliveries(now, BATCH).await {
+                Ok(outbox) => {
+                    this.metrics.push_pending(outbox.pending);
+                    for d in outbox.due {
+                        let key = (
+                            d.config.instance_id.clone(),
+                            d.config.task_id.clone(),
+                            d.config.id.clone(),
+                        );
+                        let mut taken = busy.lock().unwrap();
+                        if taken.len() >= this.settings.concurrency as usize {
+                            break;
+                        }
+                        if !taken.insert(key.clone()) {
+                            continue;
+                        }
+                        drop(taken);
+                        let (this, busy) = (this.clone(), busy.clone());
+                        flights.spawn(async move {
+                            let attempt = this.attempt(&d).await;
+                            if let Err(e) = this.store.attempted(d.seq, now_ms(), attempt).await {
+                                tracing::warn!(error = %e, "cannot record a push attempt");
+                            }
+                            busy.lock().unwrap().remove(&key);
+                        });
+                    }
+                    outbox
+                        .next_at
+                        .map_or(IDLE, |at| Duration::from_millis(at.saturating_sub(now)))
+                        .min(IDLE)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the push outbox");
+                    Duration::from_secs(1)
+                }
+            };
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                () = signal.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        flights.abort_all();
+    }
+
+    /// One attempt on `d`, and what the outbox should do next.
+    async fn attempt(&self, d: &Delivery) -> Attempt {
+        let config: TaskPushNotificationConfig = match serde_json::from_str(&d.config.body) {
+            Ok(c) => c,
+            Err(e) => return self.ended("failed", format!("the stored config is unreadable: {e}")),
+        };
+        let timeout = Duration::from_millis(self.settings.timeout_ms);
+        let sent = tokio::time::timeout(timeout, self.post(&config, &d.payload)).await;
+        let why = match sent {
+            Ok(Ok(status)) if (200..300).contains(&status) => {
+                self.metrics.push_attempt("delivered");
+                return Attempt::Delivered(status);
+            }
+            Ok(Ok(status)) => format!("HTTP {status}"),
+            Ok(Err(Refusal::Refused(why))) => {
+                tracing::warn!(task = %d.config.task_id, config = %d.config.id, %why, "refused a webhook");
+                return self.ended("refused", why);
+            }
+            Ok(Err(Refusal::Unresolved(why))) => why,
+            Err(_) => format!("no answer within {} ms", self.settings.timeout_ms),
+        };
+        let tried = d.attempts + 1;
+        let now = now_ms();
+        if tried >= self.settings.max_attempts {
+            return self.ended("failed", format!("{why} (gave up after {tried} attempts)"));
+        }
+        if now.saturating_sub(d.created_at) > self.settings.max_age_secs * 1000 {
+            return self.ended(
+                "failed",
+                format!(
+                    "{why} (gave up: older than {} s)",
+                    self.settings.max_age_secs
+                ),
+            );
+        }
+        self.metrics.push_attempt("retried");
+        Attempt::Retry {
+            next_at: now + backoff(&self.settings, d.attempts),
+            error: why,
+        }
+    }
+
+    fn ended(&self, outcome: &str, why: String) -> Attempt {
+        self.metrics.push_attempt(outcome);
+        Attempt::GaveUp(why)
+    }
+
+    /// POSTs `payload` to the config's webhook (guarded); the response status.
+    async fn post(
+        &self,
+        config: &TaskPushNotificationConfig,
+        payload: &str,
+    ) -> Result<u16, Refusal> {
+        let (uri, addrs) = self.webhooks.resolve(&config.url).await?;
+        let body = Full::new(Bytes::from(payload.to_owned()))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let mut request = http::Request::post(uri)
+            .header(
+                http::header::USER_AGENT,
+                concat!("a2a-edge/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(body)
+            .map_err(|e| Refusal::Refused(format!("the request cannot be built: {e}")))?;
+        for (name, value) in config.headers() {
+            let value = http::HeaderValue::from_str(&value)
+                .map_err(|_| Refusal::Refused(format!("the {name} header is not valid")))?;
+            request.headers_mut().insert(name, value);
+        }
+        let timeout = Duration::from_millis(self.settings.timeout_ms);
+        let (response, _connection) = egress::send(request, addrs, timeout)
+            .await
+            .map_err(|e| Refusal::Unresolved(format!("{e:?}")))?;
+        Ok(response.status().as_u16())
+    }
+}
+
+/// The delay before attempt `attempts + 1`: `retryBaseMs · 2^attempts`, at most `retryMaxMs`,
+/// drawn uniformly from its upper half (jitter, so receivers that failed together are not hit
+/// together again).
+pub fn backoff(s: &PushSettings, attempts: u32) -> u64 {
+    let full = s
+        .retry_base_ms
+        .saturating_mul(1u64 << attempts.min(32))
+        .min(s.retry_max_ms);
+    let half = full / 2;
+    half + (uuid::Uuid::new_v4().as_u128() as u64) % (full - half + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::PushConfig;
+    use crate::store::memory::MemoryStore;
+
+    #[tokio::test]
+    async fn a_webhook_the_guard_refuses_at_delivery_is_given_up_without_a_request() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        // Stored as if its host had resolved to a public address at registration.
+        let config = PushConfig {
+            instance_id: "i".into(),
+            task_id: "t".into(),
+            id: "c".into(),
+            body: serde_json::json!({ "id": "c", "taskId": "t", "url": url }).to_string(),
+        };
+        store
+            .create_task(crate::store::contract::row("t", 1), None, Some(config))
+            .await
+            .unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let worker = Worker::new(store.clone(), PushSettings::default(), metrics.clone());
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(worker.run(stop.clone()));
+        let status = loop {
+            let status = store.push_status("i".into(), None).await.unwrap();
+            if status[0].failed == 1 {
+                break status;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        stop.cancel();
+        running.await.unwrap();
+        let why = status[0].last_status.clone().unwrap();
+        assert!(why.contains("internal address 127.0.0.1"), "{why}");
+        assert_eq!(status[0].pending, 0);
+        assert!(
+            listener.accept().is_err(),
+            "the refused webhook was never connected to"
+        );
+        let counted = metrics.json(&Default::default());
+        assert_eq!(counted["push"]["refused"], 1, "{}", counted["push"]);
+    }
+
+    #[test]
+    fn backoff_doubles_within_its_jitter_and_stops_growing_at_the_cap() {
+        let s = PushSettings {
+            retry_base_ms: 100,
+            retry_max_ms: 1000,
+            ..PushSettings::default()
+        };
+        for (attempts, full) in [
+            (0, 100),
+            (1, 200),
+            (2, 400),
+            (3, 800),
+            (4, 1000),
+            (40, 1000),
+        ] {
+            for _ in 0..50 {
+                let d = backoff(&s, attempts);
+                assert!((full / 2..=full).contains(&d), "{attempts}: {d}");
+            }
+        }
+        let spread: HashSet<u64> = (0..50).map(|_| backoff(&s, 3)).collect();
+        assert!(spread.len() > 5, "jittered: {spread:?}");
+    }
+}
