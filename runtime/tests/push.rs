@@ -116,6 +116,16 @@ fn states(bodies: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// The delivered states start WORKING and end COMPLETED.
+fn assert_runs_to_completion(seen: &[String]) {
+    let (first, last) = (seen.first(), seen.last());
+    assert_eq!(
+        (first.map(String::as_str), last.map(String::as_str)),
+        (Some("TASK_STATE_WORKING"), Some("TASK_STATE_COMPLETED")),
+        "in order: {seen:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configs_are_kept_per_task_and_instance_on_both_bindings() {
     let s = Served::start_with(config(true)).await;
@@ -338,16 +348,7 @@ async fn every_write_is_delivered_once_in_order_with_its_headers_through_failure
     let mut unique = seen.clone();
     unique.dedup();
     assert_eq!(seen, unique, "each write delivered once: {seen:?}");
-    assert_eq!(
-        seen.first().map(String::as_str),
-        Some("TASK_STATE_WORKING"),
-        "{seen:?}"
-    );
-    assert_eq!(
-        seen.last().map(String::as_str),
-        Some("TASK_STATE_COMPLETED"),
-        "{seen:?}"
-    );
+    assert_runs_to_completion(&seen);
     let at = |s: &str| seen.iter().position(|x| x == s).unwrap();
     assert!(
         at("TASK_STATE_INPUT_REQUIRED") < at("TASK_STATE_COMPLETED"),
@@ -527,17 +528,7 @@ async fn notifications_of_a_receiver_that_is_down_survive_a_sigkill() {
             .filter(|b| b["task"]["id"] == *t)
             .cloned()
             .collect();
-        let seen = states(&of_task);
-        assert_eq!(
-            seen.last().map(String::as_str),
-            Some("TASK_STATE_COMPLETED"),
-            "{seen:?}"
-        );
-        assert_eq!(
-            seen.first().map(String::as_str),
-            Some("TASK_STATE_WORKING"),
-            "in order: {seen:?}"
-        );
+        assert_runs_to_completion(&states(&of_task));
         let token = format!("t{i}");
         assert!(
             hook.hits()

@@ -10,6 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::{
     Attempt, Delivery, DueDeliveries, MAX_WAITING, OVERFLOW, PushConfig, PushStatus, StoreError,
+    TaskRow,
 };
 
 /// The writer's view of push: which tasks have configs (so a write of any other task costs no
@@ -89,6 +90,18 @@ impl Outbox {
             self.watched.remove(&key);
         }
         Ok(())
+    }
+
+    /// [`Outbox::task_written`] for a written row.
+    pub fn row_written(&mut self, c: &Connection, row: &TaskRow) -> rusqlite::Result<()> {
+        self.task_written(
+            c,
+            &row.instance_id,
+            &row.id,
+            row.state,
+            &row.body,
+            row.updated_at,
+        )
     }
 
     /// Inserts or replaces a config of an existing task of its instance.

@@ -194,14 +194,7 @@ fn create_task(
     if let Some(config) = config {
         outbox.put(c, config)?;
     }
-    outbox.task_written(
-        c,
-        &row.instance_id,
-        &row.id,
-        row.state,
-        &row.body,
-        row.updated_at,
-    )?;
+    outbox.row_written(c, row)?;
     Ok(())
 }
 
@@ -231,14 +224,7 @@ fn update_task(
         record_claim(c, &row.instance_id, claim, &row.id)?;
     }
     touch_context(c, row)?;
-    outbox.task_written(
-        c,
-        &row.instance_id,
-        &row.id,
-        row.state,
-        &row.body,
-        row.updated_at,
-    )?;
+    outbox.row_written(c, row)?;
     Ok(expected + 1)
 }
 
