@@ -23,6 +23,7 @@ pub mod config;
 pub mod control;
 pub mod credentials;
 pub mod declared;
+pub mod egress;
 pub mod engine;
 pub mod events;
 pub mod feed;

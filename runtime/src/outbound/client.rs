@@ -33,7 +33,7 @@ pub struct Target {
     /// Origins the token may go to (`scheme://authority`).
     pub origins: Vec<String>,
     /// Which addresses the call may reach.
-    pub reach: super::egress::Reach,
+    pub reach: crate::egress::Reach,
 }
 
 /// The data of one client call's store.

@@ -2,10 +2,9 @@
 //! live in the store (and a copy here); the connection state (connected, failed with the last
 //! error, the remote card) lives here. Every remote exchange goes through the outbound client
 //! component ([`client`]), whose requests pass the outbound policy ([`policy`]) and the SSRF
-//! guard ([`egress`]).
+//! guard ([`crate::egress`]).
 
 pub mod client;
-pub mod egress;
 pub mod policy;
 mod tools;
 
@@ -71,13 +70,13 @@ pub struct Outbound {
 }
 
 /// The SSRF guard of a connection: its card URL's host is trusted as the operator gave it.
-fn reach(card_url: &str, allow_private: bool) -> egress::Reach {
+fn reach(card_url: &str, allow_private: bool) -> crate::egress::Reach {
     let trusted_host = card_url
         .parse::<http::Uri>()
         .ok()
         .as_ref()
-        .and_then(egress::host_of);
-    egress::Reach {
+        .and_then(crate::egress::host_of);
+    crate::egress::Reach {
         trusted_host,
         allow_private,
         allow_with: "only the card URL's own host may be internal (set allowPrivate on the connection to allow it)",

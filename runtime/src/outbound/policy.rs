@@ -13,7 +13,7 @@ use hyper::body::{Body as HttpBody, Frame};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-type Sent = Result<super::egress::Sent, Error>;
+type Sent = Result<crate::egress::Sent, Error>;
 
 /// What an outbound client may do.
 pub struct Rules {
@@ -26,7 +26,7 @@ pub struct Rules {
     /// Largest response body.
     pub max_response_bytes: u64,
     /// Which addresses requests may reach (the SSRF guard).
-    pub reach: super::egress::Reach,
+    pub reach: crate::egress::Reach,
 }
 
 /// The outbound policy of a client component's store: its requests, under its rules.
@@ -67,8 +67,8 @@ impl WasiHttpHooks for Policy {
             .map_or(rules.timeout, |d| d.min(rules.timeout));
         let (cap, reach) = (rules.max_response_bytes, rules.reach.clone());
         Box::new(async move {
-            let addrs = super::egress::resolve(request.uri(), &reach, t).await?;
-            let (response, io) = super::egress::send(request, addrs, t).await?;
+            let addrs = crate::egress::resolve(request.uri(), &reach, t).await?;
+            let (response, io) = crate::egress::send(request, addrs, t).await?;
             let response = response.map(|body| {
                 Capped {
                     inner: body,

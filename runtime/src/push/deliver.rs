@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::guard::{Refusal, Webhooks};
 use crate::clock::now_ms;
 use crate::config::PushSettings;
-use crate::outbound::egress;
+use crate::egress;
 use crate::store::{Attempt, Delivery, Store};
 use crate::telemetry::Metrics;
 

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::outbound::egress::{self, Reach};
+use crate::egress::{self, Reach};
 
 /// Why a webhook is not reached.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,12 +1,13 @@
-//! Where an outbound client may connect (the SSRF guard), and the connection itself: the host is
-//! resolved once, every address is checked, and the request goes to exactly the checked
+//! Where the runtime's own requests may connect (the SSRF guard), and the connection itself: the
+//! host is resolved once, every address is checked, and the request goes to exactly the checked
 //! address, so a DNS answer that changes between the check and the connect (rebinding) cannot
-//! slip through.
+//! slip through. Outbound connections and push webhooks both go through it.
 //!
-//! The operator-configured card URL is trusted as given. Anything else a guest asks for — an
-//! endpoint a remote card announces, a redirect — may not reach loopback, private, link-local,
-//! multicast or unspecified addresses unless its host is the card URL's host or the connection
-//! sets `allowPrivate`. Link-local addresses (cloud metadata lives there) are always refused.
+//! For an outbound connection, the operator-configured card URL is trusted as given; anything
+//! else a guest asks for (an endpoint a remote card announces, a redirect) may not reach
+//! loopback, private, link-local, multicast or unspecified addresses unless its host is the card
+//! URL's host or the connection sets `allowPrivate`. Webhooks are never trusted hosts. Link-local
+//! addresses (cloud metadata lives there) are always refused.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
