@@ -79,13 +79,17 @@ impl Worker {
                             continue;
                         }
                         drop(taken);
-                        let (this, busy) = (this.clone(), busy.clone());
+                        let (this, busy, signal) = (this.clone(), busy.clone(), signal.clone());
                         flights.spawn(async move {
                             let attempt = this.attempt(&d).await;
                             if let Err(e) = this.store.attempted(d.seq, now_ms(), attempt).await {
                                 tracing::warn!(error = %e, "cannot record a push attempt");
                             }
+                            // The config is free again: look now (the store's signal of the
+                            // recorded attempt may have come while it was still taken, and a
+                            // taken head counts for no wake-up time).
                             busy.lock().unwrap().remove(&key);
+                            signal.notify_one();
                         });
                     }
                     outbox
