@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use crate::admission::StreamSlot;
 use crate::clock::now_ms;
-use crate::config::Config;
+use crate::config::{Config, StorageBackend};
 use crate::credentials::Credentials;
 use crate::engine::Engine;
 use crate::host::{Host, Services};
@@ -21,7 +21,7 @@ use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
 use crate::responses::{Body, Framing, rpc_error};
 use crate::sessions::Sessions;
-use crate::store::{SqliteStore, Store};
+use crate::store::{PostgresStore, SqliteStore, Store};
 
 /// Everything requests share.
 pub struct App {
@@ -62,10 +62,15 @@ impl App {
     ) -> anyhow::Result<Arc<App>> {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(
-            &data_dir.join("a2a-edge.db"),
-            config.storage.fsync,
-        )?);
+        let store: Arc<dyn Store> = match config.storage.backend {
+            StorageBackend::Sqlite => Arc::new(SqliteStore::open(
+                &data_dir.join("a2a-edge.db"),
+                config.storage.fsync,
+            )?),
+            StorageBackend::Postgres => {
+                Arc::new(PostgresStore::connect(&config.storage.postgres_url()?).await?)
+            }
+        };
         let run_dir = data_dir.join("run");
         let reaped = crate::sessions::groups::reap(&run_dir);
         if reaped > 0 {

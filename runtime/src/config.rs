@@ -147,14 +147,53 @@ impl RuntimeSettings {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct StorageSettings {
+    /// Where state lives: `sqlite` (the data directory, one node) or `postgres` (a shared
+    /// database, several nodes).
+    pub backend: StorageBackend,
     /// fsync every commit (`true`, durable against power loss) or leave it to WAL
-    /// checkpoints (`false`, durable against process crashes only).
+    /// checkpoints (`false`, durable against process crashes only). SQLite only.
     pub fsync: bool,
+    /// The PostgreSQL URL (`postgres://user:password@host:port/db`); better given through
+    /// `urlEnv`, so the password is not in the file.
+    pub url: Option<String>,
+    /// The environment variable holding the PostgreSQL URL when `url` is not set.
+    pub url_env: String,
+}
+
+/// The store implementation.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackend {
+    /// `<data-dir>/a2a-edge.db`.
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database.
+    Postgres,
 }
 
 impl Default for StorageSettings {
     fn default() -> Self {
-        StorageSettings { fsync: true }
+        StorageSettings {
+            backend: StorageBackend::Sqlite,
+            fsync: true,
+            url: None,
+            url_env: "A2A_EDGE_DATABASE_URL".into(),
+        }
+    }
+}
+
+impl StorageSettings {
+    /// The PostgreSQL URL: `url`, else the variable `urlEnv` names.
+    pub fn postgres_url(&self) -> anyhow::Result<String> {
+        if let Some(url) = &self.url {
+            return Ok(url.clone());
+        }
+        std::env::var(&self.url_env).map_err(|_| {
+            anyhow::anyhow!(
+                "[storage] backend = \"postgres\" needs the database URL: set {} (or url in the file)",
+                self.url_env
+            )
+        })
     }
 }
 

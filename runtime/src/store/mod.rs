@@ -1,14 +1,17 @@
 //! Durable state: inbound instance and connection records, tasks (indexed columns + JSON body +
-//! CAS version), the message-id index and context bindings. SQLite is the embedded
-//! implementation; an in-memory one serves the host's unit tests.
+//! CAS version), the message-id index, context bindings, push configs and their outbox. SQLite
+//! is the embedded implementation, PostgreSQL the shared one of several nodes; an in-memory one
+//! serves the host's unit tests.
 
 #[cfg(test)]
 pub mod contract;
 #[cfg(test)]
 pub mod memory;
 mod migrations;
+mod postgres;
 mod sqlite;
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 use a2a_protocol::TaskState;

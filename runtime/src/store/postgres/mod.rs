@@ -1,0 +1,359 @@
+//! The PostgreSQL store (`[storage] backend = "postgres"`): the same contract as SQLite, for
+//! several nodes on one database. There is no single writer here, so every rule the SQLite writer
+//! thread keeps by running alone is a constraint or a conditional write: a task's version is a
+//! compare-and-swap (`UPDATE … WHERE version = $n`), a message claim inserts only where nothing is
+//! (`ON CONFLICT DO NOTHING`) or replaces only what it expects, and a losing write rolls its whole
+//! transaction back. Each call runs on a pooled connection in a task of its own.
+
+mod schema;
+mod sql;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use a2a_protocol::TaskState;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use super::*;
+
+/// Connections kept in the pool.
+const POOL: usize = 16;
+
+/// A store on a PostgreSQL database.
+pub struct PostgresStore {
+    pool: Pool,
+    signal: Arc<tokio::sync::Notify>,
+    closed: Arc<AtomicBool>,
+    statements: Arc<AtomicU64>,
+}
+
+/// What went wrong, with the server's message when it sent one (the plain `Display` of an error
+/// the server answered is only "db error").
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        StoreError::Unavailable(format!("database error: {}", describe(&e)))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        StoreError::Unavailable(format!("no database connection: {e}"))
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:password@host:port/db`), checks it answers and brings
+    /// its schema up to date.
+    pub async fn connect(url: &str) -> anyhow::Result<PostgresStore> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| anyhow::anyhow!("the PostgreSQL URL is not valid: {e}"))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL)
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot build the PostgreSQL pool: {e}"))?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL: {e}"))?;
+        schema::migrate(&mut client)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot migrate the PostgreSQL schema: {e}"))?;
+        drop(client);
+        Ok(PostgresStore {
+            pool,
+            signal: Arc::new(tokio::sync::Notify::new()),
+            closed: Arc::default(),
+            statements: Arc::default(),
+        })
+    }
+
+    /// Runs `op` on a pooled connection in a task of its own; its answer through a [`Pending`].
+    fn run<T: Send + 'static>(
+        &self,
+        op: impl for<'c> FnOnce(&'c mut sql::Conn) -> Op<'c, T> + Send + 'static,
+    ) -> Pending<T> {
+        if self.closed.load(Ordering::Acquire) {
+            return Pending::ready(Err(gone()));
+        }
+        let (reply, pending) = Pending::new();
+        let (pool, statements, signal) = (
+            self.pool.clone(),
+            self.statements.clone(),
+            self.signal.clone(),
+        );
+        tokio::spawn(async move {
+            let result = match pool.get().await {
+                Ok(client) => {
+                    let mut conn = sql::Conn::new(client);
+                    let r = op(&mut conn).await;
+                    statements.fetch_add(conn.statements, Ordering::Relaxed);
+                    if conn.queued && r.is_ok() {
+                        signal.notify_one();
+                    }
+                    r
+                }
+                Err(e) => Err(e.into()),
+            };
+            let _ = reply.send(result);
+        });
+        pending
+    }
+}
+
+/// One store call's work on a connection.
+type Op<'c, T> = futures_util::future::BoxFuture<'c, Result<T, StoreError>>;
+
+/// `op!(c => expression using c)`: an [`Op`] that owns what it captures.
+macro_rules! op {
+    ($c:ident => $e:expr) => {
+        move |$c: &mut sql::Conn| -> Op<'_, _> { Box::pin(async move { $e }) }
+    };
+}
+
+impl Store for PostgresStore {
+    fn create_task(
+        &self,
+        row: TaskRow,
+        claim: Option<MessageClaim>,
+        push: Option<PushConfig>,
+    ) -> Pending<()> {
+        self.run(op!(c => c.create_task(&row, claim.as_ref(), push.as_ref()).await))
+    }
+
+    fn update_task(
+        &self,
+        row: TaskRow,
+        expected: u64,
+        claim: Option<MessageClaim>,
+    ) -> Pending<u64> {
+        self.run(op!(c => c.update_task(&row, expected, claim.as_ref()).await))
+    }
+
+    fn put_push_config(&self, config: PushConfig) -> Pending<()> {
+        self.run(op!(c => c.put_push_config(&config).await))
+    }
+
+    fn delete_push_config(&self, instance_id: String, task_id: String, id: String) -> Pending<()> {
+        self.run(op!(c => c.delete_push_config(&instance_id, &task_id, &id).await))
+    }
+
+    fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>> {
+        self.run(op!(c => c.push_configs(&instance_id, &task_id).await))
+    }
+
+    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
+        self.run(op!(c => c.due(now, limit).await))
+    }
+
+    fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()> {
+        self.run(op!(c => c.attempted(seq, now, &attempt).await))
+    }
+
+    fn push_status(
+        &self,
+        instance_id: String,
+        task_id: Option<String>,
+    ) -> Pending<Vec<PushStatus>> {
+        self.run(op!(c => c.push_status(&instance_id, task_id.as_deref()).await))
+    }
+
+    fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.signal.clone()
+    }
+
+    fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
+        self.run(op!(c => c.put_record("instances", &record.id, &record).await))
+    }
+
+    fn delete_instance(&self, id: String) -> Pending<()> {
+        self.run(op!(c => c.delete_record("instances", &id).await))
+    }
+
+    fn put_connection(&self, record: ConnectionRecord) -> Pending<()> {
+        self.run(op!(c => c.put_record("connections", &record.id, &record).await))
+    }
+
+    fn delete_connection(&self, id: String) -> Pending<()> {
+        self.run(op!(c => c.delete_record("connections", &id).await))
+    }
+
+    fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
+        self.run(op!(c => c.fail_unsettled(now, &status_text).await))
+    }
+
+    fn flush(&self) -> Pending<()> {
+        // Every write is committed before it is answered: nothing is queued.
+        if self.closed.load(Ordering::Acquire) {
+            return Pending::ready(Err(gone()));
+        }
+        Pending::ready(Ok(()))
+    }
+
+    fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
+        self.run(op!(c => c.get_task(&id, instance_id.as_deref()).await))
+    }
+
+    fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage> {
+        self.run(op!(c => c.list_tasks(&filter).await))
+    }
+
+    fn find_message(
+        &self,
+        instance_id: String,
+        message_id: String,
+    ) -> Pending<Option<MessageRecord>> {
+        self.run(op!(c => c.find_message(&instance_id, &message_id).await))
+    }
+
+    fn contexts(
+        &self,
+        instance_id: Option<String>,
+        context_id: Option<String>,
+        limit: u32,
+    ) -> Pending<Vec<ContextSummary>> {
+        self.run(op!(c => {
+            c.contexts(instance_id.as_deref(), context_id.as_deref(), limit)
+                .await
+        }))
+    }
+
+    fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>> {
+        self.run(op!(c => c.state_counts().await))
+    }
+
+    fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
+    fn instances(&self) -> Pending<Vec<InstanceRecord>> {
+        self.run(op!(c => c.records("instances").await))
+    }
+
+    fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
+        self.run(op!(c => c.records("connections").await))
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.pool.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh database on the test cluster (`A2A_EDGE_TEST_POSTGRES`, a URL of a role that may
+    /// create databases), or none when no cluster is configured.
+    pub async fn fresh() -> Option<PostgresStore> {
+        let Ok(url) = std::env::var("A2A_EDGE_TEST_POSTGRES") else {
+            assert!(
+                std::env::var_os("A2A_EDGE_REQUIRE_POSTGRES").is_none(),
+                "A2A_EDGE_REQUIRE_POSTGRES is set but A2A_EDGE_TEST_POSTGRES is not"
+            );
+            eprintln!("skipped: set A2A_EDGE_TEST_POSTGRES to a PostgreSQL URL to run this");
+            return None;
+        };
+        let (admin, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let name = format!("a2a_edge_test_{}", uuid::Uuid::new_v4().simple());
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let mut config: tokio_postgres::Config = url.parse().unwrap();
+        config.dbname(&name);
+        let url = postgres_url(&config);
+        Some(PostgresStore::connect(&url).await.unwrap())
+    }
+
+    fn postgres_url(c: &tokio_postgres::Config) -> String {
+        let host = match &c.get_hosts()[0] {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+        };
+        let port = c.get_ports().first().copied().unwrap_or(5432);
+        let user = c.get_user().unwrap_or("postgres");
+        let password = c
+            .get_password()
+            .map(|p| format!(":{}", String::from_utf8_lossy(p)))
+            .unwrap_or_default();
+        format!(
+            "postgres://{user}{password}@{host}:{port}/{}",
+            c.get_dbname().unwrap_or("postgres")
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keeps_the_store_contract() {
+        let Some(s) = fresh().await else { return };
+        crate::store::contract::check(&s).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_claims_on_one_message_id_let_exactly_one_win() {
+        let Some(s) = fresh().await else { return };
+        let s = Arc::new(s);
+        let racers: Vec<_> = (0..8)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let claim = MessageClaim {
+                        message_id: "same".into(),
+                        fingerprint: "f".into(),
+                        replaces: None,
+                    };
+                    s.create_task(
+                        crate::store::contract::row(&format!("race-{i}"), 1),
+                        Some(claim),
+                        None,
+                    )
+                    .await
+                })
+            })
+            .collect();
+        let mut won = 0;
+        for r in racers {
+            match r.await.unwrap() {
+                Ok(()) => won += 1,
+                Err(StoreError::DuplicateMessage(_)) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(won, 1, "one claim wins, the others see its record");
+        let page = s
+            .list_tasks(TaskFilter {
+                limit: 100,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.total, 1, "the losers wrote nothing");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_after_close_fail_as_unavailable() {
+        let Some(s) = fresh().await else { return };
+        s.close();
+        assert!(matches!(
+            s.get_task("t".into(), None).await,
+            Err(StoreError::Unavailable(_))
+        ));
+    }
+}
