@@ -4,7 +4,7 @@
 //! configured attempts and age. At-least-once: a notification leaves the outbox only after its
 //! outcome is committed, so one in flight at a crash is sent again after the restart.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,6 +28,40 @@ const IDLE: Duration = Duration::from_secs(30);
 
 /// A config's key: one delivery at a time each.
 type Key = (String, String, String);
+
+/// Configs remembered with their latest attempt; past this the memory starts over (a stale look
+/// could then send one notification a second time, which at-least-once allows).
+const MAX_TRIED: usize = 65_536;
+
+/// The configs being delivered to, and each one's latest attempt: a look at the outbox that began
+/// before an attempt was recorded can still show that notification as due, and is not believed.
+#[derive(Default)]
+struct Taken {
+    busy: HashSet<Key>,
+    /// `(seq, attempts)` of the latest attempt per config.
+    tried: HashMap<Key, (u64, u32)>,
+}
+
+impl Taken {
+    /// Takes `d`'s config for a delivery, unless one is under way or `d` is an outdated view of
+    /// a notification already tried (the same one with no more attempts, or an earlier one).
+    fn take(&mut self, key: &Key, d: &Delivery) -> bool {
+        let outdated = self
+            .tried
+            .get(key)
+            .is_some_and(|tried| (d.seq, d.attempts) <= *tried);
+        !outdated && self.busy.insert(key.clone())
+    }
+
+    /// Frees the config after the attempt on `d` was recorded.
+    fn release(&mut self, key: Key, d: &Delivery) {
+        self.busy.remove(&key);
+        if self.tried.len() >= MAX_TRIED {
+            self.tried.clear();
+        }
+        self.tried.insert(key, (d.seq, d.attempts));
+    }
+}
 
 /// The delivery worker.
 pub struct Worker {
@@ -57,7 +91,7 @@ impl Worker {
     pub async fn run(self, stop: CancellationToken) {
         let this = Arc::new(self);
         let signal = this.store.outbox_signal();
-        let busy: Arc<Mutex<HashSet<Key>>> = Arc::default();
+        let taken: Arc<Mutex<Taken>> = Arc::default();
         let mut flights = JoinSet::new();
         loop {
             while flights.try_join_next().is_some() {}
@@ -71,15 +105,15 @@ impl Worker {
                             d.config.task_id.clone(),
                             d.config.id.clone(),
                         );
-                        let mut taken = busy.lock().unwrap();
-                        if taken.len() >= this.settings.concurrency as usize {
+                        let mut flying = taken.lock().unwrap();
+                        if flying.busy.len() >= this.settings.concurrency as usize {
                             break;
                         }
-                        if !taken.insert(key.clone()) {
+                        if !flying.take(&key, &d) {
                             continue;
                         }
-                        drop(taken);
-                        let (this, busy, signal) = (this.clone(), busy.clone(), signal.clone());
+                        drop(flying);
+                        let (this, taken, signal) = (this.clone(), taken.clone(), signal.clone());
                         flights.spawn(async move {
                             let attempt = this.attempt(&d).await;
                             if let Err(e) = this.store.attempted(d.seq, now_ms(), attempt).await {
@@ -88,7 +122,7 @@ impl Worker {
                             // The config is free again: look now (the store's signal of the
                             // recorded attempt may have come while it was still taken, and a
                             // taken head counts for no wake-up time).
-                            busy.lock().unwrap().remove(&key);
+                            taken.lock().unwrap().release(key, &d);
                             signal.notify_one();
                         });
                     }
@@ -246,6 +280,35 @@ mod tests {
         );
         let counted = metrics.json(&Default::default());
         assert_eq!(counted["push"]["refused"], 1, "{}", counted["push"]);
+    }
+
+    #[test]
+    fn a_config_is_taken_once_and_an_outdated_look_is_not_believed() {
+        let key: Key = ("i".into(), "t".into(), "c".into());
+        let head = |seq, attempts| Delivery {
+            seq,
+            config: PushConfig {
+                instance_id: "i".into(),
+                task_id: "t".into(),
+                id: "c".into(),
+                body: String::new(),
+            },
+            payload: String::new(),
+            created_at: 0,
+            attempts,
+        };
+        let mut t = Taken::default();
+        assert!(t.take(&key, &head(5, 0)));
+        assert!(!t.take(&key, &head(5, 0)), "one delivery at a time");
+        t.release(key.clone(), &head(5, 0));
+        assert!(
+            !t.take(&key, &head(5, 0)),
+            "a look from before the attempt was recorded"
+        );
+        assert!(!t.take(&key, &head(4, 3)), "an earlier notification");
+        assert!(t.take(&key, &head(5, 1)), "its retry");
+        t.release(key.clone(), &head(5, 1));
+        assert!(t.take(&key, &head(6, 0)), "the next notification");
     }
 
     #[test]
