@@ -228,3 +228,27 @@ impl Drop for Webhook {
         self.task.abort();
     }
 }
+
+/// The URL of a fresh database on the test cluster (`A2A_EDGE_TEST_POSTGRES`), or none (the
+/// test then skips, unless `A2A_EDGE_REQUIRE_POSTGRES` says it must run).
+pub async fn fresh_postgres() -> Option<String> {
+    let Ok(url) = std::env::var("A2A_EDGE_TEST_POSTGRES") else {
+        assert!(
+            std::env::var_os("A2A_EDGE_REQUIRE_POSTGRES").is_none(),
+            "A2A_EDGE_REQUIRE_POSTGRES is set but A2A_EDGE_TEST_POSTGRES is not"
+        );
+        eprintln!("skipped: set A2A_EDGE_TEST_POSTGRES to a PostgreSQL URL to run this");
+        return None;
+    };
+    let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let name = format!("a2a_edge_it_{}", uuid::Uuid::new_v4().simple());
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (base, _) = url.rsplit_once('/').unwrap();
+    Some(format!("{base}/{name}"))
+}
