@@ -43,7 +43,10 @@ async fn two_nodes_on_one_database_share_tasks_and_retries() {
     let task = sent["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
     let got = rpc(&b.base(), "GetTask", json!({"id": task["id"]})).await;
-    assert_eq!(got["result"]["id"], task["id"], "node B reads node A's task: {got}");
+    assert_eq!(
+        got["result"]["id"], task["id"],
+        "node B reads node A's task: {got}"
+    );
     let again = rpc(&b.base(), "SendMessage", send("pg-1")).await;
     assert_eq!(
         again["result"]["task"]["id"], task["id"],
@@ -54,5 +57,8 @@ async fn two_nodes_on_one_database_share_tasks_and_retries() {
     drop(a);
     let restarted = Served::start_with(on(&url)).await;
     let got = rpc(&restarted.base(), "GetTask", json!({"id": task["id"]})).await;
-    assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "hello pg");
+    assert_eq!(
+        got["result"]["artifacts"][0]["parts"][0]["text"],
+        "hello pg"
+    );
 }
