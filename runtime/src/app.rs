@@ -79,9 +79,16 @@ impl App {
                 "killed command processes a previous runtime left running"
             );
         }
-        let recovered = store
-            .fail_unsettled(now_ms(), "interrupted by runtime restart".into())
-            .await?;
+        // On a shared database the tasks still running may be another node's: they are not
+        // this start's to settle.
+        let recovered = match config.storage.backend {
+            StorageBackend::Sqlite => {
+                store
+                    .fail_unsettled(now_ms(), "interrupted by runtime restart".into())
+                    .await?
+            }
+            StorageBackend::Postgres => 0,
+        };
         if recovered > 0 {
             tracing::warn!(
                 tasks = recovered,
@@ -184,6 +191,27 @@ impl App {
         self.table.read().unwrap().instances.clone()
     }
 
+    /// On a shared database, takes up the instance records other nodes change: every
+    /// [`FOLLOW`] the stored records are compared with the served ones and the table is
+    /// reassembled when they differ. Runs until `stop`.
+    pub async fn follow(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(FOLLOW) => {}
+            }
+            match self.store.instances().await {
+                Ok(stored) if stored != self.records() => {
+                    if let Err(e) = self.reassemble().await {
+                        tracing::warn!(error = %e, "cannot take up the instances other nodes changed");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot read the instance records"),
+            }
+        }
+    }
+
     /// Every stored instance record (served or not), by id.
     pub fn records(&self) -> Vec<InstanceRecord> {
         self.table.read().unwrap().records.clone()
@@ -246,6 +274,9 @@ impl App {
         self.reassemble().await
     }
 }
+
+/// How often a node on a shared database looks for instance changes made on other nodes.
+pub const FOLLOW: Duration = Duration::from_millis(250);
 
 /// The services requests reach, over the store and the outbound connections.
 fn services(

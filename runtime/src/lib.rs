@@ -223,6 +223,9 @@ impl Running {
             services.metrics.clone(),
         );
         tokio::spawn(deliveries.run(shutdown.clone()));
+        if app.config.storage.backend == config::StorageBackend::Postgres {
+            tokio::spawn(app.clone().follow(shutdown.clone()));
+        }
         let (watched, stopping) = (app.clone(), shutdown.clone());
         tokio::spawn(async move {
             stopping.cancelled().await;

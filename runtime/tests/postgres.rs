@@ -54,6 +54,33 @@ async fn two_nodes_on_one_database_share_tasks_and_retries() {
     );
     let listed = rpc(&b.base(), "ListTasks", json!({})).await;
     assert_eq!(listed["result"]["totalSize"], 1, "no second task: {listed}");
+    // An instance created on A is served by B at B's next look (every 250 ms; the test allows
+    // a noisy machine 5 s and prints what it took).
+    let created: Value = reqwest::Client::new()
+        .post(format!("{}/a2a/api", a.base()))
+        .json(&json!({"action": "inbound.create", "name": "Shared", "description": "d", "version": "1"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    let card = format!("{}/a2a/{id}/agent-card.json", b.base());
+    let started = std::time::Instant::now();
+    loop {
+        let status = reqwest::get(&card).await.unwrap().status();
+        if status == 200 {
+            println!("B served A's new instance after {:?}", started.elapsed());
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "B does not serve the instance A created after {:?} (last answer {status})",
+            started.elapsed()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     drop(a);
     let restarted = Served::start_with(on(&url)).await;
     let got = rpc(&restarted.base(), "GetTask", json!({"id": task["id"]})).await;
