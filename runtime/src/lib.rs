@@ -220,6 +220,7 @@ impl Running {
         let deliveries = push::Worker::new(
             services.store.clone(),
             app.config.push.clone(),
+            services.webhooks.clone(),
             services.metrics.clone(),
         );
         tokio::spawn(deliveries.run(shutdown.clone()));

@@ -46,19 +46,23 @@ pub fn stored(config: TaskPushNotificationConfig, task_id: &str) -> Result<Strin
     Ok(serde_json::to_string(&config).unwrap_or_default())
 }
 
-/// Registers a config for an existing task; the stored JSON.
-pub fn register(config: TaskPushNotificationConfig, task_id: &str) -> Result<String, RpcError> {
-    let json = stored(config, task_id)?;
+/// Registers a config for an existing task; the config as stored.
+pub fn register(
+    config: TaskPushNotificationConfig,
+    task_id: &str,
+) -> Result<TaskPushNotificationConfig, RpcError> {
+    let config = config.checked(task_id)?;
+    let json = serde_json::to_string(&config).unwrap_or_default();
     host::set_config(&json).map_err(|e| refused(e, task_id))?;
-    Ok(json)
+    Ok(config)
 }
 
 /// `CreateTaskPushNotificationConfig`: the config as stored (its id defaults to the task's).
 pub fn create(params: &Value) -> Result<Value, RpcError> {
     let config: TaskPushNotificationConfig = jsonrpc::params(params)?;
     let task_id = task_of(&config.task_id)?.to_owned();
-    let json = register(config, &task_id)?;
-    serde_json::from_str(&json).map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))
+    let config = register(config, &task_id)?;
+    Ok(serde_json::to_value(config).unwrap_or_default())
 }
 
 /// `GetTaskPushNotificationConfig`.

@@ -21,18 +21,22 @@ pub struct PushCtx {
 }
 
 impl PushCtx {
-    fn ask(&self, task_id: String) -> (String, String) {
-        (self.instance_id.clone(), task_id)
+    /// `NotFound` unless this instance has the task.
+    async fn own(&self, task_id: &str) -> Result<(), StoreError> {
+        let task = self
+            .store
+            .get_task(task_id.to_owned(), Some(self.instance_id.clone()))
+            .await?;
+        task.map(drop).ok_or(StoreError::NotFound)
     }
 
     /// The task's configs; `NotFound` when this instance has no such task.
     async fn configs(&self, task_id: String) -> Result<Vec<store::PushConfig>, StoreError> {
-        let (instance, task) = self.ask(task_id);
-        self.store
-            .get_task(task.clone(), Some(instance.clone()))
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        Ok(self.store.push_configs(instance, task).await?)
+        self.own(&task_id).await?;
+        Ok(self
+            .store
+            .push_configs(self.instance_id.clone(), task_id)
+            .await?)
     }
 }
 
@@ -44,9 +48,9 @@ pub async fn admitted(
 ) -> Result<store::PushConfig, StoreError> {
     let config: TaskPushNotificationConfig = serde_json::from_str(json)
         .map_err(|e| StoreError::Invalid(format!("the push config is not valid: {e}")))?;
+    let task_id = config.task_id.clone();
     let config = config
-        .clone()
-        .checked(&config.task_id)
+        .checked(&task_id)
         .map_err(|e| StoreError::Invalid(e.message))?;
     webhooks
         .admit(&config.url)
@@ -97,13 +101,12 @@ impl Host for PushCtx {
         task_id: String,
         id: String,
     ) -> wasmtime::Result<Result<(), StoreError>> {
-        if let Err(e) = self.configs(task_id.clone()).await {
+        if let Err(e) = self.own(&task_id).await {
             return Ok(Err(e));
         }
-        let (instance, task) = self.ask(task_id);
         Ok(self
             .store
-            .delete_push_config(instance, task, id)
+            .delete_push_config(self.instance_id.clone(), task_id, id)
             .await
             .map_err(Into::into))
     }

@@ -67,17 +67,18 @@ impl Taken {
 pub struct Worker {
     store: Arc<dyn Store>,
     settings: PushSettings,
-    webhooks: Webhooks,
+    webhooks: Arc<Webhooks>,
     metrics: Arc<Metrics>,
 }
 
 impl Worker {
-    /// A worker over `store`'s outbox.
-    pub fn new(store: Arc<dyn Store>, settings: PushSettings, metrics: Arc<Metrics>) -> Worker {
-        let webhooks = Webhooks::new(
-            settings.allow_private_targets,
-            Duration::from_millis(settings.timeout_ms),
-        );
+    /// A worker over `store`'s outbox, judging webhooks with the guard registrations use.
+    pub fn new(
+        store: Arc<dyn Store>,
+        settings: PushSettings,
+        webhooks: Arc<Webhooks>,
+        metrics: Arc<Metrics>,
+    ) -> Worker {
         Worker {
             store,
             settings,
@@ -259,7 +260,9 @@ mod tests {
             .await
             .unwrap();
         let metrics = Arc::new(Metrics::default());
-        let worker = Worker::new(store.clone(), PushSettings::default(), metrics.clone());
+        let settings = PushSettings::default();
+        let guard = Webhooks::new(false, Duration::from_millis(settings.timeout_ms));
+        let worker = Worker::new(store.clone(), settings, Arc::new(guard), metrics.clone());
         let stop = CancellationToken::new();
         let running = tokio::spawn(worker.run(stop.clone()));
         let status = loop {
