@@ -12,7 +12,7 @@ use anyhow::Context;
 use crate::admission::StreamSlot;
 use crate::clock::now_ms;
 use crate::config::{Config, StorageBackend};
-use crate::credentials::Credentials;
+use crate::credentials::{Credentials, SecretKey};
 use crate::engine::Engine;
 use crate::host::{Host, Services};
 use crate::instances::{Instance, Routes};
@@ -21,7 +21,7 @@ use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
 use crate::responses::{Body, Framing, rpc_error};
 use crate::sessions::Sessions;
-use crate::store::{PostgresStore, SqliteStore, Store};
+use crate::store::{Lease, PostgresStore, SqliteStore, Store};
 
 /// Everything requests share.
 pub struct App {
@@ -68,7 +68,12 @@ impl App {
                 config.storage.fsync,
             )?),
             StorageBackend::Postgres => {
-                Arc::new(PostgresStore::connect(&config.storage.postgres_url()?).await?)
+                let lease = Lease {
+                    node: crate::cluster::node_id(config.cluster.node.as_deref()),
+                    ttl_ms: config.cluster.lease_ms.max(1000),
+                };
+                tracing::info!(node = %lease.node, lease_ms = lease.ttl_ms, "joining the nodes on the shared database");
+                Arc::new(PostgresStore::connect(&config.storage.postgres_url()?, lease).await?)
             }
         };
         let run_dir = data_dir.join("run");
@@ -80,14 +85,13 @@ impl App {
             );
         }
         // On a shared database the tasks still running may be another node's: they are not
-        // this start's to settle.
-        let recovered = match config.storage.backend {
-            StorageBackend::Sqlite => {
-                store
-                    .fail_unsettled(now_ms(), "interrupted by runtime restart".into())
-                    .await?
-            }
-            StorageBackend::Postgres => 0,
+        // this start's to settle (the leases of a node that is gone run out, see `cluster`).
+        let recovered = if store.is_shared() {
+            0
+        } else {
+            store
+                .fail_unsettled(now_ms(), "interrupted by runtime restart".into())
+                .await?
         };
         if recovered > 0 {
             tracing::warn!(
@@ -99,7 +103,13 @@ impl App {
         let engine = Arc::new(tokio::task::block_in_place(|| {
             Engine::new(&config.runtime, &data_dir)
         })?);
-        let credentials = Arc::new(Credentials::open(&data_dir)?);
+        let credentials = Arc::new(if store.is_shared() {
+            let c = &config.cluster;
+            let key = SecretKey::load(c.secret_key_file.as_deref(), &c.secret_key_env)?;
+            Credentials::shared(store.clone(), key).await?
+        } else {
+            Credentials::open(&data_dir)?
+        });
         let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone()))?;
         let outbound = Arc::new(Outbound::new(store.clone(), credentials.clone(), client).await?);
         let sessions = Arc::new(Sessions::new(&config.all_presets(), Some(run_dir)));
@@ -191,17 +201,27 @@ impl App {
         self.table.read().unwrap().instances.clone()
     }
 
-    /// On a shared database, takes up the instance records other nodes change: every
-    /// [`FOLLOW`] the stored records are compared with the served ones and the table is
-    /// reassembled when they differ. Runs until `stop`.
+    /// On a shared database, takes up what other nodes change: every [`FOLLOW`] the secrets,
+    /// the connection records and the instance records are read again; the instance table is
+    /// reassembled when a record or a secret differs. Runs until `stop`.
     pub async fn follow(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(FOLLOW) => {}
             }
+            let secrets_changed = match self.credentials.refresh().await {
+                Ok(changed) => changed,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the shared secrets");
+                    false
+                }
+            };
+            if let Err(e) = self.outbound.follow().await {
+                tracing::warn!(error = %e, "cannot take up the connections other nodes changed");
+            }
             match self.store.instances().await {
-                Ok(stored) if stored != self.records() => {
+                Ok(stored) if secrets_changed || stored != self.records() => {
                     if let Err(e) = self.reassemble().await {
                         tracing::warn!(error = %e, "cannot take up the instances other nodes changed");
                     }

@@ -29,6 +29,8 @@ pub struct Config {
     pub attachments: AttachmentSettings,
     /// Push-notification delivery.
     pub push: PushSettings,
+    /// Several nodes on one PostgreSQL database.
+    pub cluster: ClusterSettings,
     /// Session presets; `echo` is built in.
     pub presets: Vec<Preset>,
     /// Inbound instances declared as code: created on start when missing.
@@ -158,6 +160,36 @@ pub struct StorageSettings {
     pub url: Option<String>,
     /// The environment variable holding the PostgreSQL URL when `url` is not set.
     pub url_env: String,
+    /// How long the frame log of a settled task is kept after its last change, in seconds
+    /// (each task also keeps at most its latest 1000 frames).
+    pub frame_retention_secs: u64,
+}
+
+/// Several nodes on one PostgreSQL database (`[storage] backend = "postgres"`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// This node's name in leases and logs (default: the host name); a random suffix per
+    /// process start makes the id unique.
+    pub node: Option<String>,
+    /// How long a running task's lease lasts unless its node renews it (every third of it);
+    /// a task whose lease ran out is settled FAILED ("node lost") by another node.
+    pub lease_ms: u64,
+    /// A file holding the 32-byte key (base64) that seals the secrets the nodes share.
+    pub secret_key_file: Option<std::path::PathBuf>,
+    /// The environment variable holding that key when `secretKeyFile` is not set.
+    pub secret_key_env: String,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            node: None,
+            lease_ms: 15_000,
+            secret_key_file: None,
+            secret_key_env: "A2A_EDGE_SECRET_KEY".into(),
+        }
+    }
 }
 
 /// The store implementation.
@@ -178,6 +210,7 @@ impl Default for StorageSettings {
             fsync: true,
             url: None,
             url_env: "A2A_EDGE_DATABASE_URL".into(),
+            frame_retention_secs: 7 * 24 * 3600,
         }
     }
 }

@@ -1,26 +1,48 @@
-//! Secrets by name. The credentials layer is a file of its own in the data directory
-//! (`credentials.json`, mode 0600, replaced atomically); a name it does not hold falls back to
-//! the process environment. Secrets never leave the host: not in records, snapshots, cards,
-//! logs, errors or guest memory.
+//! Secrets by name. On one node the credentials layer is a file of its own in the data
+//! directory (`credentials.json`, mode 0600, replaced atomically); on a shared database it is the
+//! `secrets` table, each value sealed with AES-256-GCM under the cluster key every node reads
+//! (never plaintext in the database). A name the layer does not hold falls back to the process
+//! environment. Secrets never leave the host: not in records, snapshots, cards, logs, errors or
+//! guest memory.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
+use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
 use anyhow::Context;
+use base64::Engine as _;
+
+use crate::store::{SealedSecret, Store};
 
 /// The credentials layer.
 pub struct Credentials {
-    path: PathBuf,
+    layer: Layer,
     values: RwLock<BTreeMap<String, String>>,
+}
+
+/// Where the layer keeps its secrets.
+enum Layer {
+    /// `<data-dir>/credentials.json`.
+    File(PathBuf),
+    /// The shared store, sealed.
+    Shared {
+        store: Arc<dyn Store>,
+        key: SecretKey,
+    },
 }
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<String> = self.values.read().unwrap().keys().cloned().collect();
+        let layer = match &self.layer {
+            Layer::File(path) => path.display().to_string(),
+            Layer::Shared { .. } => "the shared database".into(),
+        };
         f.debug_struct("Credentials")
-            .field("path", &self.path)
+            .field("layer", &layer)
             .field("names", &names)
             .finish()
     }
@@ -44,9 +66,36 @@ impl Credentials {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         Ok(Credentials {
-            path,
+            layer: Layer::File(path),
             values: RwLock::new(values),
         })
+    }
+
+    /// The layer of a shared store, sealed with `key`; reads what the store holds.
+    pub async fn shared(store: Arc<dyn Store>, key: SecretKey) -> anyhow::Result<Credentials> {
+        let c = Credentials {
+            layer: Layer::Shared { store, key },
+            values: RwLock::default(),
+        };
+        c.refresh().await?;
+        Ok(c)
+    }
+
+    /// Takes up what other nodes changed (a shared layer; a file is this node's alone);
+    /// whether anything did.
+    pub async fn refresh(&self) -> anyhow::Result<bool> {
+        let Layer::Shared { store, key } = &self.layer else {
+            return Ok(false);
+        };
+        let mut values = BTreeMap::new();
+        for s in store.secrets().await? {
+            values.insert(s.name.clone(), key.open(&s)?);
+        }
+        let changed = *self.values.read().unwrap() != values;
+        if changed {
+            *self.values.write().unwrap() = values;
+        }
+        Ok(changed)
     }
 
     /// The secret `name`: the credentials layer first, then the process environment.
@@ -58,30 +107,116 @@ impl Credentials {
     }
 
     /// Stores (`Some`, non-empty) or removes the secret `name`, durably, before answering.
-    pub fn set(&self, name: &str, value: Option<&str>) -> anyhow::Result<()> {
-        let mut values = self.values.write().unwrap();
-        let mut next = values.clone();
-        match value.filter(|v| !v.is_empty()) {
-            Some(v) => next.insert(name.to_owned(), v.to_owned()),
-            None => next.remove(name),
-        };
-        self.write(&next)?;
-        *values = next;
+    pub async fn set(&self, name: &str, value: Option<&str>) -> anyhow::Result<()> {
+        let value = value.filter(|v| !v.is_empty());
+        match &self.layer {
+            Layer::File(path) => {
+                let mut values = self.values.write().unwrap();
+                let mut next = values.clone();
+                match value {
+                    Some(v) => next.insert(name.to_owned(), v.to_owned()),
+                    None => next.remove(name),
+                };
+                write_file(path, &next)?;
+                *values = next;
+            }
+            Layer::Shared { store, key } => {
+                let sealed = value.map(|v| key.seal(name, v));
+                store
+                    .put_secret(name.to_owned(), sealed)
+                    .await
+                    .with_context(|| format!("cannot store the secret {name}"))?;
+                let mut values = self.values.write().unwrap();
+                match value {
+                    Some(v) => values.insert(name.to_owned(), v.to_owned()),
+                    None => values.remove(name),
+                };
+            }
+        }
         Ok(())
     }
+}
 
-    /// Writes a temporary file (created 0600) beside the target, syncs it and renames it over.
-    fn write(&self, values: &BTreeMap<String, String>) -> anyhow::Result<()> {
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)
-            .with_context(|| format!("cannot write credentials in {}", dir.display()))?;
-        tmp.write_all(&serde_json::to_vec_pretty(values)?)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(&self.path)
-            .map_err(|e| e.error)
-            .with_context(|| format!("cannot replace {}", self.path.display()))?;
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).ok();
-        Ok(())
+/// Writes a temporary file (created 0600) beside the target, syncs it and renames it over.
+fn write_file(path: &Path, values: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write credentials in {}", dir.display()))?;
+    tmp.write_all(&serde_json::to_vec_pretty(values)?)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot replace {}", path.display()))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).ok();
+    Ok(())
+}
+
+/// The key that seals the secrets of a shared store: 32 bytes, AES-256-GCM. Each value is sealed
+/// with a random nonce and its name as associated data, so a sealed value moved to another name
+/// does not open.
+pub struct SecretKey(Aes256Gcm);
+
+impl SecretKey {
+    /// The key in `file` (base64, surrounding space ignored), else in the variable `env`.
+    pub fn load(file: Option<&Path>, env: &str) -> anyhow::Result<SecretKey> {
+        let generate = "generate one with `openssl rand -base64 32` and give every node the same";
+        let text = match file {
+            Some(f) => std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read the cluster key file {}", f.display()))?,
+            None => std::env::var(env).map_err(|_| {
+                anyhow::anyhow!(
+                    "a shared database keeps the secrets sealed: set {env} (or [cluster] secretKeyFile) to a 32-byte key in base64; {generate}"
+                )
+            })?,
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .map_err(|e| anyhow::anyhow!("the cluster key is not base64 ({e}); {generate}"))?;
+        let key = Aes256Gcm::new_from_slice(&bytes).map_err(|_| {
+            anyhow::anyhow!(
+                "the cluster key has {} bytes, not 32; {generate}",
+                bytes.len()
+            )
+        })?;
+        Ok(SecretKey(key))
+    }
+
+    fn seal(&self, name: &str, value: &str) -> SealedSecret {
+        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+        let payload = Payload {
+            msg: value.as_bytes(),
+            aad: name.as_bytes(),
+        };
+        let sealed = self
+            .0
+            .encrypt(&nonce, payload)
+            .expect("AES-GCM seals any message shorter than 64 GiB");
+        SealedSecret {
+            name: name.to_owned(),
+            nonce: nonce.to_vec(),
+            sealed,
+        }
+    }
+
+    fn open(&self, s: &SealedSecret) -> anyhow::Result<String> {
+        let refused = || {
+            anyhow::anyhow!(
+                "the secret {} does not open with this node's cluster key: every node needs the same key",
+                s.name
+            )
+        };
+        if s.nonce.len() != 12 {
+            return Err(refused());
+        }
+        let payload = Payload {
+            msg: &s.sealed,
+            aad: s.name.as_bytes(),
+        };
+        let plain = self
+            .0
+            .decrypt(Nonce::from_slice(&s.nonce), payload)
+            .map_err(|_| refused())?;
+        String::from_utf8(plain).map_err(|_| refused())
     }
 }
 
@@ -158,13 +293,13 @@ mod tests {
         assert_eq!(outbound_name("my agent.x"), "A2A_OUTBOUND_MY_AGENT_X");
     }
 
-    #[test]
-    fn file_layer_is_private_durable_and_first() {
+    #[tokio::test]
+    async fn file_layer_is_private_durable_and_first() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let c = Credentials::open(dir.path()).unwrap();
         assert_eq!(c.resolve("A2A_TEST_CRED_X"), None);
-        c.set("A2A_TEST_CRED_X", Some("v1")).unwrap();
+        c.set("A2A_TEST_CRED_X", Some("v1")).await.unwrap();
         let mode = std::fs::metadata(dir.path().join("credentials.json"))
             .unwrap()
             .permissions()
@@ -181,8 +316,41 @@ mod tests {
         // The layer wins over the environment; clearing falls back to it.
         unsafe { std::env::set_var("A2A_TEST_CRED_X", "from-env") };
         assert_eq!(c.resolve("A2A_TEST_CRED_X").as_deref(), Some("v1"));
-        c.set("A2A_TEST_CRED_X", None).unwrap();
+        c.set("A2A_TEST_CRED_X", None).await.unwrap();
         assert_eq!(c.resolve("A2A_TEST_CRED_X").as_deref(), Some("from-env"));
         assert!(!format!("{c:?}").contains("v1"));
+    }
+
+    #[test]
+    fn sealed_secrets_open_only_with_the_key_and_under_their_name() {
+        let key = |k: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let f = dir.path().join("key");
+            std::fs::write(&f, format!("{k}\n")).unwrap();
+            SecretKey::load(Some(&f), "UNUSED")
+        };
+        let a = key("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").unwrap();
+        let b = key("AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").unwrap();
+        let sealed = a.seal("A2A_INBOUND_X", "s3cret-token");
+        assert!(
+            !sealed.sealed.windows(6).any(|w| w == b"s3cret".as_slice()),
+            "no plaintext in what the database keeps"
+        );
+        assert_eq!(a.open(&sealed).unwrap(), "s3cret-token");
+        assert_ne!(a.seal("A2A_INBOUND_X", "s3cret-token").nonce, sealed.nonce);
+        let err = b.open(&sealed).unwrap_err().to_string();
+        assert!(err.contains("same key") && !err.contains("s3cret"), "{err}");
+        let moved = SealedSecret {
+            name: "A2A_INBOUND_Y".into(),
+            ..sealed
+        };
+        assert!(a.open(&moved).is_err(), "bound to its name");
+        let short = key("c2hvcnQ=").err().unwrap().to_string();
+        assert!(
+            short.contains("5 bytes, not 32") && short.contains("openssl rand"),
+            "{short}"
+        );
+        let missing = SecretKey::load(None, "A2A_TEST_NO_SUCH_KEY").err().unwrap();
+        assert!(missing.to_string().contains("A2A_TEST_NO_SUCH_KEY"));
     }
 }

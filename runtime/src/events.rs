@@ -1,120 +1,149 @@
-//! The per-task frame log: the latest 200 frames of each live task, with sequence ids, fanned out
-//! to every subscriber in the same order (SPEC §5).
+//! Reading task frame logs (SPEC §5). The log itself is durable, in the store: every frame has a
+//! per-task sequence id the store assigns in commit order. In front of it, each live task of this
+//! node has a ring of its latest [`RING`] frames and a signal, so a subscriber on the node that
+//! runs the task reads new frames from memory; anything the ring does not hold (a replay after a
+//! reconnect or a restart, a task another node runs) is read from the store by cursor. A wake-up
+//! that is missed (another node's notification lost) costs at most [`POLL`] of latency, never a
+//! frame.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
-/// Frames kept per task for replay.
+use crate::store::{Frame, FramePage, Store, StoreError};
+
+/// Frames kept in memory per live task.
 pub const RING: usize = 200;
+
+/// Frames read from the store at a time.
+pub const PAGE: u32 = 100;
+
+/// Longest a subscriber waits without a wake-up before it looks at the store again.
+pub const POLL: Duration = Duration::from_secs(1);
 
 /// A frame's kind: the StreamResponse member it carries.
 pub use a2a_protocol::sse::Member as FrameKind;
 
-/// One published frame.
-#[derive(Clone, Debug)]
-pub struct Frame {
-    /// Per-task sequence, from 1.
-    pub seq: u64,
-    /// Kind.
-    pub kind: FrameKind,
-    /// The member's JSON.
-    pub json: Arc<str>,
-}
-
+/// One task's frames on this node: the ring and the signal that something changed.
 #[derive(Default)]
-struct Log {
-    frames: VecDeque<Frame>,
-    next_seq: u64,
+struct TaskLog {
+    ring: Mutex<BTreeMap<u64, Frame>>,
+    /// Bumped on every change (a frame, a close, another node's notification).
+    signal: watch::Sender<u64>,
 }
 
-/// One task's log.
-pub struct TaskLog {
-    log: Mutex<Log>,
-    /// (latest seq, closed)
-    signal: watch::Sender<(u64, bool)>,
+impl TaskLog {
+    fn bump(&self) {
+        self.signal.send_modify(|n| *n += 1);
+    }
 }
 
-/// Every live task's log.
+/// The logs of the tasks this node is writing or reading.
 #[derive(Default)]
 pub struct EventHub {
     logs: Mutex<HashMap<String, Arc<TaskLog>>>,
-    /// The last sequence id of closed logs, so a task that runs again (after INPUT_REQUIRED)
-    /// continues its sequence. Bounded: forgotten wholesale past [`CLOSED_MEMORY`] entries.
-    closed: Mutex<HashMap<String, u64>>,
 }
 
-/// How many closed logs' sequences are remembered.
-pub const CLOSED_MEMORY: usize = 100_000;
-
 impl EventHub {
-    fn log(&self, task_id: &str) -> Arc<TaskLog> {
-        let mut logs = self.logs.lock().unwrap();
-        if let Some(log) = logs.get(task_id) {
-            return log.clone();
-        }
-        let last = self.closed.lock().unwrap().remove(task_id).unwrap_or(0);
-        let log = Arc::new(TaskLog {
-            log: Mutex::new(Log {
-                next_seq: last + 1,
-                ..Default::default()
-            }),
-            signal: watch::channel((last, false)).0,
-        });
-        logs.insert(task_id.to_owned(), log.clone());
-        log
+    fn log(&self, key: &str) -> Arc<TaskLog> {
+        self.logs
+            .lock()
+            .unwrap()
+            .entry(key.to_owned())
+            .or_default()
+            .clone()
     }
 
-    /// Appends a frame; returns its sequence id.
-    pub fn publish(&self, task_id: &str, kind: FrameKind, json: String) -> u64 {
-        let log = self.log(task_id);
-        let seq = {
-            let mut l = log.log.lock().unwrap();
-            let seq = l.next_seq;
-            l.next_seq += 1;
-            if l.frames.len() == RING {
-                l.frames.pop_front();
+    /// Frames the store has committed for a task (`key`: instance/task): into its ring, and
+    /// wakes its subscribers.
+    pub fn committed(&self, key: &str, frames: impl IntoIterator<Item = Frame>) {
+        let log = self.log(key);
+        {
+            let mut ring = log.ring.lock().unwrap();
+            for f in frames {
+                ring.insert(f.seq, f);
             }
-            l.frames.push_back(Frame {
-                seq,
-                kind,
-                json: json.into(),
-            });
-            seq
+            while ring.len() > RING {
+                ring.pop_first();
+            }
+        }
+        log.bump();
+    }
+
+    /// Something changed in a task's log elsewhere (another node): its subscribers look again.
+    pub fn poke(&self, key: &str) {
+        if let Some(log) = self.logs.lock().unwrap().get(key) {
+            log.bump();
+        }
+    }
+
+    /// The task settled here: its ring goes, its subscribers finish from the store.
+    pub fn close(&self, key: &str) {
+        if let Some(log) = self.logs.lock().unwrap().remove(key) {
+            log.bump();
+        }
+    }
+
+    /// A reader of an instance's task's log after `after` (none: only frames from now on);
+    /// `NotFound` when the instance has no such task.
+    pub async fn open(
+        self: &Arc<Self>,
+        store: Arc<dyn Store>,
+        instance_id: &str,
+        task_id: &str,
+        after: Option<u64>,
+    ) -> Result<Subscription, StoreError> {
+        let key = crate::records::task_key(instance_id, task_id);
+        let log = self.log(&key);
+        let signal = log.signal.subscribe();
+        let page = store
+            .frames(
+                instance_id.to_owned(),
+                task_id.to_owned(),
+                after.unwrap_or(i64::MAX as u64),
+                PAGE,
+            )
+            .await;
+        let page = match page {
+            Ok(p) => p,
+            Err(e) => {
+                self.release(&key, log);
+                return Err(e);
+            }
         };
-        log.signal.send_replace((seq, false));
-        seq
-    }
-
-    /// Ends a task's log: current subscribers drain it and end; the next `open` starts a new one.
-    pub fn close(&self, task_id: &str) {
-        if let Some(log) = self.logs.lock().unwrap().remove(task_id) {
-            let last = log.log.lock().unwrap().next_seq - 1;
-            let mut closed = self.closed.lock().unwrap();
-            if closed.len() >= CLOSED_MEMORY {
-                closed.clear();
-            }
-            closed.insert(task_id.to_owned(), last);
-            log.signal.send_modify(|s| s.1 = true);
-        }
-    }
-
-    /// A reader of a task's log after `after` (none: only frames published from now on).
-    pub fn subscribe(&self, task_id: &str, after: Option<u64>) -> Subscription {
-        let log = self.log(task_id);
-        let head = log.log.lock().unwrap().next_seq - 1;
-        Subscription {
-            signal: log.signal.subscribe(),
-            log,
-            cursor: after.unwrap_or(head).min(head),
-            head,
+        let mut sub = Subscription {
+            hub: self.clone(),
+            store,
+            instance_id: instance_id.to_owned(),
+            task_id: task_id.to_owned(),
+            key,
+            log: Some(log),
+            signal,
+            cursor: after.unwrap_or(page.last_seq).min(page.last_seq),
+            head: page.last_seq,
             lagged: false,
-            key: task_id.to_owned(),
+            buffer: VecDeque::new(),
+            done: false,
+        };
+        sub.take(page);
+        Ok(sub)
+    }
+
+    /// Forgets a log nobody writes or reads any more.
+    fn release(&self, key: &str, log: Arc<TaskLog>) {
+        let mut logs = self.logs.lock().unwrap();
+        // The map's reference and `log`: nobody else holds it.
+        if Arc::strong_count(&log) <= 2
+            && log.ring.lock().unwrap().is_empty()
+            && logs.get(key).is_some_and(|l| Arc::ptr_eq(l, &log))
+        {
+            logs.remove(key);
         }
     }
 
-    /// Number of live logs.
+    /// Number of logs held in memory.
     pub fn live(&self) -> usize {
         self.logs.lock().unwrap().len()
     }
@@ -122,37 +151,38 @@ impl EventHub {
 
 /// A reader of one task's log.
 pub struct Subscription {
-    log: Arc<TaskLog>,
-    signal: watch::Receiver<(u64, bool)>,
+    hub: Arc<EventHub>,
+    store: Arc<dyn Store>,
+    instance_id: String,
+    task_id: String,
+    key: String,
+    log: Option<Arc<TaskLog>>,
+    signal: watch::Receiver<u64>,
     cursor: u64,
     head: u64,
     lagged: bool,
-    key: String,
+    buffer: VecDeque<Frame>,
+    /// The task settled and every frame up to it has been read from the store.
+    done: bool,
 }
 
 impl Subscription {
-    /// The next frame after the cursor, if published.
+    /// The next frame after the cursor, if it has been read.
     pub fn try_next(&mut self) -> Option<Frame> {
-        let l = self.log.log.lock().unwrap();
-        let first = l.frames.front()?.seq;
-        if self.cursor + 1 < first {
-            self.lagged = true;
-            self.cursor = first - 1;
+        if self.buffer.is_empty() {
+            self.from_ring();
         }
-        let frame = l.frames.get((self.cursor + 1 - first) as usize)?.clone();
-        self.cursor = frame.seq;
-        Some(frame)
+        self.buffer.pop_front()
     }
 
-    /// The log is closed and fully read.
+    /// The task settled and every frame has been read.
     pub fn is_closed(&self) -> bool {
-        let (latest, closed) = *self.signal.borrow();
-        closed && self.cursor >= latest
+        self.done && self.buffer.is_empty()
     }
 
-    /// The key of the log it reads.
-    pub fn key(&self) -> &str {
-        &self.key
+    /// The task's id.
+    pub fn task_id(&self) -> &str {
+        &self.task_id
     }
 
     /// The latest sequence id when this reader opened.
@@ -160,74 +190,214 @@ impl Subscription {
         self.head
     }
 
-    /// Frames were dropped from the ring before this reader got them.
+    /// Retention removed frames before this reader got them.
     pub fn lagged(&self) -> bool {
         self.lagged
     }
 
-    /// Waits until a frame after the cursor exists or the log is closed (cancel-safe).
+    /// Waits until a frame after the cursor has been read or the log is finished (cancel-safe:
+    /// what a store read brought stays buffered).
     pub async fn ready(&mut self) {
-        let cursor = self.cursor;
-        let _ = self
-            .signal
-            .wait_for(|(latest, closed)| *latest > cursor || *closed)
-            .await;
+        loop {
+            if !self.buffer.is_empty() || self.done {
+                return;
+            }
+            self.signal.borrow_and_update();
+            if self.from_ring() {
+                return;
+            }
+            match self
+                .store
+                .frames(
+                    self.instance_id.clone(),
+                    self.task_id.clone(),
+                    self.cursor,
+                    PAGE,
+                )
+                .await
+            {
+                Ok(page) => self.take(page),
+                // The task is gone (its instance was deleted): nothing more will come.
+                Err(StoreError::NotFound) => self.done = true,
+                Err(e) => tracing::warn!(task = %self.key, "cannot read the frame log: {e}"),
+            }
+            if !self.buffer.is_empty() || self.done {
+                return;
+            }
+            let _ = tokio::time::timeout(POLL, self.signal.changed()).await;
+        }
+    }
+
+    /// Moves the frames after the cursor that the ring holds into the buffer; whether any.
+    fn from_ring(&mut self) -> bool {
+        let Some(log) = &self.log else { return false };
+        let ring = log.ring.lock().unwrap();
+        let before = self.buffer.len();
+        while let Some(f) = ring.get(&(self.cursor + 1)) {
+            self.cursor = f.seq;
+            self.buffer.push_back(f.clone());
+        }
+        self.buffer.len() > before
+    }
+
+    /// Takes a page read from the store: its frames after the cursor, and whether the log is
+    /// finished (the task settled and the page holds its last frame).
+    fn take(&mut self, page: FramePage) {
+        let FramePage {
+            frames,
+            last_seq,
+            state,
+        } = page;
+        for f in frames {
+            if f.seq <= self.cursor {
+                continue;
+            }
+            self.lagged |= f.seq > self.cursor + 1;
+            self.cursor = f.seq;
+            self.buffer.push_back(f);
+        }
+        self.done = self.cursor >= last_seq && (state.is_terminal() || state.is_interrupted());
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(log) = self.log.take() {
+            self.hub.release(&self.key, log);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{NewFrame, contract::row};
+    use a2a_protocol::TaskState;
 
-    #[tokio::test]
-    async fn subscribers_see_identical_ordered_frames_and_the_close() {
-        let hub = EventHub::default();
-        let mut a = hub.subscribe("t", None);
-        let mut b = hub.subscribe("t", None);
-        for i in 0..3 {
-            hub.publish("t", FrameKind::StatusUpdate, format!("{{\"n\":{i}}}"));
+    fn frame(n: u64) -> NewFrame {
+        NewFrame {
+            kind: FrameKind::ArtifactUpdate,
+            json: format!("{{\"n\":{n}}}"),
         }
-        hub.close("t");
-        for sub in [&mut a, &mut b] {
-            sub.ready().await;
-            let seqs: Vec<u64> = std::iter::from_fn(|| sub.try_next())
-                .map(|f| f.seq)
-                .collect();
-            assert_eq!(seqs, [1, 2, 3]);
-            assert!(sub.is_closed());
-        }
-        assert_eq!(hub.live(), 0);
+    }
+
+    /// Appends through the store and tells the hub, as the host does.
+    async fn publish(hub: &EventHub, store: &dyn Store, n: u64) -> u64 {
+        let seq = store
+            .append_frames("i".into(), "t".into(), vec![frame(n)])
+            .await
+            .unwrap();
+        let json = frame(n).json.into();
+        hub.committed(
+            "i/t",
+            [Frame {
+                seq,
+                kind: FrameKind::ArtifactUpdate,
+                json,
+            }],
+        );
+        seq
+    }
+
+    async fn settle(store: &dyn Store, version: u64) {
+        let mut done = row("t", version + 1);
+        done.state = TaskState::Completed;
+        store
+            .update_task(done, version, None, vec![NewFrame::status("{}".into())])
+            .await
+            .unwrap();
+    }
+
+    async fn setup() -> (Arc<EventHub>, Arc<dyn Store>) {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        store.create_task(row("t", 1), None, None).await.unwrap();
+        (Arc::new(EventHub::default()), store)
     }
 
     #[tokio::test]
-    async fn replay_from_a_sequence_and_ring_overflow() {
-        let hub = EventHub::default();
-        for _ in 0..(RING + 10) {
-            hub.publish("t", FrameKind::ArtifactUpdate, "{}".into());
+    async fn subscribers_see_identical_ordered_frames_then_the_end() {
+        let (hub, store) = setup().await;
+        let mut a = hub.open(store.clone(), "i", "t", None).await.unwrap();
+        let mut b = hub.open(store.clone(), "i", "t", None).await.unwrap();
+        for i in 0..3 {
+            publish(&hub, &*store, i).await;
         }
-        let mut from_5 = hub.subscribe("t", Some(5));
+        settle(&*store, 1).await;
+        hub.close("i/t");
+        for sub in [&mut a, &mut b] {
+            let mut seqs = Vec::new();
+            while !sub.is_closed() {
+                sub.ready().await;
+                seqs.extend(std::iter::from_fn(|| sub.try_next()).map(|f| f.seq));
+            }
+            assert_eq!(seqs, [1, 2, 3, 4], "three chunks and the settling status");
+        }
+        drop((a, b));
+        assert_eq!(hub.live(), 0, "a settled task's log leaves memory");
+    }
+
+    #[tokio::test]
+    async fn replay_comes_from_the_store_when_the_ring_no_longer_has_it() {
+        let (hub, store) = setup().await;
+        for i in 0..(RING as u64 + 10) {
+            publish(&hub, &*store, i).await;
+        }
+        let mut from_5 = hub.open(store.clone(), "i", "t", Some(5)).await.unwrap();
+        let seqs: Vec<u64> = std::iter::from_fn(|| from_5.try_next())
+            .map(|f| f.seq)
+            .take(3)
+            .collect();
         assert_eq!(
-            from_5.try_next().unwrap().seq,
-            11,
-            "frames 6..=10 fell out of the ring"
+            seqs,
+            [6, 7, 8],
+            "frames 6.. fell out of the ring, not the log"
         );
-        assert!(from_5.lagged());
-        let mut from_200 = hub.subscribe("t", Some(200));
-        assert_eq!(from_200.try_next().unwrap().seq, 201);
-        assert!(!from_200.lagged());
-        let mut live = hub.subscribe("t", None);
+        assert!(!from_5.lagged());
+        let mut live = hub.open(store.clone(), "i", "t", None).await.unwrap();
         assert!(live.try_next().is_none());
         assert_eq!(live.head(), RING as u64 + 10);
+        let past = hub.open(store.clone(), "i", "t", Some(999)).await.unwrap();
+        assert_eq!(
+            past.head(),
+            RING as u64 + 10,
+            "a cursor past the head is clamped"
+        );
     }
 
     #[tokio::test]
-    async fn a_task_that_runs_again_continues_its_sequence() {
-        let hub = EventHub::default();
-        hub.publish("t", FrameKind::StatusUpdate, "{}".into());
-        hub.publish("t", FrameKind::StatusUpdate, "{}".into());
-        hub.close("t");
-        assert_eq!(hub.publish("t", FrameKind::StatusUpdate, "{}".into()), 3);
-        let sub = hub.subscribe("t", Some(99));
-        assert_eq!(sub.head(), 3, "a cursor past the head is clamped");
+    async fn a_reader_on_another_node_gets_frames_it_was_never_told_of() {
+        let (writer, store) = setup().await;
+        let reader = Arc::new(EventHub::default());
+        let mut sub = reader.open(store.clone(), "i", "t", None).await.unwrap();
+        publish(&writer, &*store, 0).await;
+        let started = std::time::Instant::now();
+        sub.ready().await;
+        assert_eq!(sub.try_next().unwrap().seq, 1);
+        assert!(started.elapsed() <= POLL + Duration::from_millis(500));
+        publish(&writer, &*store, 1).await;
+        reader.poke("i/t");
+        sub.ready().await;
+        assert_eq!(sub.try_next().unwrap().seq, 2, "a poke reads at once");
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_or_unknown_task_finishes_the_reader() {
+        let (hub, store) = setup().await;
+        let mut waiting = row("t", 2);
+        waiting.state = TaskState::InputRequired;
+        store
+            .update_task(waiting, 1, None, vec![NewFrame::status("{}".into())])
+            .await
+            .unwrap();
+        let mut sub = hub.open(store.clone(), "i", "t", Some(0)).await.unwrap();
+        assert_eq!(sub.try_next().unwrap().seq, 1);
+        assert!(sub.is_closed());
+        assert!(matches!(
+            hub.open(store, "other", "t", None).await,
+            Err(StoreError::NotFound)
+        ));
+        drop(sub);
+        assert_eq!(hub.live(), 0, "nobody reads or writes it any more");
     }
 }

@@ -19,6 +19,7 @@ pub mod attachments;
 pub mod body;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod credentials;
@@ -224,9 +225,7 @@ impl Running {
             services.metrics.clone(),
         );
         tokio::spawn(deliveries.run(shutdown.clone()));
-        if app.config.storage.backend == config::StorageBackend::Postgres {
-            tokio::spawn(app.clone().follow(shutdown.clone()));
-        }
+        cluster::start(&app, &shutdown);
         let (watched, stopping) = (app.clone(), shutdown.clone());
         tokio::spawn(async move {
             stopping.cancelled().await;

@@ -23,12 +23,6 @@ pub fn failed(body: &str, now: u64, text: &str) -> Option<(String, String)> {
     ))
 }
 
-/// The body of a task settled FAILED with `text`; a body that does not parse is returned
-/// unchanged (its indexed state column still says FAILED).
-pub fn fail_body(body: &str, now: u64, text: &str) -> String {
-    failed(body, now, text).map_or_else(|| body.to_owned(), |(body, _)| body)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +47,5 @@ mod tests {
             None,
             "a settled task never becomes FAILED"
         );
-        assert_eq!(fail_body("not json", 5, "x"), "not json");
     }
 }

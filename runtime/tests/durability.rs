@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 mod common;
-use common::{free_port, ready, spawn_binary as start};
+use common::{Sse, free_port, numbered, ready, spawn_binary as start, state};
 
 async fn rpc(client: &reqwest::Client, base: &str, method: &str, params: Value) -> Option<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
@@ -88,6 +88,71 @@ async fn no_acknowledged_task_is_lost_when_the_process_is_killed_under_load() {
             "the message id index survived too"
         );
     }
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// The frame log is in the database: a task continued after a restart goes on with the next
+/// sequence ids (the ids a client resumes by never repeat), and the frames written before the
+/// restart are still there to replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frame_ids_continue_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!(
+            "[runtime]\ncacheDir = {:?}\n[[instances]]\nid = \"demo\"\nname = \"demo\"\n\
+             [[instances]]\nid = \"tck\"\nname = \"tck\"\npreset = \"scripted\"\n",
+            common::cache_dir()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let turn = |text: &str, task: Option<&str>| {
+        json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+            "taskId": task, "parts": [{"text": text}]}})
+    };
+    let mut server = start(dir.path(), port);
+    ready(&client, &base).await;
+    let first = Sse::open(
+        &base,
+        "tck",
+        "SendStreamingMessage",
+        turn("tck-multi-turn", None),
+        None,
+    )
+    .await
+    .rest()
+    .await;
+    assert_eq!(state(&first.last().unwrap().1), "TASK_STATE_INPUT_REQUIRED");
+    let task_id = first[0].1["task"]["id"].as_str().unwrap().to_owned();
+    let before: Vec<u64> = numbered(&first).iter().map(|(id, _)| *id).collect();
+    assert!(!before.is_empty(), "{first:?}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    let mut server = start(dir.path(), port);
+    ready(&client, &base).await;
+    let second = Sse::open(
+        &base,
+        "tck",
+        "SendStreamingMessage",
+        turn("done", Some(&task_id)),
+        None,
+    )
+    .await
+    .rest()
+    .await;
+    assert_eq!(state(&second.last().unwrap().1), "TASK_STATE_COMPLETED");
+    let after: Vec<u64> = numbered(&second).iter().map(|(id, _)| *id).collect();
+    let last = *before.last().unwrap();
+    // (The WORKING status of the continuation is logged before this stream is attached.)
+    assert!(
+        !after.is_empty() && after.iter().all(|id| *id > last),
+        "the sequence goes on after the restart: {before:?} then {after:?}"
+    );
     server.kill().unwrap();
     server.wait().unwrap();
 }

@@ -1,24 +1,97 @@
 //! The runtime on PostgreSQL (`[storage] backend = "postgres"`): what a client sees is what it
-//! sees on SQLite, tasks survive a restart, and two nodes on one database share tasks and the
-//! message-id index.
+//! sees on SQLite, tasks survive a restart, and several nodes on one database share tasks, the
+//! message-id index, frame logs (streams across nodes), cancel, secrets and failover.
 
-use a2a_edge::config::{Config, StorageBackend};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use a2a_edge::config::{Config, InstanceDecl, StorageBackend};
+use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
 use serde_json::{Value, json};
 
 mod common;
-use common::{Served, fresh_postgres};
+use common::{Served, Sse, free_port, fresh_postgres, numbered, ready, spawn_binary, state};
 
+/// The cluster key every test node reads (the same file, as every node of a cluster must).
+fn key_file() -> PathBuf {
+    let path = std::env::temp_dir().join("a2a-edge-test-cluster.key");
+    // Written aside and renamed over: a node reading it meanwhile never sees it half written.
+    let tmp = path.with_extension(format!("{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=\n").unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+/// A sleep unique to this test process, so leftovers of other runs never match.
+fn nap() -> String {
+    format!("41.{}", std::process::id())
+}
+
+fn command(id: &str, command: Vec<String>) -> Preset {
+    Preset {
+        id: id.into(),
+        name: None,
+        description: None,
+        skills: Vec::new(),
+        default: false,
+        backend: Backend::Command(CommandSettings {
+            command,
+            working_dir: None,
+            timeout_ms: None,
+        }),
+    }
+}
+
+/// A node's config on `url`: the demo (echo), `tck` (scripted), `slow` (a command that sleeps)
+/// and `ticker` (a command that prints a line every 0.4 s for 6 s) instances, a 2 s lease.
 fn on(url: &str) -> Config {
     let mut c = Config::default();
     c.storage.backend = StorageBackend::Postgres;
     c.storage.url = Some(url.to_owned());
+    c.cluster.secret_key_file = Some(key_file());
+    c.cluster.lease_ms = 2000;
+    let ticker = "for i in $(seq 1 15); do echo tick $i; sleep 0.4; done";
+    c.presets = vec![
+        command("slow", vec!["sleep".into(), nap()]),
+        command("ticker", vec!["sh".into(), "-c".into(), ticker.into()]),
+    ];
+    let decl = |id: &str, preset: &str| InstanceDecl {
+        id: Some(id.into()),
+        name: id.into(),
+        preset: Some(preset.into()),
+        ..Default::default()
+    };
+    c.instances = vec![
+        decl("demo", "echo"),
+        decl("tck", "scripted"),
+        decl("slow", "slow"),
+        decl("ticker", "ticker"),
+    ];
     c
 }
 
+/// The same config as a file for the binary, in `dir`.
+fn write_config(dir: &std::path::Path, url: &str) {
+    let toml = format!(
+        "[runtime]\ncacheDir = {:?}\n[storage]\nbackend = \"postgres\"\nurl = {url:?}\n\
+         [cluster]\nleaseMs = 2000\nsecretKeyFile = {:?}\n\
+         [[instances]]\nid = \"demo\"\nname = \"demo\"\n\
+         [[instances]]\nid = \"tck\"\nname = \"tck\"\npreset = \"scripted\"\n",
+        common::cache_dir(),
+        key_file()
+    );
+    std::fs::write(dir.join("config.toml"), toml).unwrap();
+}
+
 async fn rpc(base: &str, method: &str, params: Value) -> Value {
+    call(base, "demo", method, params).await
+}
+
+async fn call(base: &str, instance: &str, method: &str, params: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     reqwest::Client::new()
-        .post(format!("{base}/a2a/demo"))
+        .post(format!("{base}/a2a/{instance}"))
         .json(&body)
         .send()
         .await
@@ -88,4 +161,389 @@ async fn two_nodes_on_one_database_share_tasks_and_retries() {
         got["result"]["artifacts"][0]["parts"][0]["text"],
         "hello pg"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_follow_a_task_across_nodes_and_node_restarts() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let a = Served::start_with(on(&url)).await;
+    let mut b = Served::start_with(on(&url)).await;
+    // A runs a 4 s task for its caller; B's subscriber gets every frame, in order, live.
+    let long = |id: &str| json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "go"}]}});
+    let mut on_a = Sse::open(
+        &a.base(),
+        "tck",
+        "SendStreamingMessage",
+        long("tck-long-running-x1"),
+        None,
+    )
+    .await;
+    let (_, first) = on_a.next().await.unwrap();
+    let task_id = first["task"]["id"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    let mut on_b = Sse::open(
+        &b.base(),
+        "tck",
+        "SubscribeToTask",
+        json!({"id": task_id}),
+        None,
+    )
+    .await;
+    let (from_a, from_b) = tokio::join!(on_a.rest(), on_b.rest());
+    let (na, nb) = (numbered(&from_a), numbered(&from_b));
+    assert!(
+        nb.len() >= 5,
+        "four steps and the COMPLETED status reach B: {from_b:?}"
+    );
+    let skipped = na.len() - nb.len();
+    assert_eq!(
+        nb,
+        na[skipped..],
+        "B gets A's frames, same ids, same order, none missing"
+    );
+    assert_eq!(state(&from_b.last().unwrap().1), "TASK_STATE_COMPLETED");
+    println!(
+        "B's subscriber saw the task settle {:?} after subscribing",
+        started.elapsed()
+    );
+
+    // A subscriber on B reads part of a task, B restarts, the subscriber resumes on the new B
+    // with Last-Event-ID: the status frames after it (none of the artifact chunks it had), then
+    // every later frame live, ids never repeated.
+    let sent = call(&a.base(), "tck", "SendMessage", json!({"message": long("tck-long-running-x2")["message"], "configuration": {"returnImmediately": true}})).await;
+    let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let mut first_b = Sse::open(
+        &b.base(),
+        "tck",
+        "SubscribeToTask",
+        json!({"id": task_id}),
+        None,
+    )
+    .await;
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let (id, frame) = first_b.next().await.expect("frames before the restart");
+        if let Some(id) = id {
+            seen.push((id, frame));
+        }
+    }
+    drop(first_b);
+    drop(b);
+    b = Served::start_with(on(&url)).await;
+    let last = seen.last().unwrap().0;
+    let mut resumed = Sse::open(
+        &b.base(),
+        "tck",
+        "SubscribeToTask",
+        json!({"id": task_id}),
+        Some(last),
+    )
+    .await;
+    let after = resumed.rest().await;
+    let ids: Vec<u64> = numbered(&after).iter().map(|(id, _)| *id).collect();
+    assert!(
+        !ids.is_empty() && ids.iter().all(|id| *id > last),
+        "{ids:?} after {last}"
+    );
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order: {ids:?}");
+    assert_eq!(
+        state(&after.last().unwrap().1),
+        "TASK_STATE_COMPLETED",
+        "{after:?}"
+    );
+    let replayed = numbered(&after)
+        .iter()
+        .filter(|(_, f)| f.get("artifactUpdate").is_some())
+        .count();
+    assert!(
+        replayed > 0,
+        "live chunks after the resume arrive: {after:?}"
+    );
+}
+
+fn sleepers() -> usize {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", &format!("sleep {}", nap())])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_on_one_node_stops_the_turn_on_another() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let a = Served::start_with(on(&url)).await;
+    let b = Served::start_with(on(&url)).await;
+    let message = json!({"messageId": "slow-1", "role": "ROLE_USER", "parts": [{"text": "nap"}]});
+    let sent = call(
+        &a.base(),
+        "slow",
+        "SendMessage",
+        json!({"message": message, "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sleepers() == 0 {
+        assert!(Instant::now() < deadline, "the turn did not start on A");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let canceled = call(&b.base(), "slow", "CancelTask", json!({"id": task_id})).await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    let started = Instant::now();
+    while sleepers() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "A's turn (a 41 s sleep) still runs {:?} after B canceled its task",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "A stopped the turn {:?} after the cancel on B",
+        started.elapsed()
+    );
+    let got = call(&a.base(), "slow", "GetTask", json!({"id": task_id})).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "A's turn wrote nothing over it: {got}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_set_on_one_node_is_enforced_on_the_others_and_sealed_at_rest() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let a = Served::start_with(on(&url)).await;
+    let b = Served::start_with(on(&url)).await;
+    let token = "cluster-token-0123456789abcdef";
+    let set: Value = reqwest::Client::new()
+        .post(format!("{}/a2a/api", a.base()))
+        .json(&json!({"action": "inbound.setAuth", "id": "demo", "token": token}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(set["ok"], true, "{set}");
+    let card = format!("{}/a2a/demo", b.base());
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "none"}});
+    let started = Instant::now();
+    loop {
+        let status = reqwest::Client::new()
+            .post(&card)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status == 401 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "B still answers {status} without the token A set"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("B enforced A's token after {:?}", started.elapsed());
+    let with = reqwest::Client::new()
+        .post(&card)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with.status(), 200, "and takes it");
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let rows = db
+        .query("SELECT name, nonce, sealed FROM secrets", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let sealed: Vec<u8> = rows[0].get(2);
+    assert!(
+        !sealed.windows(token.len()).any(|w| w == token.as_bytes()),
+        "the database never holds the token in plaintext"
+    );
+    let everything = db
+        .query("SELECT body FROM instances", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<String>();
+    assert!(!everything.contains(token));
+}
+
+/// A node process on `url` in a fresh directory.
+struct Node {
+    child: std::process::Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Node {
+    async fn start(url: &str) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        write_config(dir.path(), url);
+        let port = free_port();
+        let child = spawn_binary(dir.path(), port);
+        let base = format!("http://127.0.0.1:{port}");
+        ready(&reqwest::Client::new(), &base).await;
+        Node {
+            child,
+            base,
+            _dir: dir,
+        }
+    }
+
+    fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_of_a_killed_node_are_settled_by_another_after_its_lease() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let mut a = Node::start(&url).await;
+    let b = Served::start_with(on(&url)).await;
+    let message = json!({"messageId": "tck-long-running-kill", "role": "ROLE_USER", "parts": [{"text": "go"}]});
+    let sent = call(
+        &a.base,
+        "tck",
+        "SendMessage",
+        json!({"message": message, "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.kill();
+    let killed = Instant::now();
+    let settled = loop {
+        let got = call(&b.base(), "tck", "GetTask", json!({"id": task_id})).await;
+        let state = got["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if state != "TASK_STATE_WORKING" {
+            break got;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "still WORKING {:?} after its node died",
+            killed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        settled["result"]["status"]["state"], "TASK_STATE_FAILED",
+        "{settled}"
+    );
+    assert!(settled.to_string().contains("node lost"), "{settled}");
+    println!(
+        "B settled the killed node's task {:?} after the kill (lease 2 s)",
+        killed.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_robin_load_over_nodes_loses_no_acknowledged_task_when_one_is_killed() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let nodes = vec![
+        Node::start(&url).await,
+        Node::start(&url).await,
+        Node::start(&url).await,
+    ];
+    let bases: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
+    let nodes = Arc::new(Mutex::new(nodes));
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let run_for = Duration::from_secs(30);
+    let started = Instant::now();
+    let clients: Vec<_> = (0..6)
+        .map(|c| {
+            let (bases, acked, refused) = (bases.clone(), acked.clone(), refused.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+                let mut i = 0usize;
+                while started.elapsed() < run_for {
+                    i += 1;
+                    let base = &bases[(c + i) % bases.len()];
+                    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": format!("rr-{c}-{i}"), "role": "ROLE_USER", "parts": [{"text": "keep me"}]}}});
+                    let answer = client.post(format!("{base}/a2a/demo")).json(&body).send().await;
+                    let Ok(answer) = answer else {
+                        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    };
+                    let Ok(v) = answer.json::<Value>().await else {
+                        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    };
+                    if v["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+                        acked.lock().unwrap().push(v["result"]["task"]["id"].as_str().unwrap().to_owned());
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(run_for / 2).await;
+    nodes.lock().unwrap()[1].kill();
+    for c in clients {
+        c.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() > 100, "the load ran: {} tasks", acked.len());
+    let survivor = &bases[0];
+    let mut missing = Vec::new();
+    for id in &acked {
+        let got = rpc(survivor, "GetTask", json!({"id": id})).await;
+        if got["result"]["status"]["state"] != "TASK_STATE_COMPLETED" {
+            missing.push((id.clone(), got));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "acknowledged but not stored COMPLETED: {missing:?}"
+    );
+    println!(
+        "{} acknowledged tasks over 3 nodes in {run_for:?}, node 2 killed at {:?}; {} calls failed at the dead node; all {} found COMPLETED",
+        acked.len(),
+        run_for / 2,
+        refused.load(std::sync::atomic::Ordering::Relaxed),
+        acked.len()
+    );
+    // Nothing stays WORKING once the dead node's leases ran out.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let working = rpc(
+        survivor,
+        "ListTasks",
+        json!({"status": "TASK_STATE_WORKING"}),
+    )
+    .await;
+    assert_eq!(working["result"]["totalSize"], 0, "{working}");
 }

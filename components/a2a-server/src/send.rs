@@ -343,7 +343,7 @@ impl Start {
             lost: None,
             quiet: false,
         };
-        match run.persist(Some(&claim)) {
+        match run.persist(Some(&claim), frame.as_slice()) {
             Ok(true) => {}
             Ok(false) => {
                 return Ok(Err(RpcError::new(
@@ -353,7 +353,6 @@ impl Start {
             }
             Err(e) => return Err(e),
         }
-        run.publish(frame.as_slice());
         Ok(Ok(run.begin()))
     }
 }
@@ -537,22 +536,28 @@ impl Run {
         let before = changes_status.then(|| self.ex.clone());
         match self.ex.apply(p, now_ms(), uuid) {
             Ok(frames) => {
-                if let Some(before) = before
-                    && !matches!(self.persist(None), Ok(true))
-                {
-                    self.ex = before;
-                    return false;
+                match before {
+                    Some(before) if !matches!(self.persist(None, &frames), Ok(true)) => {
+                        self.ex = before;
+                        return false;
+                    }
+                    Some(_) => {}
+                    None => self.publish(&frames),
                 }
-                self.publish(&frames);
                 true
             }
             Err(_) => false,
         }
     }
 
-    /// Compare-and-swap of the task (with the message's claim when given); on a version
-    /// conflict, takes the stored copy and answers false. A lost claim is the store error.
-    fn persist(&mut self, claim: Option<&MessageClaim>) -> Result<bool, StoreError> {
+    /// Compare-and-swap of the task (with the message's claim when given), its status `frames`
+    /// logged with it and then streamed; on a version conflict, takes the stored copy and
+    /// answers false. A lost claim is the store error.
+    fn persist(
+        &mut self,
+        claim: Option<&MessageClaim>,
+        frames: &[StreamResponse],
+    ) -> Result<bool, StoreError> {
         let Ok(next) = row(
             self.ex.task(),
             &self.skill,
@@ -563,10 +568,16 @@ impl Run {
             return Ok(false);
         };
         let settles = !self.ex.task().status.state.is_running();
-        match storage::update_task(&next, self.version, claim) {
-            Ok(v) => {
-                self.version = v;
+        let frames = if self.quiet {
+            Vec::new()
+        } else {
+            frames::encode(frames)
+        };
+        match storage::update_task(&next, self.version, claim, &frames) {
+            Ok(w) => {
+                self.version = w.version;
                 self.unwritten &= !settles;
+                frames::logged(w.first_seq, &frames, self.sink());
                 Ok(true)
             }
             Err(e) if self.unwritten => {
@@ -585,16 +596,22 @@ impl Run {
         }
     }
 
+    /// Logs and streams frames that come with no status change.
     fn publish(&mut self, frames: &[StreamResponse]) {
         if self.quiet {
             return;
         }
-        // A turn that answers with a message alone streams just that message (written at the end).
-        let sink = match self.sink.as_mut() {
+        let id = self.ex.task().id.clone();
+        frames::publish(&id, frames, self.sink());
+    }
+
+    /// Where frames are streamed: a turn that answers with a message alone streams just that
+    /// message (written at the end).
+    fn sink(&mut self) -> Option<&mut Sse> {
+        match self.sink.as_mut() {
             Some(sse) if sse.holds() && self.ex.direct_message().is_some() => None,
             sink => sink,
-        };
-        frames::publish(&self.ex.task().id, frames, sink);
+        }
     }
 }
 

@@ -78,9 +78,9 @@ pub fn cancel(params: &Value) -> Result<Value, RpcError> {
             &a2a_guest::server::row(ex.task(), &row.skill, row.created_at, now, row.version + 1)?,
             row.version,
             None,
+            &frames::encode(&[frame]),
         ) {
             Ok(_) => {
-                frames::publish(&p.id, &[frame], None);
                 events::close(&p.id);
                 return Ok(serde_json::to_value(ex.task()).unwrap_or_default());
             }

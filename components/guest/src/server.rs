@@ -19,10 +19,9 @@ wit_bindgen::generate!({
     default_bindings_module: "a2a_guest::server",
 });
 
-use a2a::edge::events::FrameKind;
 use a2a::edge::request_context::InstanceInfo;
 use a2a::edge::sessions::TurnEvent;
-use a2a::edge::types::{StoreError, TaskRow, TaskState as WitTaskState};
+use a2a::edge::types::{FrameKind, StoreError, TaskRow, TaskState as WitTaskState};
 
 a2a_protocol::wit_task_state!(
     WitTaskState,

@@ -39,6 +39,28 @@ impl Member {
             Member::ArtifactUpdate => "artifactUpdate",
         }
     }
+
+    /// The member's number in a stored frame log.
+    pub fn number(self) -> i16 {
+        match self {
+            Member::Task => 1,
+            Member::Message => 2,
+            Member::StatusUpdate => 3,
+            Member::ArtifactUpdate => 4,
+        }
+    }
+
+    /// The member a stored number stands for.
+    pub fn from_number(n: i16) -> Option<Member> {
+        [
+            Member::Task,
+            Member::Message,
+            Member::StatusUpdate,
+            Member::ArtifactUpdate,
+        ]
+        .into_iter()
+        .find(|m| m.number() == n)
+    }
 }
 
 /// A result event whose StreamResponse member (`task`, `message`, `statusUpdate`,
@@ -109,6 +131,21 @@ pub fn last_event_id(header: Option<&str>) -> Option<u64> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn member_numbers_round_trip_and_are_distinct() {
+        let all = [
+            Member::Task,
+            Member::Message,
+            Member::StatusUpdate,
+            Member::ArtifactUpdate,
+        ];
+        for m in all {
+            assert_eq!(Member::from_number(m.number()), Some(m));
+        }
+        assert_eq!(Member::from_number(0), None);
+        assert_eq!(Member::from_number(5), None);
+    }
 
     #[test]
     fn decoder_joins_chunks_skips_comments_and_keeps_split_characters() {

@@ -142,7 +142,7 @@ pub async fn remove(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
         .map_err(|e| format!("could not remove outbound {id:?}: {e}"))?;
     let name = crate::credentials::outbound_name(id);
     if r.bearer_token_env.as_deref() == Some(name.as_str()) {
-        app.credentials.set(&name, None).map_err(|e| {
+        app.credentials.set(&name, None).await.map_err(|e| {
             format!("outbound {id:?} was removed but its stored token was not: {e:#}")
         })?;
     }
@@ -178,6 +178,7 @@ pub async fn set_auth(app: &Arc<App>, a: &OutboundSetAuth) -> Result<Value, Refu
     let name = crate::credentials::outbound_name(id);
     app.credentials
         .set(&name, token)
+        .await
         .map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.bearer_token_env = token.map(|_| name.clone());
     r.updated_at = now_ms();

@@ -192,9 +192,12 @@ pub async fn remove(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
         .map_err(|e| format!("could not remove inbound {id:?}: {e:#}"))?;
     app.services().activity.close_instance(id);
     if app.credentials.resolve(&inbound_name(id)).is_some() {
-        app.credentials.set(&inbound_name(id), None).map_err(|e| {
-            format!("inbound {id:?} was removed but its stored token was not: {e:#}")
-        })?;
+        app.credentials
+            .set(&inbound_name(id), None)
+            .await
+            .map_err(|e| {
+                format!("inbound {id:?} was removed but its stored token was not: {e:#}")
+            })?;
     }
     Ok(done(format!(
         "inbound server \"{id}\" removed (its tasks stay readable through /a2a/api/task)"
@@ -225,6 +228,7 @@ pub async fn set_auth(app: &Arc<App>, a: &InboundSetAuth) -> Result<Value, Refus
     let name = inbound_name(id);
     app.credentials
         .set(&name, token)
+        .await
         .map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.auth_token_env = token.map(|_| name.clone());
     r.updated_at = now_ms();

@@ -22,6 +22,7 @@ wasmtime::component::bindgen!({
         "a2a:edge/push.list-configs": async | trappable,
         "a2a:edge/push.delete-config": async | trappable,
         "a2a:edge/events.open": async | trappable,
+        "a2a:edge/events.publish": async | trappable,
         "a2a:edge/sessions.start-turn": async | trappable,
         default: trappable,
     },
@@ -36,9 +37,11 @@ wasmtime::component::bindgen!({
 
 pub use a2a::edge::*;
 
-use events::FrameKind;
 use sessions::{ToolCallDelta, TurnEvent};
-use types::{MessageClaim, MessageRecord, StoreError, TaskRow, TaskState as WitTaskState};
+use types::{
+    FrameKind, MessageClaim, MessageRecord, NewFrame, StoreError, TaskRow,
+    TaskState as WitTaskState, Written,
+};
 
 a2a_protocol::wit_task_state!(
     WitTaskState,
@@ -106,6 +109,24 @@ impl TaskRow {
             version: self.version,
             body: self.body,
             peer_id: Some(peer_id.to_owned()),
+        }
+    }
+}
+
+impl From<NewFrame> for store::NewFrame {
+    fn from(f: NewFrame) -> store::NewFrame {
+        store::NewFrame {
+            kind: f.kind.into(),
+            json: f.json,
+        }
+    }
+}
+
+impl From<store::Written> for Written {
+    fn from(w: store::Written) -> Written {
+        Written {
+            version: w.version,
+            first_seq: w.first_seq,
         }
     }
 }

@@ -8,11 +8,12 @@ use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 
 use super::View;
-use super::bindings::events::{Frame, FrameKind, Host, HostSubscription};
+use super::bindings::events::{Frame, Host, HostSubscription};
+use super::bindings::types::{FrameKind, StoreError};
 use super::handoff;
 use crate::events::{EventHub, Subscription};
 use crate::records::task_key;
-use crate::store::Store;
+use crate::store::{self, Store};
 
 /// The events capability of one request.
 pub struct EventsCtx {
@@ -42,11 +43,29 @@ impl wasmtime_wasi::p2::Pollable for Subscription {
 }
 
 impl Host for View<'_, EventsCtx> {
-    fn publish(&mut self, task_id: String, kind: FrameKind, json: String) -> wasmtime::Result<u64> {
-        Ok(self
-            .ctx
-            .hub
-            .publish(&self.ctx.key(&task_id), kind.into(), json))
+    async fn publish(
+        &mut self,
+        task_id: String,
+        kind: FrameKind,
+        json: String,
+    ) -> wasmtime::Result<Result<u64, StoreError>> {
+        let frame = store::NewFrame {
+            kind: kind.into(),
+            json,
+        };
+        let c = &self.ctx;
+        let first = c
+            .store
+            .append_frames(c.instance_id.clone(), task_id.clone(), vec![frame.clone()])
+            .await;
+        Ok(match first {
+            Ok(seq) => {
+                c.hub
+                    .committed(&c.key(&task_id), store::numbered(seq, vec![frame]));
+                Ok(seq)
+            }
+            Err(e) => Err(e.into()),
+        })
     }
 
     fn close(&mut self, task_id: String) -> wasmtime::Result<()> {
@@ -59,16 +78,18 @@ impl Host for View<'_, EventsCtx> {
         task_id: String,
         after: Option<u64>,
     ) -> wasmtime::Result<Result<Resource<Subscription>, String>> {
-        let known = self
-            .ctx
-            .store
-            .get_task(task_id.clone(), Some(self.ctx.instance_id.clone()))
+        let c = &self.ctx;
+        let opened = c
+            .hub
+            .open(c.store.clone(), &c.instance_id, &task_id, after)
             .await;
-        if !matches!(known, Ok(Some(_))) {
-            return Ok(Err(format!("task {task_id} not found")));
+        match opened {
+            Ok(sub) => Ok(Ok(self.table.push(sub)?)),
+            Err(store::StoreError::NotFound) => Ok(Err(format!("task {task_id} not found"))),
+            Err(e) => Ok(Err(format!(
+                "the log of task {task_id} cannot be read: {e}"
+            ))),
         }
-        let sub = self.ctx.hub.subscribe(&self.ctx.key(&task_id), after);
-        Ok(Ok(self.table.push(sub)?))
     }
 
     fn hand_off(
@@ -78,11 +99,7 @@ impl Host for View<'_, EventsCtx> {
     ) -> wasmtime::Result<()> {
         let sub = self.table.delete(sub)?;
         let c = &self.ctx;
-        let task_id = sub
-            .key()
-            .strip_prefix(&format!("{}/", c.instance_id))
-            .unwrap_or_default()
-            .to_owned();
+        let task_id = sub.task_id().to_owned();
         let request_id =
             request_id.map(|id| serde_json::from_str(&id).unwrap_or(serde_json::Value::Null));
         *c.hand_off.lock().unwrap() = Some(handoff::Continuation {
@@ -159,15 +176,15 @@ mod tests {
             table: &mut table,
         };
         for n in 1..=3 {
-            assert_eq!(
-                view.publish(
+            let seq = view
+                .publish(
                     "t".into(),
                     FrameKind::StatusUpdate,
-                    format!("{{\"n\":{n}}}")
+                    format!("{{\"n\":{n}}}"),
                 )
-                .unwrap(),
-                n
-            );
+                .await
+                .unwrap();
+            assert!(matches!(seq, Ok(s) if s == n), "{seq:?}");
         }
         let sub = view
             .open("t".into(), Some(1))
@@ -184,8 +201,16 @@ mod tests {
             "replay starts after the given sequence"
         );
         assert_eq!(view.head(Resource::new_borrow(sub.rep())).unwrap(), 3);
+        let mut done = crate::store::contract::row("t", 2);
+        done.state = a2a_protocol::TaskState::Completed;
+        store.update_task(done, 1, None, vec![]).await.unwrap();
         view.close("t".into()).unwrap();
-        let _ = view.try_next(Resource::new_borrow(sub.rep())).unwrap();
+        while view
+            .try_next(Resource::new_borrow(sub.rep()))
+            .unwrap()
+            .is_some()
+        {}
+        view.table.get_mut(&sub).unwrap().ready().await;
         assert!(view.is_closed(Resource::new_borrow(sub.rep())).unwrap());
         let mut other = View {
             ctx: &mut theirs,

@@ -18,7 +18,7 @@ mod events;
 mod handoff;
 mod push;
 mod sessions;
-mod settle;
+pub mod settle;
 mod state;
 mod storage;
 
@@ -281,7 +281,7 @@ impl Host {
     }
 
     /// What settling an invocation's abandoned tasks reaches.
-    fn settle(&self) -> settle::Settle {
+    pub fn settle(&self) -> settle::Settle {
         let s = &self.services;
         settle::Settle {
             store: s.store.clone(),

@@ -4,13 +4,12 @@
 use std::sync::{Arc, Mutex};
 
 use a2a_protocol::TaskState;
-use a2a_protocol::sse::Member;
 
 use crate::activity::Activity;
 use crate::events::EventHub;
 use crate::records::task_key;
 use crate::sessions::Sessions;
-use crate::store::{Store, TaskRow};
+use crate::store::{NewFrame, Store, TaskRow, numbered};
 
 /// The tasks an invocation wrote: id, the version and state it wrote last.
 #[derive(Clone, Default)]
@@ -76,11 +75,14 @@ impl Settle {
         }
     }
 
-    async fn fail(&self, instance_id: &str, row: TaskRow, why: &str) {
-        self.sessions.cancel_task(&task_key(instance_id, &row.id));
+    /// Settles a running task FAILED saying `why`, its status frame logged with it (through
+    /// the state machine: a task that settled meanwhile is left alone); whether it was.
+    pub async fn fail(&self, instance_id: &str, row: TaskRow, why: &str) -> bool {
+        let key = task_key(instance_id, &row.id);
+        self.sessions.cancel_task(&key);
         let now = crate::clock::now_ms();
         let Some((body, update)) = crate::tasks::failed(&row.body, now, why) else {
-            return;
+            return false;
         };
         let (id, context, expected) = (row.id.clone(), row.context_id.clone(), row.version);
         let failed = TaskRow {
@@ -89,15 +91,21 @@ impl Settle {
             body,
             ..row
         };
-        if self.store.update_task(failed, expected, None).await.is_ok() {
-            self.activity.task_settled(&id);
-            self.activity
-                .task_written(instance_id, &id, &context, TaskState::Failed.as_str());
-            let key = task_key(instance_id, &id);
-            self.events.publish(&key, Member::StatusUpdate, update);
-            self.events.close(&key);
-            tracing::warn!(instance = %instance_id, task = %id, reason = %why, "task FAILED: settled an abandoned task");
-        }
+        let frames = vec![NewFrame::status(update)];
+        let Ok(w) = self
+            .store
+            .update_task(failed, expected, None, frames.clone())
+            .await
+        else {
+            return false;
+        };
+        self.activity.task_settled(&id);
+        self.activity
+            .task_written(instance_id, &id, &context, TaskState::Failed.as_str());
+        self.events.committed(&key, numbered(w.first_seq, frames));
+        self.events.close(&key);
+        tracing::warn!(instance = %instance_id, task = %id, reason = %why, "task FAILED: settled an abandoned task");
+        true
     }
 }
 
@@ -132,11 +140,15 @@ mod tests {
                 .unwrap();
         }
         store
-            .update_task(crate::store::contract::row("moved", 2), 1, None)
+            .update_task(crate::store::contract::row("moved", 2), 1, None, vec![])
             .await
             .unwrap();
         let s = settle(store.clone());
-        let mut log = s.events.subscribe(&task_key("i", "left"), None);
+        let mut log = s
+            .events
+            .open(store.clone(), "i", "left", None)
+            .await
+            .unwrap();
         let written = [
             ("left".to_owned(), 1, TaskState::Working),
             ("done".to_owned(), 1, TaskState::Completed),
@@ -163,8 +175,10 @@ mod tests {
             2,
             "another request owns it now"
         );
+        log.ready().await;
         let frame = log.try_next().expect("subscribers hear of it");
-        assert_eq!(frame.kind, Member::StatusUpdate);
+        assert_eq!(frame.kind, a2a_protocol::sse::Member::StatusUpdate);
+        log.ready().await;
         assert!(log.is_closed(), "and the log closes");
     }
 }

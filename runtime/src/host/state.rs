@@ -186,6 +186,7 @@ pub fn prepare(s: &Services, call: &Invocation, started: Instant, limits: StoreL
             instance_id: id.clone(),
             peer_id,
             written: written.clone(),
+            events: s.events.clone(),
             contexts: contexts.clone(),
             note: call.note.clone(),
             holds: s.holds.clone(),

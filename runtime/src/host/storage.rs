@@ -7,11 +7,11 @@ use a2a_protocol::TaskState;
 
 use super::bindings::storage::Host;
 use super::bindings::types::{
-    MessageClaim, MessageRecord, StoreError, TaskPage, TaskQuery, TaskRow,
+    MessageClaim, MessageRecord, NewFrame, StoreError, TaskPage, TaskQuery, TaskRow, Written,
 };
 use super::context::CallNote;
-use super::settle::Written;
 use crate::activity::{Activity, Contexts};
+use crate::events::EventHub;
 use crate::holds::{Hold, Holds};
 use crate::store::{self, PageStart, Store, TaskFilter};
 
@@ -26,7 +26,9 @@ pub struct StorageCtx {
     /// The caller, recorded with the tasks it creates.
     pub peer_id: String,
     /// Tasks this request wrote last (settled FAILED if left running).
-    pub written: Written,
+    pub written: super::settle::Written,
+    /// The frame logs in memory, told of the frames a write committed.
+    pub events: Arc<EventHub>,
     /// Contexts this request worked in (what its stream, if any, carries).
     pub contexts: Contexts,
     /// The first task written, for the log.
@@ -82,6 +84,9 @@ impl StorageCtx {
         }
     }
 }
+
+/// Most frames one write may append (a status change brings one or two).
+pub const MAX_FRAMES_PER_WRITE: usize = 16;
 
 /// What the books of a write need of its row and claim.
 struct Write {
@@ -170,9 +175,14 @@ impl Host for StorageCtx {
         row: TaskRow,
         expected_version: u64,
         claim: Option<MessageClaim>,
-    ) -> wasmtime::Result<Result<u64, StoreError>> {
+        frames: Vec<NewFrame>,
+    ) -> wasmtime::Result<Result<Written, StoreError>> {
         let row = row.stored(&self.instance_id, &self.peer_id);
         if let Some((held, _)) = self.unwritten.as_mut().filter(|(h, _)| h.id == row.id) {
+            let held_write = Written {
+                version: 1,
+                first_seq: 1,
+            };
             if expected_version != 1 {
                 return Ok(Err(StoreError::Invalid(format!(
                     "task {} is not written yet: its version is 1",
@@ -181,18 +191,34 @@ impl Host for StorageCtx {
             }
             if row.state.is_running() {
                 *held = row;
-                return Ok(Ok(1));
+                return Ok(Ok(held_write));
             }
             let (_, claim) = self.unwritten.take().expect("matched above");
-            return Ok(self.create(row, Some(claim), None).await.map(|()| 1));
+            return Ok(self
+                .create(row, Some(claim), None)
+                .await
+                .map(|()| held_write));
         }
+        if frames.len() > MAX_FRAMES_PER_WRITE {
+            return Ok(Err(StoreError::Invalid(format!(
+                "a write appends at most {MAX_FRAMES_PER_WRITE} frames, not {}",
+                frames.len()
+            ))));
+        }
+        let frames: Vec<store::NewFrame> = frames.into_iter().map(Into::into).collect();
         let claim = claim.map(Into::into);
         let write = Write::of(&row, claim.as_ref());
-        let result = self.store.update_task(row, expected_version, claim).await;
-        if let Ok(v) = result {
-            self.wrote(write, v);
+        let key = crate::records::task_key(&self.instance_id, &row.id);
+        let result = self
+            .store
+            .update_task(row, expected_version, claim, frames.clone())
+            .await;
+        if let Ok(w) = result {
+            self.wrote(write, w.version);
+            self.events
+                .committed(&key, store::numbered(w.first_seq, frames));
         }
-        Ok(result.map_err(Into::into))
+        Ok(result.map(Into::into).map_err(Into::into))
     }
 
     async fn get_task(&mut self, id: String) -> wasmtime::Result<Option<TaskRow>> {
@@ -265,7 +291,8 @@ mod tests {
             activity: Arc::default(),
             instance_id: instance.into(),
             peer_id: "10.0.0.1@i".into(),
-            written: Written::default(),
+            written: Default::default(),
+            events: Arc::default(),
             contexts: Contexts::default(),
             note: CallNote::default(),
             holds: Holds::default(),
@@ -302,13 +329,13 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(matches!(
-            mine.update_task(row("t", WitState::Completed, 2), 1, None)
+            mine.update_task(row("t", WitState::Completed, 2), 1, None, vec![])
                 .await
                 .unwrap(),
-            Ok(2)
+            Ok(Written { version: 2, .. })
         ));
         match mine
-            .update_task(row("t", WitState::Failed, 2), 1, None)
+            .update_task(row("t", WitState::Failed, 2), 1, None, vec![])
             .await
             .unwrap()
         {
@@ -323,7 +350,7 @@ mod tests {
         );
         assert!(matches!(
             theirs
-                .update_task(row("t", WitState::Failed, 3), 2, None)
+                .update_task(row("t", WitState::Failed, 3), 2, None, vec![])
                 .await
                 .unwrap(),
             Err(StoreError::NotFound)

@@ -139,6 +139,29 @@ impl Outbound {
         Ok(())
     }
 
+    /// Takes up the connection records other nodes changed: a new or changed enabled one is
+    /// connected, a disabled one disconnected, a removed one forgotten.
+    pub async fn follow(&self) -> Result<(), StoreError> {
+        let stored = self.store.connections().await?;
+        let before = self.records();
+        if stored == before {
+            return Ok(());
+        }
+        *self.records.write().unwrap() = stored.clone();
+        self.live
+            .write()
+            .unwrap()
+            .retain(|id, _| stored.iter().any(|r| &r.id == id));
+        for r in stored.iter().filter(|r| !before.contains(r)) {
+            if r.enabled {
+                let _ = self.connect(r).await;
+            } else {
+                self.disconnect(&r.id);
+            }
+        }
+        Ok(())
+    }
+
     /// Deletes a record and forgets its live state.
     pub async fn remove(&self, id: &str) -> Result<(), StoreError> {
         self.store.delete_connection(id.to_owned()).await?;

@@ -1,6 +1,7 @@
 //! What every [`Store`] must do, as one test suite each implementation runs.
 
 use a2a_protocol::TaskState;
+use a2a_protocol::sse::Member;
 
 use super::*;
 
@@ -27,6 +28,8 @@ pub async fn check(s: &dyn Store) {
     message_claims_compare_and_swap(s).await;
     updates_compare_and_swap(s).await;
     cursor_pages_cover_everything_newest_first(s).await;
+    frame_logs_follow_their_writes(s).await;
+    running_tasks_hold_a_lease_until_settled(s).await;
     unsettled_tasks_fail_on_recovery(s).await;
     records_and_counts(s).await;
     push_configs_queue_every_write_in_order(s).await;
@@ -72,7 +75,7 @@ async fn message_claims_compare_and_swap(s: &dyn Store) {
     let mut r = row("t2", 2);
     r.body = "changed".into();
     assert_eq!(
-        s.update_task(r.clone(), 1, claim("f3", Some(t1)))
+        s.update_task(r.clone(), 1, claim("f3", Some(t1)), vec![])
             .await
             .unwrap_err(),
         StoreError::DuplicateMessage(t2.clone())
@@ -85,7 +88,13 @@ async fn message_claims_compare_and_swap(s: &dyn Store) {
             .version,
         1
     );
-    assert_eq!(s.update_task(r, 1, claim("f3", Some(t2))).await.unwrap(), 2);
+    assert_eq!(
+        s.update_task(r, 1, claim("f3", Some(t2)), vec![])
+            .await
+            .unwrap()
+            .version,
+        2
+    );
     assert_eq!(find().await.unwrap().unwrap().fingerprint, "f3");
     assert_eq!(
         s.find_message("other".into(), "m".into()).await.unwrap(),
@@ -105,8 +114,14 @@ async fn updates_compare_and_swap(s: &dyn Store) {
     s.create_task(row("u", 1), None, None).await.unwrap();
     let mut r = row("u", 2);
     r.state = TaskState::Working;
-    assert_eq!(s.update_task(r.clone(), 1, None).await.unwrap(), 2);
-    match s.update_task(r.clone(), 1, None).await.unwrap_err() {
+    assert_eq!(
+        s.update_task(r.clone(), 1, None, vec![])
+            .await
+            .unwrap()
+            .version,
+        2
+    );
+    match s.update_task(r.clone(), 1, None, vec![]).await.unwrap_err() {
         StoreError::Conflict(cur) => assert_eq!((cur.version, cur.state), (2, TaskState::Working)),
         e => panic!("{e:?}"),
     }
@@ -119,7 +134,7 @@ async fn updates_compare_and_swap(s: &dyn Store) {
     );
     r.id = "missing".into();
     assert_eq!(
-        s.update_task(r, 1, None).await.unwrap_err(),
+        s.update_task(r, 1, None, vec![]).await.unwrap_err(),
         StoreError::NotFound
     );
 }
@@ -206,6 +221,142 @@ async fn unsettled_tasks_fail_on_recovery(s: &dyn Store) {
     let t = s.get_task("r".into(), None).await.unwrap().unwrap();
     assert_eq!(t.state, TaskState::Failed);
     assert!(t.body.contains("interrupted by runtime restart"));
+    let log = s.frames("i".into(), "r".into(), 0, 10).await.unwrap();
+    assert_eq!(log.frames.len(), 1, "the FAILED status is logged with it");
+    assert_eq!(log.frames[0].kind, Member::StatusUpdate);
+    assert!(log.frames[0].json.contains("TASK_STATE_FAILED"));
+}
+
+fn frame(kind: Member, n: usize) -> NewFrame {
+    NewFrame {
+        kind,
+        json: format!("{{\"n\":{n}}}"),
+    }
+}
+
+async fn frame_logs_follow_their_writes(s: &dyn Store) {
+    s.create_task(row("log", 1), None, None).await.unwrap();
+    let chunk = |n| frame(Member::ArtifactUpdate, n);
+    assert_eq!(
+        s.append_frames("i".into(), "log".into(), vec![chunk(1)])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        s.append_frames("i".into(), "log".into(), vec![chunk(2), chunk(3)])
+            .await
+            .unwrap(),
+        2
+    );
+    let mut working = row("log", 2);
+    working.state = TaskState::Working;
+    let status = frame(Member::StatusUpdate, 4);
+    let w = s
+        .update_task(working.clone(), 1, None, vec![status.clone()])
+        .await
+        .unwrap();
+    assert_eq!((w.version, w.first_seq), (2, 4));
+    assert!(matches!(
+        s.update_task(working.clone(), 1, None, vec![status.clone()])
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    let page = s.frames("i".into(), "log".into(), 0, 100).await.unwrap();
+    assert_eq!(
+        (page.last_seq, page.state),
+        (4, TaskState::Working),
+        "a refused write logs nothing"
+    );
+    let seqs: Vec<(u64, Member, &str)> = page
+        .frames
+        .iter()
+        .map(|f| (f.seq, f.kind, &*f.json))
+        .collect();
+    assert_eq!(
+        seqs,
+        [
+            (1, Member::ArtifactUpdate, "{\"n\":1}"),
+            (2, Member::ArtifactUpdate, "{\"n\":2}"),
+            (3, Member::ArtifactUpdate, "{\"n\":3}"),
+            (4, Member::StatusUpdate, "{\"n\":4}"),
+        ]
+    );
+    let after_2 = s.frames("i".into(), "log".into(), 2, 1).await.unwrap();
+    assert_eq!(
+        after_2.frames.iter().map(|f| f.seq).collect::<Vec<_>>(),
+        [3]
+    );
+    let none = s.frames("i".into(), "log".into(), 4, 10).await.unwrap();
+    assert!(none.frames.is_empty());
+    assert_eq!(
+        s.frames("other".into(), "log".into(), 0, 10).await,
+        Err(StoreError::NotFound),
+        "scoped to the instance"
+    );
+    assert_eq!(
+        s.append_frames("other".into(), "log".into(), vec![chunk(0)])
+            .await,
+        Err(StoreError::NotFound)
+    );
+    // Retention keeps the latest RETAIN_FRAMES of a task.
+    let many: Vec<NewFrame> = (0..RETAIN_FRAMES as usize).map(chunk).collect();
+    assert_eq!(
+        s.append_frames("i".into(), "log".into(), many)
+            .await
+            .unwrap(),
+        5
+    );
+    let kept = s.frames("i".into(), "log".into(), 0, 2).await.unwrap();
+    assert_eq!(kept.last_seq, 4 + RETAIN_FRAMES);
+    assert_eq!(
+        kept.frames[0].seq, 5,
+        "frames 1..=4 fell out of the retention"
+    );
+    // The logs of tasks settled before the cutoff are pruned; the sequence stays.
+    let mut done = row("log", 50);
+    done.state = TaskState::Completed;
+    let settled = s
+        .update_task(done, 2, None, vec![frame(Member::StatusUpdate, 0)])
+        .await
+        .unwrap();
+    assert_eq!(settled.first_seq, 5 + RETAIN_FRAMES);
+    assert_eq!(
+        s.prune_frames(50).await.unwrap(),
+        0,
+        "not before the cutoff"
+    );
+    assert!(s.prune_frames(51).await.unwrap() >= RETAIN_FRAMES);
+    let pruned = s.frames("i".into(), "log".into(), 0, 10).await.unwrap();
+    assert!(pruned.frames.is_empty());
+    assert_eq!(
+        (pruned.last_seq, pruned.state),
+        (5 + RETAIN_FRAMES, TaskState::Completed)
+    );
+}
+
+async fn running_tasks_hold_a_lease_until_settled(s: &dyn Store) {
+    let t = 1_000_000_000;
+    let ttl = Lease::default().ttl_ms;
+    let mut leased = row("leased", t);
+    leased.state = TaskState::Working;
+    s.create_task(leased.clone(), None, None).await.unwrap();
+    let expired = async |now: u64| -> bool {
+        s.expired_leases(now, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == "leased")
+    };
+    assert!(!expired(t + ttl - 1).await, "held for the lease time");
+    assert!(expired(t + ttl + 1).await, "and not longer unless renewed");
+    assert!(s.renew_leases(t + 10_000).await.unwrap() >= 1);
+    assert!(!expired(t + ttl + 1).await, "renewed");
+    assert!(expired(t + 10_000 + ttl + 1).await);
+    let mut done = leased;
+    (done.state, done.updated_at) = (TaskState::Completed, t + 1);
+    s.update_task(done, 1, None, vec![]).await.unwrap();
+    assert!(!expired(u64::MAX / 4).await, "a settled task holds none");
 }
 
 async fn records_and_counts(s: &dyn Store) {
@@ -317,10 +468,12 @@ async fn push_configs_queue_every_write_in_order(s: &dyn Store) {
     );
     let mut working = row("p", 20);
     working.state = TaskState::Working;
-    s.update_task(working.clone(), 1, None).await.unwrap();
+    s.update_task(working.clone(), 1, None, vec![])
+        .await
+        .unwrap();
     let mut done = row("p", 30);
     done.state = TaskState::Completed;
-    s.update_task(done, 2, None).await.unwrap();
+    s.update_task(done, 2, None, vec![]).await.unwrap();
     let due = s.due_deliveries(30, 10).await.unwrap();
     assert_eq!(due.pending, 5, "a: 3 writes, b: 2");
     let heads: Vec<_> = due
@@ -401,7 +554,7 @@ async fn outbox_is_bounded_per_config(s: &dyn Store) {
     let writes = MAX_WAITING + 5;
     for v in 1..writes {
         r.updated_at = 1 + v;
-        s.update_task(r.clone(), v, None).await.unwrap();
+        s.update_task(r.clone(), v, None, vec![]).await.unwrap();
     }
     let status = s
         .push_status("i".into(), Some("flood".into()))

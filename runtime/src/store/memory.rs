@@ -26,6 +26,10 @@ struct Data {
     /// Waiting notifications and when each is tried next, in outbox order.
     outbox: Vec<(Delivery, u64)>,
     seq: u64,
+    /// Each task's frame log and latest sequence id.
+    logs: BTreeMap<String, (Vec<Frame>, u64)>,
+    /// When each running task's lease ends.
+    leases: BTreeMap<String, u64>,
 }
 
 impl Data {
@@ -98,6 +102,31 @@ fn same(a: &PushConfig, b: &PushConfig) -> bool {
 }
 
 impl Data {
+    /// Appends frames to a task's log (within [`RETAIN_FRAMES`]); the first one's id.
+    fn log(&mut self, task_id: &str, frames: Vec<NewFrame>) -> u64 {
+        let (log, last) = self.logs.entry(task_id.to_owned()).or_default();
+        let first = *last + 1;
+        for f in frames {
+            *last += 1;
+            log.push(Frame {
+                seq: *last,
+                kind: f.kind,
+                json: f.json.into(),
+            });
+        }
+        let keep_after = last.saturating_sub(RETAIN_FRAMES);
+        log.retain(|f| f.seq > keep_after);
+        first
+    }
+
+    /// Takes (running) or ends the lease of a written row.
+    fn lease(&mut self, row: &TaskRow) {
+        match Lease::default().until(row.state, row.updated_at) {
+            Some(until) => self.leases.insert(row.id.clone(), until as u64),
+            None => self.leases.remove(&row.id),
+        };
+    }
+
     fn check_claim(&self, instance_id: &str, claim: &MessageClaim) -> Result<(), StoreError> {
         match self
             .messages
@@ -183,6 +212,7 @@ impl Store for MemoryStore {
                 d.record_claim(&row.instance_id, c, &row.id);
             }
             let row = TaskRow { version: 1, ..row };
+            d.lease(&row);
             d.tasks.insert(row.id.clone(), row.clone());
             if let Some(config) = push {
                 d.put_push(config)?;
@@ -197,7 +227,8 @@ impl Store for MemoryStore {
         row: TaskRow,
         expected: u64,
         claim: Option<MessageClaim>,
-    ) -> Pending<u64> {
+        frames: Vec<NewFrame>,
+    ) -> Pending<Written> {
         self.with(|d| {
             if let Some(c) = &claim {
                 d.check_claim(&row.instance_id, c)?;
@@ -220,9 +251,92 @@ impl Store for MemoryStore {
                 peer_id,
                 ..row
             };
+            d.lease(&row);
             d.tasks.insert(row.id.clone(), row.clone());
             d.notify(&row);
-            Ok(expected + 1)
+            Ok(Written {
+                version: expected + 1,
+                first_seq: d.log(&row.id, frames),
+            })
+        })
+    }
+
+    fn append_frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        frames: Vec<NewFrame>,
+    ) -> Pending<u64> {
+        self.with(|d| {
+            d.tasks
+                .get(&task_id)
+                .filter(|t| t.instance_id == instance_id)
+                .ok_or(StoreError::NotFound)?;
+            Ok(d.log(&task_id, frames))
+        })
+    }
+
+    fn frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        after: u64,
+        limit: u32,
+    ) -> Pending<FramePage> {
+        self.with(|d| {
+            let task = d
+                .tasks
+                .get(&task_id)
+                .filter(|t| t.instance_id == instance_id)
+                .ok_or(StoreError::NotFound)?;
+            let (log, last_seq) = d.logs.get(&task_id).cloned().unwrap_or_default();
+            Ok(FramePage {
+                frames: log
+                    .into_iter()
+                    .filter(|f| f.seq > after)
+                    .take(limit as usize)
+                    .collect(),
+                last_seq,
+                state: task.state,
+            })
+        })
+    }
+
+    fn prune_frames(&self, before: u64) -> Pending<u64> {
+        self.with(|d| {
+            let old: Vec<String> = d
+                .tasks
+                .values()
+                .filter(|t| t.updated_at < before && !t.state.is_running())
+                .map(|t| t.id.clone())
+                .collect();
+            let mut pruned = 0;
+            for id in old {
+                if let Some((log, _)) = d.logs.get_mut(&id) {
+                    pruned += log.len() as u64;
+                    log.clear();
+                }
+            }
+            Ok(pruned)
+        })
+    }
+
+    fn renew_leases(&self, now: u64) -> Pending<u64> {
+        self.with(|d| {
+            let until = now + Lease::default().ttl_ms;
+            d.leases.values_mut().for_each(|u| *u = until);
+            Ok(d.leases.len() as u64)
+        })
+    }
+
+    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
+        self.with(|d| {
+            Ok(d.leases
+                .iter()
+                .filter(|(_, until)| **until < now)
+                .filter_map(|(id, _)| d.tasks.get(id).cloned())
+                .take(limit as usize)
+                .collect())
         })
     }
 
@@ -354,16 +468,15 @@ impl Store for MemoryStore {
             let running = d.tasks.values_mut().filter(|t| t.state.is_running());
             let mut failed = Vec::new();
             for t in running {
-                (t.state, t.updated_at, t.version, t.body) = (
-                    TaskState::Failed,
-                    now,
-                    t.version + 1,
-                    crate::tasks::fail_body(&t.body, now, &status_text),
-                );
-                failed.push(t.clone());
+                let (body, frames) = super::failed(&t.body, now, &status_text);
+                (t.state, t.updated_at, t.version, t.body) =
+                    (TaskState::Failed, now, t.version + 1, body);
+                failed.push((t.clone(), frames));
             }
-            for t in &failed {
-                d.notify(t);
+            for (t, frames) in failed.iter().cloned() {
+                d.notify(&t);
+                d.log(&t.id, frames);
+                d.leases.remove(&t.id);
             }
             Ok(failed.len() as u64)
         })

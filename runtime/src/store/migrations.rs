@@ -96,6 +96,20 @@ const MIGRATIONS: &[&str] = &[
         next_at INTEGER NOT NULL
     );
     CREATE INDEX push_outbox_by_config ON push_outbox (instance_id, task_id, config_id, seq);",
+    // 7: each task's durable frame log (`last_seq` is the task's latest sequence id, assigned by
+    // the writer in commit order) and the lease of a running task (the node that runs it, until
+    // when).
+    "ALTER TABLE tasks ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN lease_node TEXT;
+    ALTER TABLE tasks ADD COLUMN lease_until INTEGER;
+    CREATE INDEX tasks_by_lease ON tasks (lease_until) WHERE state IN (1, 2);
+    CREATE TABLE task_frames (
+        task_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        kind INTEGER NOT NULL,
+        json TEXT NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID;",
 ];
 
 /// Brings a database up to the newest schema; refuses a database from a newer runtime.

@@ -1,7 +1,8 @@
 //! Durable state: inbound instance and connection records, tasks (indexed columns + JSON body +
-//! CAS version), the message-id index, context bindings, push configs and their outbox. SQLite
-//! is the embedded implementation, PostgreSQL the shared one of several nodes; an in-memory one
-//! serves the host's unit tests.
+//! CAS version + lease), the message-id index, context bindings, each task's frame log, push
+//! configs and their outbox, and (on a shared database) the sealed secrets. SQLite is the
+//! embedded implementation, PostgreSQL the shared one of several nodes; an in-memory one serves
+//! the host's unit tests.
 
 #[cfg(test)]
 pub mod contract;
@@ -15,6 +16,7 @@ pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 use a2a_protocol::TaskState;
+use a2a_protocol::sse::Member;
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
@@ -44,6 +46,125 @@ pub struct TaskRow {
     pub body: String,
     /// The caller that created it.
     pub peer_id: Option<String>,
+}
+
+/// A frame a write appends to its task's log: the StreamResponse member and its JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewFrame {
+    /// The member it carries.
+    pub kind: Member,
+    /// The member's JSON.
+    pub json: String,
+}
+
+impl NewFrame {
+    /// A status-update frame.
+    pub fn status(json: String) -> NewFrame {
+        NewFrame {
+            kind: Member::StatusUpdate,
+            json,
+        }
+    }
+}
+
+/// The frames a write appended, numbered from the first one's sequence id.
+pub fn numbered(first_seq: u64, frames: Vec<NewFrame>) -> impl Iterator<Item = Frame> {
+    (first_seq..).zip(frames).map(|(seq, f)| Frame {
+        seq,
+        kind: f.kind,
+        json: f.json.into(),
+    })
+}
+
+/// A running task settled FAILED with `text`: its new body and the status frame to log with it;
+/// a body that does not parse is kept (its indexed state column still says FAILED), with no frame.
+pub fn failed(body: &str, now: u64, text: &str) -> (String, Vec<NewFrame>) {
+    match crate::tasks::failed(body, now, text) {
+        Some((body, frame)) => (body, vec![NewFrame::status(frame)]),
+        None => (body.to_owned(), Vec::new()),
+    }
+}
+
+/// One frame of a task's log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frame {
+    /// Per-task sequence, from 1, assigned by the store in commit order.
+    pub seq: u64,
+    /// The member it carries.
+    pub kind: Member,
+    /// The member's JSON.
+    pub json: Arc<str>,
+}
+
+/// What a read of a task's log found, in one snapshot with the task's state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FramePage {
+    /// Frames after the cursor, oldest first (retention may have removed some before them).
+    pub frames: Vec<Frame>,
+    /// The task's latest sequence id.
+    pub last_seq: u64,
+    /// The task's state.
+    pub state: TaskState,
+}
+
+/// A task write's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The task's new version.
+    pub version: u64,
+    /// The sequence id of the first frame the write appended (the next one when it appended none).
+    pub first_seq: u64,
+}
+
+/// Frames kept per task: an append past it removes the oldest.
+pub const RETAIN_FRAMES: u64 = 1000;
+
+/// Who writes: the node whose running tasks hold its lease.
+#[derive(Clone, Debug)]
+pub struct Lease {
+    /// This node's id.
+    pub node: String,
+    /// How long a lease lasts unless renewed, ms.
+    pub ttl_ms: u64,
+}
+
+impl Default for Lease {
+    fn default() -> Self {
+        Lease {
+            node: "local".into(),
+            ttl_ms: 15_000,
+        }
+    }
+}
+
+impl Lease {
+    /// The lease a write of a task in `state` at `now` takes: held while it runs, none after.
+    pub fn until(&self, state: TaskState, now: u64) -> Option<i64> {
+        state.is_running().then(|| (now + self.ttl_ms) as i64)
+    }
+}
+
+/// What a shared store tells the other nodes: a task's log grew, a task was canceled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// New frames in this task's log (the task key `instance/task`).
+    Frames(String),
+    /// This task (key) was canceled: the node running its turn stops it.
+    Canceled(String),
+}
+
+/// Receives a shared store's [`Change`]s.
+pub type ChangeHook = Arc<dyn Fn(Change) + Send + Sync>;
+
+/// A secret sealed for the database: AES-256-GCM with a random nonce.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedSecret {
+    /// The secret's name.
+    pub name: String,
+    /// The 12-byte nonce.
+    pub nonce: Vec<u8>,
+    /// Ciphertext and tag.
+    pub sealed: Vec<u8>,
 }
 
 /// Why a store call failed.
@@ -374,11 +495,60 @@ pub trait Store: Send + Sync {
         claim: Option<MessageClaim>,
         push: Option<PushConfig>,
     ) -> Pending<()>;
-    /// Replace a task if its version is `expected` (applying the claim and refreshing the
-    /// context binding); returns the new version. Every task write queues a notification for
-    /// each of the task's push configs in the same transaction.
-    fn update_task(&self, row: TaskRow, expected: u64, claim: Option<MessageClaim>)
-    -> Pending<u64>;
+    /// Replace a task if its version is `expected` (applying the claim, refreshing the context
+    /// binding, and appending `frames` to its log); returns the new version and the first
+    /// frame's sequence id. Every task write queues a notification for each of the task's push
+    /// configs in the same transaction. A running state takes this node's lease.
+    fn update_task(
+        &self,
+        row: TaskRow,
+        expected: u64,
+        claim: Option<MessageClaim>,
+        frames: Vec<NewFrame>,
+    ) -> Pending<Written>;
+    /// Appends frames to an instance's task's log; returns the first one's sequence id.
+    fn append_frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        frames: Vec<NewFrame>,
+    ) -> Pending<u64>;
+    /// Up to `limit` frames after `after` of an instance's task, with its state and latest
+    /// sequence id; `NotFound` when the instance has no such task.
+    fn frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        after: u64,
+        limit: u32,
+    ) -> Pending<FramePage>;
+    /// Removes the logs of settled tasks last updated before `before` (ms); returns how many
+    /// frames went.
+    fn prune_frames(&self, before: u64) -> Pending<u64>;
+    /// Extends this node's leases on its running tasks to `now` + the lease time.
+    fn renew_leases(&self, now: u64) -> Pending<u64>;
+    /// Running tasks whose lease ran out before `now` (their node stopped renewing), at most
+    /// `limit`.
+    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>>;
+    /// Calls `hook` with every change other nodes make (a store no other node writes: never).
+    fn watch(&self, hook: ChangeHook) {
+        let _ = hook;
+    }
+    /// Stores (`Some`) or removes a sealed secret (shared stores only).
+    fn put_secret(&self, name: String, sealed: Option<SealedSecret>) -> Pending<()> {
+        let _ = (name, sealed);
+        Pending::ready(Err(StoreError::Invalid(
+            "this store keeps no secrets: they stay in the data directory".into(),
+        )))
+    }
+    /// Every sealed secret (shared stores only).
+    fn secrets(&self) -> Pending<Vec<SealedSecret>> {
+        Pending::ready(Ok(Vec::new()))
+    }
+    /// Whether several nodes share this store.
+    fn is_shared(&self) -> bool {
+        false
+    }
     /// Insert or replace (same id) a push config; `NotFound` when the instance has no such
     /// task, `Invalid` when the task has [`a2a_protocol::push::MAX_PER_TASK`] already.
     fn put_push_config(&self, config: PushConfig) -> Pending<()>;
@@ -403,7 +573,8 @@ pub trait Store: Send + Sync {
     fn put_connection(&self, record: ConnectionRecord) -> Pending<()>;
     /// Delete an outbound connection record.
     fn delete_connection(&self, id: String) -> Pending<()>;
-    /// Settle every SUBMITTED/WORKING task FAILED with `status_text`; returns how many.
+    /// Settle every SUBMITTED/WORKING task FAILED with `status_text` (its status frame logged in
+    /// the same transaction); returns how many.
     fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64>;
     /// Answers once every write queued before it is committed.
     fn flush(&self) -> Pending<()>;

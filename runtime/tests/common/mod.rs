@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2a_edge::config::Config;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The compile cache the tests share.
 pub fn cache_dir() -> PathBuf {
@@ -251,4 +251,85 @@ pub async fn fresh_postgres() -> Option<String> {
         .unwrap();
     let (base, _) = url.rsplit_once('/').unwrap();
     Some(format!("{base}/{name}"))
+}
+
+/// An SSE response read event by event: its `id:` and its data as JSON.
+pub struct Sse {
+    response: reqwest::Response,
+    buf: String,
+}
+
+impl Sse {
+    /// Calls `method` on `instance` at `base` under `Accept: text/event-stream`.
+    pub async fn open(
+        base: &str,
+        instance: &str,
+        method: &str,
+        params: Value,
+        last_event_id: Option<u64>,
+    ) -> Sse {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut request = reqwest::Client::new()
+            .post(format!("{base}/a2a/{instance}"))
+            .header("Accept", "text/event-stream")
+            .json(&body);
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        Sse {
+            response,
+            buf: String::new(),
+        }
+    }
+
+    /// The next event's id and `result`; none at the end of the stream.
+    pub async fn next(&mut self) -> Option<(Option<u64>, Value)> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let event: String = self.buf.drain(..end + 2).collect();
+                let (mut id, mut data) = (None, String::new());
+                for line in event.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = v.trim().parse().ok();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                let v: Value = serde_json::from_str(&data).unwrap();
+                return Some((id, v["result"].clone()));
+            }
+            let chunk = self.response.chunk().await.ok()??;
+            self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Every event until the stream ends.
+    pub async fn rest(&mut self) -> Vec<(Option<u64>, Value)> {
+        let mut all = Vec::new();
+        while let Some(e) = self.next().await {
+            all.push(e);
+        }
+        all
+    }
+}
+
+/// The numbered frames of a stream, as (id, frame).
+pub fn numbered(events: &[(Option<u64>, Value)]) -> Vec<(u64, Value)> {
+    events
+        .iter()
+        .filter_map(|(id, v)| Some((id.as_ref().copied()?, v.clone())))
+        .collect()
+}
+
+/// The task state an event carries (a task snapshot or a status update).
+pub fn state(event: &Value) -> &str {
+    event["task"]["status"]["state"]
+        .as_str()
+        .or(event["statusUpdate"]["status"]["state"].as_str())
+        .unwrap_or("")
 }

@@ -23,6 +23,8 @@ const POOL: usize = 16;
 /// A store on a PostgreSQL database.
 pub struct PostgresStore {
     pool: Pool,
+    config: tokio_postgres::Config,
+    lease: Arc<Lease>,
     signal: Arc<tokio::sync::Notify>,
     closed: Arc<AtomicBool>,
     statements: Arc<AtomicU64>,
@@ -51,13 +53,13 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 
 impl PostgresStore {
     /// Connects to `url` (`postgres://user:password@host:port/db`), checks it answers and brings
-    /// its schema up to date.
-    pub async fn connect(url: &str) -> anyhow::Result<PostgresStore> {
+    /// its schema up to date; this node's running tasks take `lease`.
+    pub async fn connect(url: &str, lease: Lease) -> anyhow::Result<PostgresStore> {
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| anyhow::anyhow!("the PostgreSQL URL is not valid: {e}"))?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -77,6 +79,8 @@ impl PostgresStore {
         drop(client);
         Ok(PostgresStore {
             pool,
+            config,
+            lease: Arc::new(lease),
             signal: Arc::new(tokio::sync::Notify::new()),
             closed: Arc::default(),
             statements: Arc::default(),
@@ -92,15 +96,16 @@ impl PostgresStore {
             return Pending::ready(Err(gone()));
         }
         let (reply, pending) = Pending::new();
-        let (pool, statements, signal) = (
+        let (pool, statements, signal, lease) = (
             self.pool.clone(),
             self.statements.clone(),
             self.signal.clone(),
+            self.lease.clone(),
         );
         tokio::spawn(async move {
             let result = match pool.get().await {
                 Ok(client) => {
-                    let mut conn = sql::Conn::new(client);
+                    let mut conn = sql::Conn::new(client, lease);
                     let r = op(&mut conn).await;
                     statements.fetch_add(conn.statements, Ordering::Relaxed);
                     if conn.queued && r.is_ok() {
@@ -114,6 +119,46 @@ impl PostgresStore {
         });
         pending
     }
+}
+
+/// Listens on [`sql::CHANNEL`] and tells `hook` what other nodes changed, until the connection
+/// fails.
+async fn listen(
+    config: &tokio_postgres::Config,
+    node: &str,
+    hook: &ChangeHook,
+) -> Result<(), tokio_postgres::Error> {
+    use futures_util::StreamExt;
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(m) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = m? {
+                let _ = tx.send(n.payload().to_owned());
+            }
+        }
+        Ok::<(), tokio_postgres::Error>(())
+    });
+    client
+        .batch_execute(&format!("LISTEN {}", sql::CHANNEL))
+        .await?;
+    while let Some(payload) = rx.recv().await {
+        let mut parts = payload.splitn(3, ' ');
+        let (Some(from), Some(kind), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if from == node {
+            continue;
+        }
+        match kind {
+            "f" => hook(Change::Frames(key.to_owned())),
+            "c" => hook(Change::Canceled(key.to_owned())),
+            _ => {}
+        }
+    }
+    drop(client);
+    driver.await.unwrap_or(Ok(()))
 }
 
 /// One store call's work on a connection.
@@ -141,8 +186,71 @@ impl Store for PostgresStore {
         row: TaskRow,
         expected: u64,
         claim: Option<MessageClaim>,
+        frames: Vec<NewFrame>,
+    ) -> Pending<Written> {
+        self.run(op!(c => c.update_task(&row, expected, claim.as_ref(), &frames).await))
+    }
+
+    fn append_frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        frames: Vec<NewFrame>,
     ) -> Pending<u64> {
-        self.run(op!(c => c.update_task(&row, expected, claim.as_ref()).await))
+        self.run(op!(c => c.append_frames(&instance_id, &task_id, &frames).await))
+    }
+
+    fn frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        after: u64,
+        limit: u32,
+    ) -> Pending<FramePage> {
+        self.run(op!(c => c.frames(&instance_id, &task_id, after, limit).await))
+    }
+
+    fn prune_frames(&self, before: u64) -> Pending<u64> {
+        self.run(op!(c => c.prune_frames(before).await))
+    }
+
+    fn renew_leases(&self, now: u64) -> Pending<u64> {
+        self.run(op!(c => c.renew_leases(now).await))
+    }
+
+    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
+        self.run(op!(c => c.expired_leases(now, limit).await))
+    }
+
+    fn watch(&self, hook: ChangeHook) {
+        let (config, node, closed) = (
+            self.config.clone(),
+            self.lease.node.clone(),
+            self.closed.clone(),
+        );
+        tokio::spawn(async move {
+            while !closed.load(Ordering::Acquire) {
+                if let Err(e) = listen(&config, &node, &hook).await {
+                    tracing::warn!(
+                        "lost the PostgreSQL notifications ({}); listening again in 1 s (streams of other nodes' tasks poll meanwhile)",
+                        describe(&e)
+                    );
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
+    }
+
+    fn put_secret(&self, name: String, sealed: Option<SealedSecret>) -> Pending<()> {
+        self.run(op!(c => c.put_secret(&name, sealed.as_ref()).await))
+    }
+
+    fn secrets(&self) -> Pending<Vec<SealedSecret>> {
+        self.run(op!(c => c.secrets().await))
+    }
+
+    fn is_shared(&self) -> bool {
+        true
     }
 
     fn put_push_config(&self, config: PushConfig) -> Pending<()> {
@@ -280,7 +388,11 @@ mod tests {
         let mut config: tokio_postgres::Config = url.parse().unwrap();
         config.dbname(&name);
         let url = postgres_url(&config);
-        Some(PostgresStore::connect(&url).await.unwrap())
+        Some(
+            PostgresStore::connect(&url, Lease::default())
+                .await
+                .unwrap(),
+        )
     }
 
     fn postgres_url(c: &tokio_postgres::Config) -> String {

@@ -61,6 +61,21 @@ const MIGRATIONS: &[&str] = &[
         next_at BIGINT NOT NULL
     );
     CREATE INDEX push_outbox_by_config ON push_outbox (instance_id, task_id, config_id, seq);",
+    // 2: each task's frame log (`last_seq` is its latest sequence id, taken under the task's
+    // row lock, so ids follow commit order), the lease of a running task, and the secrets the
+    // nodes share, sealed with the cluster key.
+    "ALTER TABLE tasks ADD COLUMN last_seq BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN lease_node TEXT;
+    ALTER TABLE tasks ADD COLUMN lease_until BIGINT;
+    CREATE INDEX tasks_by_lease ON tasks (lease_until) WHERE state IN (1, 2);
+    CREATE TABLE task_frames (
+        task_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        kind SMALLINT NOT NULL,
+        json TEXT NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    );
+    CREATE TABLE secrets (name TEXT PRIMARY KEY, nonce BYTEA NOT NULL, sealed BYTEA NOT NULL);",
 ];
 
 /// Brings the database up to the newest schema; refuses one from a newer runtime.

@@ -8,15 +8,25 @@ use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
+use std::sync::Arc;
+
+use a2a_protocol::sse::Member;
+
+use crate::records::task_key;
 use crate::store::{
-    Attempt, ContextSummary, Delivery, DueDeliveries, MAX_WAITING, MessageClaim, MessageRecord,
-    OVERFLOW, PageStart, PushConfig, PushStatus, StoreError, TaskFilter, TaskPage, TaskRow,
-    parse_token,
+    Attempt, ContextSummary, Delivery, DueDeliveries, Frame, FramePage, Lease, MAX_WAITING,
+    MessageClaim, MessageRecord, NewFrame, OVERFLOW, PageStart, PushConfig, PushStatus,
+    RETAIN_FRAMES, SealedSecret, StoreError, TaskFilter, TaskPage, TaskRow, Written, parse_token,
 };
+
+/// The channel every node listens on; a payload is `<node> <kind> <task key>`, kind `f` (the
+/// task's log grew) or `c` (the task was canceled).
+pub const CHANNEL: &str = "a2a_edge";
 
 /// A pooled connection and what its calls did.
 pub struct Conn {
     client: Object,
+    lease: Arc<Lease>,
     /// Statements run.
     pub statements: u64,
     /// Notifications were queued or an attempt recorded.
@@ -58,11 +68,15 @@ impl Tx<'_> {
 const TASK_COLUMNS: &str =
     "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id";
 
-fn task_row(r: &Row) -> Result<TaskRow, StoreError> {
-    let n: i32 = r.get(3);
-    let state = TaskState::from_number(n.into())
+/// The state a stored number stands for; one that is no state a task can be in is an error.
+fn state_of(n: i32) -> Result<TaskState, StoreError> {
+    TaskState::from_number(n.into())
         .filter(|s| *s != TaskState::Unspecified)
-        .ok_or_else(|| StoreError::Invalid(format!("a stored task has the state number {n}")))?;
+        .ok_or_else(|| StoreError::Invalid(format!("a stored task has the state number {n}")))
+}
+
+fn task_row(r: &Row) -> Result<TaskRow, StoreError> {
+    let state = state_of(r.get(3))?;
     Ok(TaskRow {
         id: r.get(0),
         instance_id: r.get(1),
@@ -87,9 +101,10 @@ fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
 
 impl Conn {
     /// Wraps a pooled connection.
-    pub fn new(client: Object) -> Conn {
+    pub fn new(client: Object, lease: Arc<Lease>) -> Conn {
         Conn {
             client,
+            lease,
             statements: 0,
             queued: false,
         }
@@ -127,14 +142,14 @@ impl Conn {
         p: Params<'_>,
         each: impl Fn(&Row) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
+        self.rows(sql, p).await?.iter().map(each).collect()
+    }
+
+    /// One read's rows, outside a transaction.
+    async fn rows(&mut self, sql: &str, p: Params<'_>) -> Result<Vec<Row>, StoreError> {
         self.statements += 1;
         let stmt = self.client.prepare_cached(sql).await?;
-        self.client
-            .query(&stmt, p)
-            .await?
-            .iter()
-            .map(each)
-            .collect()
+        Ok(self.client.query(&stmt, p).await?)
     }
 
     pub async fn create_task(
@@ -144,13 +159,15 @@ impl Conn {
         push: Option<&PushConfig>,
     ) -> Result<(), StoreError> {
         let mut queued = false;
+        let lease = self.lease.clone();
         let r = self
             .write(async |tx| {
                 touch_context(tx, row).await?;
                 let inserted = tx
                     .exec(
                         &format!(
-                            "INSERT INTO tasks ({TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9)"
+                            "INSERT INTO tasks ({TASK_COLUMNS}, lease_node, lease_until)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10, $11)"
                         ),
                         &[
                             &row.id,
@@ -162,12 +179,17 @@ impl Conn {
                             &(row.updated_at as i64),
                             &row.body,
                             &row.peer_id,
+                            &lease.node,
+                            &lease.until(row.state, row.updated_at),
                         ],
                     )
                     .await;
                 match inserted {
                     Err(e) if is_unique_violation(&e) => {
-                        return Err(StoreError::Invalid(format!("task {} already exists", row.id)));
+                        return Err(StoreError::Invalid(format!(
+                            "task {} already exists",
+                            row.id
+                        )));
                     }
                     other => other?,
                 };
@@ -190,15 +212,19 @@ impl Conn {
         row: &TaskRow,
         expected: u64,
         claim: Option<&MessageClaim>,
-    ) -> Result<u64, StoreError> {
+        frames: &[NewFrame],
+    ) -> Result<Written, StoreError> {
         let mut queued = false;
+        let lease = self.lease.clone();
         let r = self
             .write(async |tx| {
-                let changed = tx
-                    .exec(
+                let last = tx
+                    .opt(
                         "UPDATE tasks SET context_id = $3, state = $4, skill = $5, updated_at = $6,
-                             version = version + 1, body = $7
-                         WHERE id = $1 AND instance_id = $2 AND version = $8",
+                             version = version + 1, body = $7, last_seq = last_seq + $9,
+                             lease_node = $10, lease_until = $11
+                         WHERE id = $1 AND instance_id = $2 AND version = $8
+                         RETURNING last_seq",
                         &[
                             &row.id,
                             &row.instance_id,
@@ -208,10 +234,13 @@ impl Conn {
                             &(row.updated_at as i64),
                             &row.body,
                             &(expected as i64),
+                            &(frames.len() as i64),
+                            &lease.node,
+                            &lease.until(row.state, row.updated_at),
                         ],
                     )
                     .await?;
-                if changed == 0 {
+                let Some(last) = last else {
                     let sql = format!(
                         "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1 AND instance_id = $2"
                     );
@@ -219,26 +248,170 @@ impl Conn {
                         Some(current) => Err(StoreError::Conflict(Box::new(task_row(&current)?))),
                         None => Err(StoreError::NotFound),
                     };
-                }
+                };
                 if let Some(claim) = claim {
                     record_claim(tx, &row.instance_id, claim, &row.id).await?;
                 }
                 touch_context(tx, row).await?;
                 queued = enqueue(tx, row).await?;
-                Ok(expected + 1)
+                let key = task_key(&row.instance_id, &row.id);
+                let first_seq = log_frames(tx, &lease, &key, &row.id, last.get(0), frames).await?;
+                if row.state == TaskState::Canceled {
+                    notify(tx, &lease, 'c', &key).await?;
+                }
+                Ok(Written {
+                    version: expected + 1,
+                    first_seq,
+                })
             })
             .await;
         self.queued |= queued && r.is_ok();
         r
     }
 
+    pub async fn append_frames(
+        &mut self,
+        instance_id: &str,
+        task_id: &str,
+        frames: &[NewFrame],
+    ) -> Result<u64, StoreError> {
+        let lease = self.lease.clone();
+        self.write(async |tx| {
+            let last = tx
+                .opt(
+                    "UPDATE tasks SET last_seq = last_seq + $3 WHERE id = $1 AND instance_id = $2
+                     RETURNING last_seq",
+                    &[&task_id, &instance_id, &(frames.len() as i64)],
+                )
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let key = task_key(instance_id, task_id);
+            log_frames(tx, &lease, &key, task_id, last.get(0), frames).await
+        })
+        .await
+    }
+
+    pub async fn frames(
+        &mut self,
+        instance_id: &str,
+        task_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<FramePage, StoreError> {
+        // One statement: the task's state and its frames in one snapshot.
+        let rows = self
+            .rows(
+                "SELECT t.state, t.last_seq, f.seq, f.kind, f.json FROM tasks t
+                 LEFT JOIN LATERAL (SELECT seq, kind, json FROM task_frames
+                     WHERE task_id = t.id AND seq > $3 ORDER BY seq LIMIT $4) f ON true
+                 WHERE t.id = $1 AND t.instance_id = $2 ORDER BY f.seq",
+                &[&task_id, &instance_id, &(after as i64), &(limit as i64)],
+            )
+            .await?;
+        let first = rows.first().ok_or(StoreError::NotFound)?;
+        let state = state_of(first.get(0))?;
+        let last_seq = first.get::<_, i64>(1) as u64;
+        let mut frames = Vec::new();
+        for r in &rows {
+            let Some(seq) = r.get::<_, Option<i64>>(2) else {
+                continue;
+            };
+            let n: i16 = r.get(3);
+            frames.push(Frame {
+                seq: seq as u64,
+                kind: Member::from_number(n).ok_or_else(|| {
+                    StoreError::Invalid(format!("a stored frame has the kind number {n}"))
+                })?,
+                json: r.get::<_, String>(4).into(),
+            });
+        }
+        Ok(FramePage {
+            frames,
+            last_seq,
+            state,
+        })
+    }
+
+    pub async fn prune_frames(&mut self, before: u64) -> Result<u64, StoreError> {
+        self.write(async |tx| {
+            Ok(tx
+                .exec(
+                    "DELETE FROM task_frames f USING tasks t
+                     WHERE f.task_id = t.id AND t.updated_at < $1 AND t.state NOT IN (1, 2)",
+                    &[&(before as i64)],
+                )
+                .await?)
+        })
+        .await
+    }
+
+    pub async fn renew_leases(&mut self, now: u64) -> Result<u64, StoreError> {
+        let lease = self.lease.clone();
+        self.write(async |tx| {
+            Ok(tx
+                .exec(
+                    "UPDATE tasks SET lease_until = $2 WHERE state IN (1, 2) AND lease_node = $1",
+                    &[&lease.node, &((now + lease.ttl_ms) as i64)],
+                )
+                .await?)
+        })
+        .await
+    }
+
+    pub async fn expired_leases(
+        &mut self,
+        now: u64,
+        limit: u32,
+    ) -> Result<Vec<TaskRow>, StoreError> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE state IN (1, 2) AND lease_until < $1 LIMIT $2"
+        );
+        self.read(&sql, &[&(now as i64), &(limit as i64)], task_row)
+            .await
+    }
+
+    pub async fn put_secret(
+        &mut self,
+        name: &str,
+        sealed: Option<&SealedSecret>,
+    ) -> Result<(), StoreError> {
+        self.write(async |tx| {
+            match sealed {
+                Some(s) => tx.exec(
+                    "INSERT INTO secrets (name, nonce, sealed) VALUES ($1, $2, $3)
+                     ON CONFLICT (name) DO UPDATE SET nonce = excluded.nonce, sealed = excluded.sealed",
+                    &[&name, &s.nonce, &s.sealed],
+                )
+                .await?,
+                None => tx.exec("DELETE FROM secrets WHERE name = $1", &[&name]).await?,
+            };
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn secrets(&mut self) -> Result<Vec<SealedSecret>, StoreError> {
+        self.read(
+            "SELECT name, nonce, sealed FROM secrets ORDER BY name",
+            &[],
+            |r| {
+                Ok(SealedSecret {
+                    name: r.get(0),
+                    nonce: r.get(1),
+                    sealed: r.get(2),
+                })
+            },
+        )
+        .await
+    }
+
     pub async fn fail_unsettled(&mut self, now: u64, text: &str) -> Result<u64, StoreError> {
         let mut queued = false;
+        let lease = self.lease.clone();
         let r = self
             .write(async |tx| {
-                let sql = format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks WHERE state IN ($1, $2) FOR UPDATE"
-                );
+                let sql =
+                    format!("SELECT {TASK_COLUMNS} FROM tasks WHERE state IN ($1, $2) FOR UPDATE");
                 let running = tx
                     .rows(
                         &sql,
@@ -250,15 +423,27 @@ impl Conn {
                     .await?;
                 for r in &running {
                     let mut row = task_row(r)?;
-                    row.body = crate::tasks::fail_body(&row.body, now, text);
+                    let frames;
+                    (row.body, frames) = crate::store::failed(&row.body, now, text);
                     (row.state, row.updated_at) = (TaskState::Failed, now);
-                    tx.exec(
-                        "UPDATE tasks SET state = $2, updated_at = $3, version = version + 1, body = $4
-                         WHERE id = $1",
-                        &[&row.id, &state_number(row.state), &(now as i64), &row.body],
-                    )
-                    .await?;
+                    let last = tx
+                        .opt(
+                            "UPDATE tasks SET state = $2, updated_at = $3, version = version + 1,
+                                 body = $4, last_seq = last_seq + $5, lease_until = NULL
+                             WHERE id = $1 RETURNING last_seq",
+                            &[
+                                &row.id,
+                                &state_number(row.state),
+                                &(now as i64),
+                                &row.body,
+                                &(frames.len() as i64),
+                            ],
+                        )
+                        .await?
+                        .ok_or(StoreError::NotFound)?;
                     queued |= enqueue(tx, &row).await?;
+                    let key = task_key(&row.instance_id, &row.id);
+                    log_frames(tx, &lease, &key, &row.id, last.get(0), &frames).await?;
                 }
                 Ok(running.len() as u64)
             })
@@ -783,4 +968,48 @@ async fn enqueue(tx: &mut Tx<'_>, row: &TaskRow) -> Result<bool, StoreError> {
         .await?;
     }
     Ok(true)
+}
+
+/// Writes `frames` as the task's sequence ids up to `last` (its new `last_seq`, taken under its
+/// row lock), drops what falls out of [`RETAIN_FRAMES`] and tells the other nodes; returns the
+/// first one's id.
+async fn log_frames(
+    tx: &mut Tx<'_>,
+    lease: &Lease,
+    key: &str,
+    task_id: &str,
+    last: i64,
+    frames: &[NewFrame],
+) -> Result<u64, StoreError> {
+    let last = last as u64;
+    let first = last + 1 - frames.len() as u64;
+    if frames.is_empty() {
+        return Ok(first);
+    }
+    let seqs: Vec<i64> = (first as i64..=last as i64).collect();
+    let kinds: Vec<i16> = frames.iter().map(|f| f.kind.number()).collect();
+    let jsons: Vec<&str> = frames.iter().map(|f| f.json.as_str()).collect();
+    tx.exec(
+        "INSERT INTO task_frames (task_id, seq, kind, json)
+         SELECT $1, s, k, j FROM UNNEST($2::BIGINT[], $3::SMALLINT[], $4::TEXT[]) AS f(s, k, j)",
+        &[&task_id, &seqs, &kinds, &jsons],
+    )
+    .await?;
+    if last > RETAIN_FRAMES {
+        tx.exec(
+            "DELETE FROM task_frames WHERE task_id = $1 AND seq <= $2",
+            &[&task_id, &((last - RETAIN_FRAMES) as i64)],
+        )
+        .await?;
+    }
+    notify(tx, lease, 'f', key).await?;
+    Ok(first)
+}
+
+/// Tells every listening node (on commit) what happened to a task.
+async fn notify(tx: &mut Tx<'_>, lease: &Lease, kind: char, key: &str) -> Result<(), StoreError> {
+    let payload = format!("{} {kind} {key}", lease.node);
+    tx.exec(&format!("SELECT pg_notify('{CHANNEL}', $1)"), &[&payload])
+        .await?;
+    Ok(())
 }

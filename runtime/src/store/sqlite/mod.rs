@@ -104,7 +104,7 @@ impl SqliteStore {
         let mut threads = vec![
             std::thread::Builder::new()
                 .name("a2a-edge-sqlite-writer".into())
-                .spawn(move || writes::write_loop(conn, outbox, rx))?,
+                .spawn(move || writes::write_loop(conn, outbox, Lease::default(), rx))?,
         ];
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
@@ -211,8 +211,40 @@ impl Store for SqliteStore {
         row: TaskRow,
         expected: u64,
         claim: Option<MessageClaim>,
+        frames: Vec<NewFrame>,
+    ) -> Pending<Written> {
+        self.send(|r| Write::UpdateTask(row, expected, claim, frames, r))
+    }
+
+    fn append_frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        frames: Vec<NewFrame>,
     ) -> Pending<u64> {
-        self.send(|r| Write::UpdateTask(row, expected, claim, r))
+        self.send(|r| Write::AppendFrames(instance_id, task_id, frames, r))
+    }
+
+    fn frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        after: u64,
+        limit: u32,
+    ) -> Pending<FramePage> {
+        self.read(move |c| reads::frames(c, &instance_id, &task_id, after, limit))
+    }
+
+    fn prune_frames(&self, before: u64) -> Pending<u64> {
+        self.send(|r| Write::PruneFrames(before, r))
+    }
+
+    fn renew_leases(&self, now: u64) -> Pending<u64> {
+        self.send(|r| Write::RenewLeases(now, r))
+    }
+
+    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
+        self.read(move |c| reads::expired_leases(c, now, limit))
     }
 
     fn put_push_config(&self, config: PushConfig) -> Pending<()> {

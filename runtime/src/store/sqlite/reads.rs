@@ -4,9 +4,11 @@
 use a2a_protocol::TaskState;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use a2a_protocol::sse::Member;
+
 use crate::store::{
-    ContextSummary, MessageRecord, PageStart, StoreError, TaskFilter, TaskPage, TaskRow,
-    parse_token,
+    ContextSummary, Frame, FramePage, MessageRecord, PageStart, StoreError, TaskFilter, TaskPage,
+    TaskRow, parse_token,
 };
 
 /// What the idempotency index holds for a message id of an instance.
@@ -199,4 +201,58 @@ pub fn records<T: serde::de::DeserializeOwned>(
             })
         })
         .collect()
+}
+
+/// Up to `limit` frames of an instance's task after `after`, with its state and latest sequence
+/// id, read in one snapshot.
+pub fn frames(
+    c: &Connection,
+    instance_id: &str,
+    task_id: &str,
+    after: u64,
+    limit: u32,
+) -> Result<FramePage, StoreError> {
+    let tx = c.unchecked_transaction()?;
+    let head = tx
+        .prepare_cached("SELECT state, last_seq FROM tasks WHERE id = ?1 AND instance_id = ?2")?
+        .query_row(params![task_id, instance_id], |r| {
+            Ok((state(r, 0)?, r.get::<_, i64>(1)? as u64))
+        })
+        .optional()?;
+    let Some((state, last_seq)) = head else {
+        return Err(StoreError::NotFound);
+    };
+    let frames = tx
+        .prepare_cached(
+            "SELECT seq, kind, json FROM task_frames WHERE task_id = ?1 AND seq > ?2
+             ORDER BY seq LIMIT ?3",
+        )?
+        .query_map(params![task_id, after as i64, limit], frame)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    tx.finish()?;
+    Ok(FramePage {
+        frames,
+        last_seq,
+        state,
+    })
+}
+
+fn frame(r: &rusqlite::Row<'_>) -> rusqlite::Result<Frame> {
+    let n: i16 = r.get(1)?;
+    Ok(Frame {
+        seq: r.get::<_, i64>(0)? as u64,
+        kind: Member::from_number(n)
+            .ok_or(rusqlite::Error::IntegralValueOutOfRange(1, n.into()))?,
+        json: r.get::<_, String>(2)?.into(),
+    })
+}
+
+/// Running tasks whose lease ran out before `now`.
+pub fn expired_leases(c: &Connection, now: u64, limit: u32) -> Result<Vec<TaskRow>, StoreError> {
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE state IN (1, 2) AND lease_until < ?1 LIMIT ?2"
+    );
+    Ok(c.prepare_cached(&sql)?
+        .query_map(params![now as i64, limit], task_row)?
+        .collect::<rusqlite::Result<_>>()?)
 }

@@ -4,11 +4,14 @@
 use std::sync::mpsc;
 
 use a2a_protocol::TaskState;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::push::{self, Outbox};
 use super::reads::{find_message, get_task};
-use crate::store::{Attempt, MessageClaim, PushConfig, Reply, StoreError, TaskRow};
+use crate::store::{
+    Attempt, Lease, MessageClaim, NewFrame, PushConfig, RETAIN_FRAMES, Reply, StoreError, TaskRow,
+    Written,
+};
 
 /// Most writes committed in one transaction.
 const MAX_GROUP: usize = 512;
@@ -16,7 +19,16 @@ const MAX_GROUP: usize = 512;
 /// A queued write and the reply that answers it.
 pub enum Write {
     CreateTask(TaskRow, Option<MessageClaim>, Option<PushConfig>, Reply<()>),
-    UpdateTask(TaskRow, u64, Option<MessageClaim>, Reply<u64>),
+    UpdateTask(
+        TaskRow,
+        u64,
+        Option<MessageClaim>,
+        Vec<NewFrame>,
+        Reply<Written>,
+    ),
+    AppendFrames(String, String, Vec<NewFrame>, Reply<u64>),
+    PruneFrames(u64, Reply<u64>),
+    RenewLeases(u64, Reply<u64>),
     PutPushConfig(PushConfig, Reply<()>),
     DeletePushConfig(String, String, String, Reply<()>),
     Attempted(u64, u64, Attempt, Reply<()>),
@@ -48,7 +60,12 @@ impl Table {
 
 /// Commits queued writes in groups until the queue closes; tells the delivery worker when a
 /// group queued notifications.
-pub fn write_loop(mut conn: Connection, mut outbox: Outbox, rx: mpsc::Receiver<Write>) {
+pub fn write_loop(
+    mut conn: Connection,
+    mut outbox: Outbox,
+    lease: Lease,
+    rx: mpsc::Receiver<Write>,
+) {
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -57,7 +74,7 @@ pub fn write_loop(mut conn: Connection, mut outbox: Outbox, rx: mpsc::Receiver<W
                 Err(_) => break,
             }
         }
-        commit_group(&mut conn, &mut outbox, group);
+        commit_group(&mut conn, &mut outbox, &lease, group);
         if std::mem::take(&mut outbox.queued) {
             outbox.signal.notify_one();
         }
@@ -66,7 +83,7 @@ pub fn write_loop(mut conn: Connection, mut outbox: Outbox, rx: mpsc::Receiver<W
 
 /// Runs a group in one transaction; each write in its own savepoint, so one failing write
 /// fails alone. Replies go out only after the commit.
-fn commit_group(conn: &mut Connection, outbox: &mut Outbox, group: Vec<Write>) {
+fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group: Vec<Write>) {
     let mut replies: Vec<Answer> = Vec::with_capacity(group.len());
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
@@ -81,10 +98,40 @@ fn commit_group(conn: &mut Connection, outbox: &mut Outbox, group: Vec<Write>) {
     for w in group {
         match w {
             Write::CreateTask(row, mid, config, reply) => replies.push(run(&tx, reply, |c| {
-                create_task(c, outbox, &row, mid.as_ref(), config.as_ref())
+                create_task(c, outbox, lease, &row, mid.as_ref(), config.as_ref())
             })),
-            Write::UpdateTask(row, expected, mid, reply) => replies.push(run(&tx, reply, |c| {
-                update_task(c, outbox, &row, expected, mid.as_ref())
+            Write::UpdateTask(row, expected, mid, frames, reply) => {
+                replies.push(run(&tx, reply, |c| {
+                    update_task(c, outbox, lease, &row, expected, mid.as_ref(), &frames)
+                }))
+            }
+            Write::AppendFrames(instance, task, frames, reply) => {
+                replies.push(run(&tx, reply, |c| {
+                    let last = c
+                        .prepare_cached(
+                            "UPDATE tasks SET last_seq = last_seq + ?3 WHERE id = ?1 AND instance_id = ?2
+                             RETURNING last_seq",
+                        )?
+                        .query_row(params![task, instance, frames.len() as i64], |r| {
+                            r.get::<_, i64>(0)
+                        })
+                        .optional()?
+                        .ok_or(StoreError::NotFound)?;
+                    log_frames(c, &task, last as u64, &frames)
+                }))
+            }
+            Write::PruneFrames(before, reply) => replies.push(run(&tx, reply, |c| {
+                Ok(c.prepare_cached(
+                    "DELETE FROM task_frames WHERE task_id IN
+                         (SELECT id FROM tasks WHERE updated_at < ?1 AND state NOT IN (1, 2))",
+                )?
+                .execute(params![before as i64])? as u64)
+            })),
+            Write::RenewLeases(now, reply) => replies.push(run(&tx, reply, |c| {
+                Ok(c.prepare_cached(
+                    "UPDATE tasks SET lease_until = ?2 WHERE state IN (1, 2) AND lease_node = ?1",
+                )?
+                .execute(params![lease.node, (now + lease.ttl_ms) as i64])? as u64)
             })),
             Write::PutPushConfig(config, reply) => {
                 replies.push(run(&tx, reply, |c| outbox.put(c, &config)))
@@ -162,7 +209,13 @@ fn fail(w: Write, e: StoreError) {
         | Write::Flush(r) => {
             let _ = r.send(Err(e));
         }
-        Write::UpdateTask(.., r) | Write::FailUnsettled(.., r) => {
+        Write::AppendFrames(.., r)
+        | Write::PruneFrames(.., r)
+        | Write::RenewLeases(.., r)
+        | Write::FailUnsettled(.., r) => {
+            let _ = r.send(Err(e));
+        }
+        Write::UpdateTask(.., r) => {
             let _ = r.send(Err(e));
         }
     }
@@ -171,6 +224,7 @@ fn fail(w: Write, e: StoreError) {
 fn create_task(
     c: &Connection,
     outbox: &mut Outbox,
+    lease: &Lease,
     row: &TaskRow,
     claim: Option<&MessageClaim>,
     config: Option<&PushConfig>,
@@ -180,10 +234,10 @@ fn create_task(
     }
     touch_context(c, row)?;
     c.prepare_cached(
-        "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9)",
+        "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, body, lease_node, lease_until)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?10, ?11)",
     )?
-    .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.body])
+    .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.body, lease.node, lease.until(row.state, row.updated_at)])
     .map_err(|e| match e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => StoreError::Invalid(format!("task {} already exists", row.id)),
         e => e.into(),
@@ -201,31 +255,65 @@ fn create_task(
 fn update_task(
     c: &Connection,
     outbox: &mut Outbox,
+    lease: &Lease,
     row: &TaskRow,
     expected: u64,
     claim: Option<&MessageClaim>,
-) -> Result<u64, StoreError> {
+    frames: &[NewFrame],
+) -> Result<Written, StoreError> {
     if let Some(claim) = claim {
         check_claim(c, &row.instance_id, claim)?;
     }
-    let changed = c
+    let last = c
         .prepare_cached(
-            "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7
-             WHERE id = ?1 AND instance_id = ?2 AND version = ?8",
+            "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7,
+                 last_seq = last_seq + ?9, lease_node = ?10, lease_until = ?11
+             WHERE id = ?1 AND instance_id = ?2 AND version = ?8
+             RETURNING last_seq",
         )?
-        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64])?;
-    if changed == 0 {
+        .query_row(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64, frames.len() as i64, lease.node, lease.until(row.state, row.updated_at)], |r| r.get::<_, i64>(0))
+        .optional()?;
+    let Some(last) = last else {
         return match get_task(c, &row.id, Some(&row.instance_id))? {
             Some(current) => Err(StoreError::Conflict(Box::new(current))),
             None => Err(StoreError::NotFound),
         };
-    }
+    };
     if let Some(claim) = claim {
         record_claim(c, &row.instance_id, claim, &row.id)?;
     }
     touch_context(c, row)?;
     outbox.row_written(c, row)?;
-    Ok(expected + 1)
+    let first_seq = log_frames(c, &row.id, last as u64, frames)?;
+    Ok(Written {
+        version: expected + 1,
+        first_seq,
+    })
+}
+
+/// Writes `frames` as the task's sequence ids up to `last` (its new `last_seq`) and drops what
+/// falls out of [`RETAIN_FRAMES`]; returns the first one's id.
+fn log_frames(
+    c: &Connection,
+    task_id: &str,
+    last: u64,
+    frames: &[NewFrame],
+) -> Result<u64, StoreError> {
+    let first = last + 1 - frames.len() as u64;
+    if frames.is_empty() {
+        return Ok(first);
+    }
+    let mut insert = c.prepare_cached(
+        "INSERT INTO task_frames (task_id, seq, kind, json) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (seq, f) in (first..).zip(frames) {
+        insert.execute(params![task_id, seq as i64, f.kind.number(), f.json])?;
+    }
+    if last > RETAIN_FRAMES {
+        c.prepare_cached("DELETE FROM task_frames WHERE task_id = ?1 AND seq <= ?2")?
+            .execute(params![task_id, (last - RETAIN_FRAMES) as i64])?;
+    }
+    Ok(first)
 }
 
 /// The compare-and-swap of a claim: the index must still hold what the claim replaces.
@@ -275,8 +363,21 @@ fn fail_unsettled(
         )?
         .collect::<Result<_, _>>()?;
     for (id, instance_id, body) in &rows {
-        let body = crate::tasks::fail_body(body, now, text);
-        c.execute("UPDATE tasks SET state = ?2, updated_at = ?3, version = version + 1, body = ?4 WHERE id = ?1", params![id, TaskState::Failed.number(), now as i64, body])?;
+        let (body, frames) = crate::store::failed(body, now, text);
+        let last: i64 = c.query_row(
+            "UPDATE tasks SET state = ?2, updated_at = ?3, version = version + 1, body = ?4,
+                 last_seq = last_seq + ?5, lease_node = NULL, lease_until = NULL
+             WHERE id = ?1 RETURNING last_seq",
+            params![
+                id,
+                TaskState::Failed.number(),
+                now as i64,
+                body,
+                frames.len() as i64
+            ],
+            |r| r.get(0),
+        )?;
+        log_frames(c, id, last as u64, &frames)?;
         outbox.task_written(c, instance_id, id, TaskState::Failed, &body, now)?;
     }
     Ok(rows.len() as u64)

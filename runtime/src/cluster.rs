@@ -1,0 +1,126 @@
+//! Several nodes on one shared store: this node's id, the leases of its running tasks, the
+//! settling of tasks whose node is gone, and what other nodes' changes mean here (a frame to
+//! read, a turn to stop). On one node (SQLite) only the frame-log retention runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::clock::now_ms;
+use crate::store::Change;
+
+/// The status text of a task whose node stopped renewing its lease.
+pub const NODE_LOST: &str = "node lost: the node running this task stopped renewing its lease";
+
+/// How often the frame logs of old settled tasks are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// Leases settled per sweep at most.
+const SWEEP: u32 = 100;
+
+/// This process's node id: the configured name (default: the host name) and a random suffix, so
+/// a restarted node never renews the leases of the process it replaces.
+pub fn node_id(name: Option<&str>) -> String {
+    let name = name.map(str::to_owned).unwrap_or_else(host_name);
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{name}-{}", &suffix[..8])
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; the name is NUL-terminated when it fits.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let name = ok
+        .then(|| std::ffi::CStr::from_bytes_until_nul(&buf).ok())
+        .flatten()
+        .map(|c| c.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace));
+    name.unwrap_or_else(|| "node".into())
+}
+
+/// Starts what this node does for the others until `stop`.
+pub fn start(app: &Arc<App>, stop: &CancellationToken) {
+    tokio::spawn(prune(app.clone(), stop.clone()));
+    let store = &app.services().store;
+    if !store.is_shared() {
+        return;
+    }
+    let s = app.services();
+    let (events, sessions) = (s.events.clone(), s.sessions.clone());
+    store.watch(Arc::new(move |change| match change {
+        Change::Frames(key) => events.poke(&key),
+        Change::Canceled(key) => {
+            if sessions.cancel_task(&key) {
+                tracing::info!(task = %key, "stopped the turn of a task another node canceled");
+            }
+            events.poke(&key);
+        }
+    }));
+    tokio::spawn(keep_leases(app.clone(), stop.clone()));
+    tokio::spawn(app.clone().follow(stop.clone()));
+}
+
+/// Every third of the lease time: renews this node's leases, then settles FAILED
+/// ([`NODE_LOST`]) the running tasks whose lease ran out (their node died or lost the
+/// database). A task is settled once: the settling write is a compare-and-swap.
+async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
+    let every = Duration::from_millis((app.config.cluster.lease_ms / 3).max(100));
+    let settle = app.host.settle();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = settle.store.renew_leases(now_ms()).await {
+            tracing::warn!(error = %e, "cannot renew this node's task leases");
+            continue;
+        }
+        let expired = match settle.store.expired_leases(now_ms(), SWEEP).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for tasks of lost nodes");
+                continue;
+            }
+        };
+        for row in expired {
+            let instance = row.instance_id.clone();
+            settle.fail(&instance, row, NODE_LOST).await;
+        }
+    }
+}
+
+/// Every [`PRUNE_EVERY`], removes the frame logs of tasks settled longer ago than the retention.
+async fn prune(app: Arc<App>, stop: CancellationToken) {
+    let keep = Duration::from_secs(app.config.storage.frame_retention_secs);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(PRUNE_EVERY) => {}
+        }
+        let before = now_ms().saturating_sub(keep.as_millis() as u64);
+        match app.services().store.prune_frames(before).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(frames = n, "pruned the frame logs of old settled tasks"),
+            Err(e) => tracing::warn!(error = %e, "cannot prune the frame logs"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn node_ids_are_unique_per_process_start() {
+        let (a, b) = (
+            super::node_id(Some("edge-a")),
+            super::node_id(Some("edge-a")),
+        );
+        assert!(
+            a.starts_with("edge-a-") && a.len() == "edge-a-".len() + 8,
+            "{a}"
+        );
+        assert_ne!(a, b);
+        assert!(!super::node_id(None).contains(' '));
+    }
+}
