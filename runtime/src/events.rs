@@ -241,7 +241,7 @@ impl Subscription {
     }
 
     /// Takes a page read from the store: its frames after the cursor, and whether the log is
-    /// finished (the task settled and the page holds its last frame).
+    /// finished (the page holds the last frame of a settled task).
     fn take(&mut self, page: FramePage) {
         let FramePage {
             frames,
@@ -256,7 +256,10 @@ impl Subscription {
             self.cursor = f.seq;
             self.buffer.push_back(f);
         }
-        self.done = self.cursor >= last_seq && (state.is_terminal() || state.is_interrupted());
+        // A task that was waiting for input when this reader opened is waited on (the reader
+        // stays for its continuation); one that came to wait after it, or settled, is finished.
+        self.done = self.cursor >= last_seq
+            && (state.is_terminal() || (state.is_interrupted() && last_seq > self.head));
     }
 }
 
@@ -392,7 +395,23 @@ mod tests {
             .unwrap();
         let mut sub = hub.open(store.clone(), "i", "t", Some(0)).await.unwrap();
         assert_eq!(sub.try_next().unwrap().seq, 1);
-        assert!(sub.is_closed());
+        assert!(
+            !sub.is_closed(),
+            "opened on a task waiting for input: it waits for the continuation"
+        );
+        let mut again = row("t", 3);
+        again.state = TaskState::InputRequired;
+        store
+            .update_task(again, 2, None, vec![NewFrame::status("{}".into())])
+            .await
+            .unwrap();
+        sub.ready().await;
+        assert_eq!(sub.try_next().unwrap().seq, 2);
+        sub.ready().await;
+        assert!(
+            sub.is_closed(),
+            "it came to wait again after this reader opened"
+        );
         assert!(matches!(
             hub.open(store, "other", "t", None).await,
             Err(StoreError::NotFound)
