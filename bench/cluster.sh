@@ -9,7 +9,8 @@
 #
 # Starts a throwaway PostgreSQL (.ci/postgres.sh, installed when missing) and stops it at the end.
 # Each PostgreSQL row runs on a fresh database; with several nodes the same wrk load is split
-# over them (one wrk per node, connections divided) and their req/s are added. Needs wrk.
+# over them (one wrk per node, connections divided) and their req/s are added (p50/p99 are the
+# first node's). Needs wrk.
 set -euo pipefail -f
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.."
@@ -19,7 +20,11 @@ port="${PORT:-3197}"
 conns=16
 work="$(mktemp -d)"
 pids=()
-stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; pids=(); }
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done
+  pids=()
+}
 trap 'stop_all; "$root/.ci/postgres.sh" stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
 bin="${BIN:-}"
@@ -28,12 +33,13 @@ if [ -z "$bin" ]; then
   bin="$root/target/dist/a2a-edge"
 fi
 admin="$("$root/.ci/postgres.sh" start)"
-key="$work/cluster.key"
-head -c 32 /dev/urandom | base64 >"$key"
+cluster_key="$work/cluster.key"
+head -c 32 /dev/urandom | base64 >"$cluster_key"
 
-wait_card() { # url
+wait_card() { # url, node name
   for _ in $(seq 300); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done
-  echo "no answer from $1" >&2
+  echo "no answer from $1; its log:" >&2
+  tail -5 "$work/$2/log" >&2
   return 1
 }
 
@@ -43,7 +49,7 @@ node() {
   cat >"$work/$1/config.toml" <<EOF
 $3
 [cluster]
-secretKeyFile = "$key"
+secretKeyFile = "$cluster_key"
 [[presets]]
 id = "ticker"
 backend = "command"
@@ -59,7 +65,7 @@ EOF
   RUST_LOG=warn "$bin" serve --listen "127.0.0.1:$2" --data-dir "$work/$1" \
     --config "$work/$1/config.toml" >"$work/$1/log" 2>&1 &
   pids+=($!)
-  wait_card "http://127.0.0.1:$2/a2a/demo/agent-card.json"
+  wait_card "http://127.0.0.1:$2/a2a/demo/agent-card.json" "$1"
 }
 
 statements() { # base url
@@ -72,12 +78,14 @@ load() { # script, bases...
   shift
   n=$#
   for b in "$@"; do before=$((before + $(statements "$b"))); done
+  local runs=()
   for b in "$@"; do
-    PATH_RPC=/a2a/demo wrk -t1 -c$((conns / n)) -d"${secs}s" --latency -s "$script" "$b" >"$work/wrk.$b.out" 2>&1 &
+    PATH_RPC=/a2a/demo wrk -t1 -c$((conns / n)) -d"${secs}s" --latency -s "$script" "$b" >"$work/wrk.${b##*:}.out" 2>&1 &
+    runs+=($!)
   done
-  wait $(jobs -p | tail -n "$n")
+  wait "${runs[@]}"
   for b in "$@"; do
-    out="$work/wrk.$b.out"
+    out="$work/wrk.${b##*:}.out"
     rps=$(awk -v r="$rps" '/Requests\/sec/ {printf "%d", r + $2}' "$out")
     reqs=$((reqs + $(awk '/requests in/ {print $1}' "$out")))
     [ -z "$p50" ] && p50=$(awk '$1=="50%" {print $2}' "$out") && p99=$(awk '$1=="99%" {print $2}' "$out")
@@ -113,7 +121,6 @@ row() { # label, key, storage TOML, nodes
       "$(awk -v a="${m[0]}" -v b="${base_rps[$load_name]}" 'BEGIN { printf "%.2f×", a / b }')" "${m[3]}"
   done
   stop_all
-  sleep 0.5
 }
 
 echo "| store | load ($secs s) | req/s | p50 | p99 | vs SQLite | statements/req |"
