@@ -509,18 +509,10 @@ fn turn_processes(task: &str) -> Vec<i32> {
 
 /// Starts a slow command turn on `base`; its task id, once its processes run.
 async fn slow_turn(base: &str) -> String {
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+    let params = serde_json::json!({
         "message": {"messageId": format!("m-{}", uuid::Uuid::new_v4()), "role": "ROLE_USER", "parts": [{"text": "x"}]},
-        "configuration": {"returnImmediately": true}}});
-    let v: Value = reqwest::Client::new()
-        .post(format!("{base}/a2a/slow"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        "configuration": {"returnImmediately": true}});
+    let v = common::call(base, "slow", "SendMessage", params).await;
     let task = v["result"]["task"]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{v}"))

@@ -11,7 +11,7 @@ use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
 use serde_json::{Value, json};
 
 mod common;
-use common::{Served, Sse, free_port, fresh_postgres, numbered, ready, spawn_binary, state};
+use common::{Served, Sse, call, free_port, fresh_postgres, numbered, ready, spawn_binary, state};
 
 /// The cluster key every test node reads (the same file, as every node of a cluster must).
 fn key_file() -> PathBuf {
@@ -88,17 +88,12 @@ async fn rpc(base: &str, method: &str, params: Value) -> Value {
     call(base, "demo", method, params).await
 }
 
-async fn call(base: &str, instance: &str, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    reqwest::Client::new()
-        .post(format!("{base}/a2a/{instance}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+/// Two nodes in this process on a fresh database, and its URL (none: no test cluster).
+async fn two_nodes() -> Option<(String, Served, Served)> {
+    let url = fresh_postgres().await?;
+    let a = Served::start_with(on(&url)).await;
+    let b = Served::start_with(on(&url)).await;
+    Some((url, a, b))
 }
 
 fn send(id: &str) -> Value {
@@ -107,11 +102,9 @@ fn send(id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_on_one_database_share_tasks_and_retries() {
-    let Some(url) = fresh_postgres().await else {
+    let Some((url, a, b)) = two_nodes().await else {
         return;
     };
-    let a = Served::start_with(on(&url)).await;
-    let b = Served::start_with(on(&url)).await;
     let sent = rpc(&a.base(), "SendMessage", send("pg-1")).await;
     let task = sent["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
@@ -165,11 +158,9 @@ async fn two_nodes_on_one_database_share_tasks_and_retries() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_follow_a_task_across_nodes_and_node_restarts() {
-    let Some(url) = fresh_postgres().await else {
+    let Some((url, a, mut b)) = two_nodes().await else {
         return;
     };
-    let a = Served::start_with(on(&url)).await;
-    let mut b = Served::start_with(on(&url)).await;
     // A runs a 4 s task for its caller; B's subscriber gets every frame, in order, live.
     let long = |id: &str| json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "go"}]}});
     let mut on_a = Sse::open(
@@ -273,11 +264,9 @@ fn sleepers() -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_on_one_node_stops_the_turn_on_another() {
-    let Some(url) = fresh_postgres().await else {
+    let Some((_, a, b)) = two_nodes().await else {
         return;
     };
-    let a = Served::start_with(on(&url)).await;
-    let b = Served::start_with(on(&url)).await;
     let message = json!({"messageId": "slow-1", "role": "ROLE_USER", "parts": [{"text": "nap"}]});
     let sent = call(
         &a.base(),
@@ -319,11 +308,9 @@ async fn a_cancel_on_one_node_stops_the_turn_on_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_set_on_one_node_is_enforced_on_the_others_and_sealed_at_rest() {
-    let Some(url) = fresh_postgres().await else {
+    let Some((url, a, b)) = two_nodes().await else {
         return;
     };
-    let a = Served::start_with(on(&url)).await;
-    let b = Served::start_with(on(&url)).await;
     let token = "cluster-token-0123456789abcdef";
     let set: Value = reqwest::Client::new()
         .post(format!("{}/a2a/api", a.base()))

@@ -333,3 +333,17 @@ pub fn state(event: &Value) -> &str {
         .or(event["statusUpdate"]["status"]["state"].as_str())
         .unwrap_or("")
 }
+
+/// A JSON-RPC call of `method` on the instance `instance` at `base`; the whole answer.
+pub async fn call(base: &str, instance: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    reqwest::Client::new()
+        .post(format!("{base}/a2a/{instance}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}

@@ -822,19 +822,7 @@ async fn record_claim(
     task_id: &str,
 ) -> Result<(), StoreError> {
     let applied = match &claim.replaces {
-        None => {
-            tx.exec(
-                "INSERT INTO message_ids (instance_id, message_id, task_id, fingerprint)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (instance_id, message_id) DO NOTHING",
-                &[
-                    &instance_id,
-                    &claim.message_id,
-                    &task_id,
-                    &claim.fingerprint,
-                ],
-            )
-            .await?
-        }
+        None => take_free(tx, instance_id, claim, task_id).await?,
         Some(old) => {
             tx.exec(
                 "UPDATE message_ids SET task_id = $3, fingerprint = $4
@@ -856,18 +844,7 @@ async fn record_claim(
     }
     // What the claim replaces is not there: an empty slot is taken (as by a first claim).
     if claim.replaces.is_some() {
-        let taken = tx
-            .exec(
-                "INSERT INTO message_ids (instance_id, message_id, task_id, fingerprint)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (instance_id, message_id) DO NOTHING",
-                &[
-                    &instance_id,
-                    &claim.message_id,
-                    &task_id,
-                    &claim.fingerprint,
-                ],
-            )
-            .await?;
+        let taken = take_free(tx, instance_id, claim, task_id).await?;
         if taken == 1 {
             return Ok(());
         }
@@ -968,6 +945,27 @@ async fn enqueue(tx: &mut Tx<'_>, row: &TaskRow) -> Result<bool, StoreError> {
         .await?;
     }
     Ok(true)
+}
+
+/// Records the claim for the task where the index holds nothing for its id; how many rows (0:
+/// something is there).
+async fn take_free(
+    tx: &mut Tx<'_>,
+    instance_id: &str,
+    claim: &MessageClaim,
+    task_id: &str,
+) -> Result<u64, tokio_postgres::Error> {
+    tx.exec(
+        "INSERT INTO message_ids (instance_id, message_id, task_id, fingerprint)
+         VALUES ($1, $2, $3, $4) ON CONFLICT (instance_id, message_id) DO NOTHING",
+        &[
+            &instance_id,
+            &claim.message_id,
+            &task_id,
+            &claim.fingerprint,
+        ],
+    )
+    .await
 }
 
 /// Writes `frames` as the task's sequence ids up to `last` (its new `last_seq`, taken under its
