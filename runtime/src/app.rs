@@ -68,10 +68,8 @@ impl App {
                 config.storage.fsync,
             )?),
             StorageBackend::Postgres => {
-                let lease = Lease {
-                    node: crate::cluster::node_id(config.cluster.node.as_deref()),
-                    ttl_ms: config.cluster.lease_ms.max(1000),
-                };
+                let c = &config.cluster;
+                let lease = Lease::new(c.node.as_deref(), c.lease_ms.max(1000));
                 tracing::info!(node = %lease.node, lease_ms = lease.ttl_ms, "joining the nodes on the shared database");
                 Arc::new(PostgresStore::connect(&config.storage.postgres_url()?, lease).await?)
             }

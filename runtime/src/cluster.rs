@@ -1,4 +1,4 @@
-//! Several nodes on one shared store: this node's id, the leases of its running tasks, the
+//! Several nodes on one shared store: the leases of this node's running tasks, the
 //! settling of tasks whose node is gone, and what other nodes' changes mean here (a frame to
 //! read, a turn to stop). On one node (SQLite) only the frame-log retention runs.
 
@@ -19,26 +19,6 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Leases settled per sweep at most.
 const SWEEP: u32 = 100;
-
-/// This process's node id: the configured name (default: the host name) and a random suffix, so
-/// a restarted node never renews the leases of the process it replaces.
-pub fn node_id(name: Option<&str>) -> String {
-    let name = name.map(str::to_owned).unwrap_or_else(host_name);
-    let suffix = uuid::Uuid::new_v4().simple().to_string();
-    format!("{name}-{}", &suffix[..8])
-}
-
-fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; the name is NUL-terminated when it fits.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let name = ok
-        .then(|| std::ffi::CStr::from_bytes_until_nul(&buf).ok())
-        .flatten()
-        .map(|c| c.to_string_lossy().into_owned())
-        .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace));
-    name.unwrap_or_else(|| "node".into())
-}
 
 /// Starts what this node does for the others until `stop`.
 pub fn start(app: &Arc<App>, stop: &CancellationToken) {
@@ -105,22 +85,5 @@ async fn prune(app: Arc<App>, stop: CancellationToken) {
             Ok(n) => tracing::info!(frames = n, "pruned the frame logs of old settled tasks"),
             Err(e) => tracing::warn!(error = %e, "cannot prune the frame logs"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn node_ids_are_unique_per_process_start() {
-        let (a, b) = (
-            super::node_id(Some("edge-a")),
-            super::node_id(Some("edge-a")),
-        );
-        assert!(
-            a.starts_with("edge-a-") && a.len() == "edge-a-".len() + 8,
-            "{a}"
-        );
-        assert_ne!(a, b);
-        assert!(!super::node_id(None).contains(' '));
     }
 }

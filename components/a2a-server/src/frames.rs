@@ -16,9 +16,7 @@ pub fn encode(frames: &[StreamResponse]) -> Vec<NewFrame> {
             let (member, json) = match f {
                 StreamResponse::Task(t) => (Member::Task, serde_json::to_string(t)),
                 StreamResponse::Message(m) => (Member::Message, serde_json::to_string(m)),
-                StreamResponse::StatusUpdate(s) => {
-                    (Member::StatusUpdate, serde_json::to_string(s))
-                }
+                StreamResponse::StatusUpdate(s) => (Member::StatusUpdate, serde_json::to_string(s)),
                 StreamResponse::ArtifactUpdate(a) => {
                     (Member::ArtifactUpdate, serde_json::to_string(a))
                 }

@@ -7,6 +7,23 @@
 #[cfg(test)]
 pub mod contract;
 #[cfg(test)]
+mod lease_tests {
+    #[test]
+    fn node_ids_are_unique_per_process_start() {
+        let (a, b) = (
+            super::Lease::new(Some("edge-a"), 1),
+            super::Lease::new(Some("edge-a"), 1),
+        );
+        assert!(
+            a.node.starts_with("edge-a-") && a.node.len() == "edge-a-".len() + 8,
+            "{}",
+            a.node
+        );
+        assert_ne!(a.node, b.node);
+        assert!(!super::Lease::new(None, 1).node.contains(' '));
+    }
+}
+#[cfg(test)]
 pub mod memory;
 mod migrations;
 mod postgres;
@@ -138,10 +155,33 @@ impl Default for Lease {
 }
 
 impl Lease {
+    /// This process's lease: its node id is the configured name (default: the host name) and a
+    /// random suffix, so a restarted node never renews the leases of the process it replaces.
+    pub fn new(name: Option<&str>, ttl_ms: u64) -> Lease {
+        let name = name.map(str::to_owned).unwrap_or_else(host_name);
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        Lease {
+            node: format!("{name}-{}", &suffix[..8]),
+            ttl_ms,
+        }
+    }
+
     /// The lease a write of a task in `state` at `now` takes: held while it runs, none after.
     pub fn until(&self, state: TaskState, now: u64) -> Option<i64> {
         state.is_running().then(|| (now + self.ttl_ms) as i64)
     }
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; the name is NUL-terminated when it fits.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let name = ok
+        .then(|| std::ffi::CStr::from_bytes_until_nul(&buf).ok())
+        .flatten()
+        .map(|c| c.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace));
+    name.unwrap_or_else(|| "node".into())
 }
 
 /// What a shared store tells the other nodes: a task's log grew, a task was canceled.
