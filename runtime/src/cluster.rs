@@ -48,12 +48,14 @@ pub fn start(app: &Arc<App>, stop: &CancellationToken) {
 async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
     let every = Duration::from_millis((app.config.cluster.lease_ms / 3).max(100));
     let settle = app.host.settle();
+    let metrics = app.services().metrics.clone();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
         if let Err(e) = settle.store.renew_leases(now_ms()).await {
+            metrics.lease_renewal_failed();
             tracing::warn!(error = %e, "cannot renew this node's task leases");
             continue;
         }
@@ -66,7 +68,9 @@ async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
         };
         for row in expired {
             let instance = row.instance_id.clone();
-            settle.fail(&instance, row, NODE_LOST).await;
+            if settle.fail(&instance, row, NODE_LOST).await {
+                metrics.failed_over();
+            }
         }
     }
 }

@@ -454,6 +454,16 @@ async fn the_tasks_of_a_killed_node_are_settled_by_another_after_its_lease() {
         "B settled the killed node's task {:?} after the kill (lease 2 s)",
         killed.elapsed()
     );
+    let metrics: Value = reqwest::get(format!("{}/a2a/api/metrics", b.base()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        metrics["cluster"]["failedOver"], 1,
+        "B counts it: {metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

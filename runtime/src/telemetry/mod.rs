@@ -55,6 +55,8 @@ pub struct Metrics {
     pushes: [AtomicU64; 4],
     /// Notifications in the outbox at the delivery worker's latest look.
     push_pending: AtomicU64,
+    /// Tasks of lost nodes this node settled FAILED, and renewals of its leases that failed.
+    cluster: [AtomicU64; 2],
 }
 
 /// Latency by method, request in to answer out (head sent, for streams): one histogram per
@@ -168,6 +170,20 @@ impl Metrics {
         }
     }
 
+    /// Counts a task of a lost node this node settled FAILED.
+    pub fn failed_over(&self) {
+        self.cluster[0].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a renewal of this node's leases that failed.
+    pub fn lease_renewal_failed(&self) {
+        self.cluster[1].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn cluster(&self) -> [u64; 2] {
+        std::array::from_fn(|i| self.cluster[i].load(Ordering::Relaxed))
+    }
+
     /// Records how many notifications wait in the outbox.
     pub fn push_pending(&self, n: u64) {
         self.push_pending.store(n, Ordering::Relaxed);
@@ -215,6 +231,7 @@ impl Metrics {
             .map(|(o, n)| ((*o).to_owned(), json!(n)))
             .collect();
         push.insert("pending".into(), json!(pending));
+        let [failed_over, renewal_failures] = self.cluster();
         json!({
             "requests": requests,
             "push": push,
@@ -227,6 +244,7 @@ impl Metrics {
             "latencyByMethod": by_method,
             "components": { "instantiations": self.instantiate_time.count(), "traps": self.traps(), "hostCalls": self.host_calls.load(Ordering::Relaxed) },
             "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes, "statements": g.store_statements },
+            "cluster": { "failedOver": failed_over, "leaseRenewalFailures": renewal_failures },
         })
     }
 
@@ -241,6 +259,7 @@ impl Metrics {
             traps: self.traps(),
             host_calls: self.host_calls.load(Ordering::Relaxed),
             pushes: self.pushes(),
+            cluster: self.cluster(),
         };
         let mut registry = Registry::with_prefix("a2a_edge");
         registry.register_collector(Box::new(scrape));
@@ -290,6 +309,7 @@ struct Scrape {
     traps: u64,
     host_calls: u64,
     pushes: ([(&'static str, u64); 4], u64),
+    cluster: [u64; 2],
 }
 
 impl Scrape {
@@ -337,6 +357,16 @@ impl Scrape {
                 "store_statements",
                 "SQL statements the store ran.",
                 self.gauges.store_statements,
+            ),
+            (
+                "tasks_failed_over",
+                "Running tasks of lost nodes (lease run out) this node settled FAILED.",
+                self.cluster[0],
+            ),
+            (
+                "lease_renewal_failures",
+                "Renewals of this node's task leases that failed.",
+                self.cluster[1],
             ),
         ];
         for (name, help, n) in counts {
@@ -455,6 +485,7 @@ mod tests {
         m.push_attempt("delivered");
         m.push_attempt("bogus");
         m.push_pending(3);
+        m.failed_over();
         let g = Gauges {
             tasks: vec![
                 ("a".into(), "TASK_STATE_WORKING", 2),
@@ -486,6 +517,12 @@ mod tests {
         assert!(p.contains("a2a_edge_push_pending 3"), "{p}");
         assert!(p.contains("a2a_edge_component_host_calls_total 40"), "{p}");
         assert!(p.contains("a2a_edge_store_statements_total 9"), "{p}");
+        assert_eq!(
+            j["cluster"],
+            json!({ "failedOver": 1, "leaseRenewalFailures": 0 })
+        );
+        assert!(p.contains("a2a_edge_tasks_failed_over_total 1"), "{p}");
+        assert!(p.contains("a2a_edge_lease_renewal_failures_total 0"), "{p}");
         assert!(
             p.contains(
                 "a2a_edge_requests_total{instance=\"a\",method=\"SendMessage\",outcome=\"ok\"} 2"
