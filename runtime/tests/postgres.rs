@@ -203,11 +203,17 @@ async fn streams_follow_a_task_across_nodes_and_node_restarts() {
     // A subscriber on B reads part of a task, B restarts, the subscriber resumes on the new B
     // with Last-Event-ID: the status frames after it (none of the artifact chunks it had), then
     // every later frame live, ids never repeated.
-    let sent = call(&a.base(), "tck", "SendMessage", json!({"message": long("tck-long-running-x2")["message"], "configuration": {"returnImmediately": true}})).await;
+    let sent = call(
+        &a.base(),
+        "ticker",
+        "SendMessage",
+        json!({"message": long("tick-1")["message"], "configuration": {"returnImmediately": true}}),
+    )
+    .await;
     let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
     let mut first_b = Sse::open(
         &b.base(),
-        "tck",
+        "ticker",
         "SubscribeToTask",
         json!({"id": task_id}),
         None,
@@ -226,7 +232,7 @@ async fn streams_follow_a_task_across_nodes_and_node_restarts() {
     let last = seen.last().unwrap().0;
     let mut resumed = Sse::open(
         &b.base(),
-        "tck",
+        "ticker",
         "SubscribeToTask",
         json!({"id": task_id}),
         Some(last),
