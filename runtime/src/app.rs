@@ -64,14 +64,16 @@ impl App {
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
         let store: Arc<dyn Store> = match config.storage.backend {
             StorageBackend::Sqlite => Arc::new(SqliteStore::open(
-                &data_dir.join("a2a-edge.db"),
+                &data_dir.join(crate::store::SQLITE_FILE),
                 config.storage.fsync,
             )?),
             StorageBackend::Postgres => {
                 let c = &config.cluster;
                 let lease = Lease::new(c.node.as_deref(), c.lease_ms.max(1000));
                 tracing::info!(node = %lease.node, lease_ms = lease.ttl_ms, "joining the nodes on the shared database");
-                Arc::new(PostgresStore::connect(&config.storage.postgres_url()?, lease).await?)
+                let timeout = Duration::from_millis(config.storage.timeout_ms.max(100));
+                let url = config.storage.postgres_url()?;
+                Arc::new(PostgresStore::connect(&url, lease, timeout).await?)
             }
         };
         let run_dir = data_dir.join("run");
@@ -110,7 +112,8 @@ impl App {
         });
         let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone()))?;
         let outbound = Arc::new(Outbound::new(store.clone(), credentials.clone(), client).await?);
-        let sessions = Arc::new(Sessions::new(&config.all_presets(), Some(run_dir)));
+        let sessions =
+            Arc::new(Sessions::new(&config.all_presets(), Some(run_dir)).limited(config.sessions));
         let services = services(
             &config,
             &data_dir,
@@ -319,6 +322,7 @@ fn services(
         )),
         activity: Arc::default(),
         holds: Default::default(),
+        owed: Arc::default(),
         metrics: Arc::default(),
         toolbox: Arc::new(SessionToolbox(outbound)),
         provider: config.provider.clone(),

@@ -42,23 +42,45 @@ pub fn start(app: &Arc<App>, stop: &CancellationToken) {
     tokio::spawn(app.clone().follow(stop.clone()));
 }
 
-/// Every third of the lease time: renews this node's leases, then settles FAILED
-/// ([`NODE_LOST`]) the running tasks whose lease ran out (their node died or lost the
-/// database). A task is settled once: the settling write is a compare-and-swap.
+/// Every third of the lease time: renews the leases of the tasks whose turns run here (a task
+/// with no turn running is not renewed, so one a failed write left behind runs out and is
+/// settled), stops the turns of tasks this node no longer holds (another node settled them
+/// while this one was stopped or cut off), then settles FAILED ([`NODE_LOST`]) the running
+/// tasks whose lease ran out. A task is settled once: the settling write is a compare-and-swap.
 async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
     let every = Duration::from_millis((app.config.cluster.lease_ms / 3).max(100));
     let settle = app.host.settle();
     let metrics = app.services().metrics.clone();
+    // Turns seen running at the previous renewal: a turn younger than that may belong to a
+    // task whose first write is still on its way.
+    let mut before: Vec<String> = Vec::new();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        if let Err(e) = settle.store.renew_leases(now_ms()).await {
-            metrics.lease_renewal_failed();
-            tracing::warn!(error = %e, "cannot renew this node's task leases");
-            continue;
+        let running = settle.sessions.running_tasks();
+        let ids = running
+            .iter()
+            .filter_map(|key| key.split_once('/').map(|(_, id)| id.to_owned()))
+            .collect();
+        let renewed = match settle.store.renew_leases(now_ms(), ids).await {
+            Ok(renewed) => renewed,
+            Err(e) => {
+                metrics.lease_renewal_failed();
+                tracing::warn!(error = %e, "cannot renew this node's task leases");
+                continue;
+            }
+        };
+        for key in running.iter().filter(|k| before.contains(k)) {
+            let held = key
+                .split_once('/')
+                .is_some_and(|(_, id)| renewed.iter().any(|r| r == id));
+            if !held && settle.sessions.cancel_task(key) {
+                tracing::warn!(task = %key, "stopped the turn of a task this node no longer holds: another node settled it");
+            }
         }
+        before = running;
         let expired = match settle.store.expired_leases(now_ms(), SWEEP).await {
             Ok(rows) => rows,
             Err(e) => {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::records::{Limits, SkillOverride};
+use crate::sessions::SessionSettings;
 use crate::sessions::preset::{Backend, Preset};
 
 /// The whole configuration file. Every field has a default, so no file is needed.
@@ -31,6 +32,8 @@ pub struct Config {
     pub push: PushSettings,
     /// Several nodes on one PostgreSQL database.
     pub cluster: ClusterSettings,
+    /// Live agent sessions.
+    pub sessions: SessionSettings,
     /// Session presets; `echo` is built in.
     pub presets: Vec<Preset>,
     /// Inbound instances declared as code: created on start when missing.
@@ -163,6 +166,9 @@ pub struct StorageSettings {
     /// How long the frame log of a settled task is kept after its last change, in seconds
     /// (each task also keeps at most its latest 1000 frames).
     pub frame_retention_secs: u64,
+    /// The longest a PostgreSQL call may take, waiting for a connection included, ms: past it
+    /// the call fails as unavailable (the A2A surface answers 503 with `Retry-After`).
+    pub timeout_ms: u64,
 }
 
 /// Several nodes on one PostgreSQL database (`[storage] backend = "postgres"`).
@@ -211,6 +217,7 @@ impl Default for StorageSettings {
             url: None,
             url_env: "A2A_EDGE_DATABASE_URL".into(),
             frame_retention_secs: 7 * 24 * 3600,
+            timeout_ms: 5000,
         }
     }
 }
@@ -258,6 +265,10 @@ pub struct PushSettings {
     pub retry_max_ms: u64,
     /// Deliveries in flight at once (to different configs; one config's go one at a time).
     pub concurrency: u32,
+    /// Deliveries in flight at once for the tasks of one instance.
+    pub per_instance: u32,
+    /// Deliveries in flight at once to one webhook host.
+    pub per_host: u32,
 }
 
 impl Default for PushSettings {
@@ -270,6 +281,8 @@ impl Default for PushSettings {
             retry_base_ms: 1000,
             retry_max_ms: 10 * 60_000,
             concurrency: 16,
+            per_instance: 4,
+            per_host: 4,
         }
     }
 }

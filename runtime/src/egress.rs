@@ -9,7 +9,7 @@
 //! URL's host or the connection sets `allowPrivate`. Webhooks are never trusted hosts. Link-local
 //! addresses (cloud metadata lives there) are always refused.
 
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,10 +28,41 @@ pub struct Reach {
     pub allow_with: &'static str,
 }
 
+/// The address a request to `ip` really reaches: the IPv4 address an IPv6 form carries
+/// (IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96`, NAT64 `64:ff9b::/96`, 6to4
+/// `2002::/16`), so every form is judged by the IPv4 rules; other addresses as they are.
+fn reached(ip: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = ip.to_canonical() else {
+        return ip.to_canonical();
+    };
+    let s = v6.segments();
+    let low = Ipv4Addr::new(
+        (s[6] >> 8) as u8,
+        s[6] as u8,
+        (s[7] >> 8) as u8,
+        s[7] as u8,
+    );
+    let compatible = s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified();
+    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+    if compatible || nat64 {
+        return IpAddr::V4(low);
+    }
+    if s[0] == 0x2002 {
+        return IpAddr::V4(Ipv4Addr::new(
+            (s[1] >> 8) as u8,
+            s[1] as u8,
+            (s[2] >> 8) as u8,
+            s[2] as u8,
+        ));
+    }
+    IpAddr::V6(v6)
+}
+
 /// Addresses no outbound request may reach: link-local (169.254.0.0/16 with the cloud metadata
-/// service at 169.254.169.254, fe80::/10) and AWS's IPv6 metadata address.
+/// service at 169.254.169.254, fe80::/10) and AWS's IPv6 metadata address, in any IPv6 form
+/// that carries them.
 pub fn always_refused(ip: IpAddr) -> bool {
-    match ip.to_canonical() {
+    match reached(ip) {
         IpAddr::V4(v4) => v4.is_link_local(),
         IpAddr::V6(v6) => {
             (v6.segments()[0] & 0xffc0) == 0xfe80
@@ -40,12 +71,14 @@ pub fn always_refused(ip: IpAddr) -> bool {
     }
 }
 
-/// Loopback, private, shared (CGNAT), link-local, multicast, broadcast, unspecified or otherwise
-/// non-global addresses.
+/// Every address that is not global unicast: loopback, private, shared (CGNAT), link-local,
+/// multicast, broadcast, unspecified, documentation (TEST-NET, `2001:db8::/32`), benchmarking,
+/// reserved, IPv6 site-local, unique-local, discard-only, Teredo and ORCHID, and NAT64's local-use
+/// prefix; an IPv6 form that carries an IPv4 address is judged by that address.
 pub fn is_internal(ip: IpAddr) -> bool {
-    match ip.to_canonical() {
+    match reached(ip) {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
@@ -54,16 +87,29 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || v4.is_unspecified()
                 || a == 0
                 || (a == 100 && (64..128).contains(&b))
-                || (a == 192 && b == 0 && v4.octets()[2] == 0)
+                || (a == 192 && b == 0 && c == 0)
+                || (a == 192 && b == 0 && c == 2)
+                || (a == 192 && b == 88 && c == 99)
+                || (a == 198 && (b == 18 || b == 19))
+                || (a == 198 && b == 51 && c == 100)
+                || (a == 203 && b == 0 && c == 113)
                 || a >= 240
         }
         IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
+            let s = v6.segments();
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xffc0) == 0xfec0
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || (s[0] == 0x2001 && s[1] == 0)
+                || (s[0] == 0x2001 && s[1] == 2 && s[2] == 0)
+                || (s[0] == 0x2001 && (s[1] & 0xffe0) == 0x0020)
+                || (s[0] == 0x2001 && (s[1] & 0xfff0) == 0x0010)
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
+                || s[..4] == [0x100, 0, 0, 0]
         }
     }
 }
@@ -250,7 +296,6 @@ fn tls_connector() -> tokio_rustls::TlsConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
 
     fn addr(s: &str) -> Vec<SocketAddr> {
         vec![SocketAddr::new(s.parse().unwrap(), 80)]
@@ -274,6 +319,32 @@ mod tests {
             "ff02::1",
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
+            // IPv6 forms judged by the IPv4 address they carry.
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::10.0.0.1",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "2002:c0a8:101::",
+            // Not global in themselves.
+            "64:ff9b:1::8.8.8.8",
+            "fec0::1",
+            "2001:db8::1",
+            "2001::1",
+            "2001:2::1",
+            "2001:10::1",
+            "2001:20::1",
+            "100::1",
+            "192.0.2.1",
+            "198.51.100.7",
+            "203.0.113.9",
+            "198.18.0.1",
+            "198.19.255.254",
+            "192.88.99.1",
+            "240.0.0.1",
+            "255.255.255.255",
         ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip}");
         }
@@ -283,6 +354,10 @@ mod tests {
             "2606:4700::1111",
             "172.32.0.1",
             "100.128.0.1",
+            "64:ff9b::8.8.8.8",
+            "2002:808:808::1",
+            "198.20.0.1",
+            "2001:4860::8888",
         ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
@@ -291,6 +366,9 @@ mod tests {
         ))));
         assert!(always_refused("fd00:ec2::254".parse().unwrap()));
         assert!(always_refused("::ffff:169.254.169.254".parse().unwrap()));
+        for metadata in ["64:ff9b::a9fe:a9fe", "::169.254.169.254", "2002:a9fe:a9fe::"] {
+            assert!(always_refused(metadata.parse().unwrap()), "{metadata}");
+        }
         assert!(!always_refused("10.0.0.1".parse().unwrap()));
     }
 

@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod credentials;
+pub mod data_dir;
 pub mod declared;
 pub mod egress;
 pub mod engine;
@@ -138,6 +139,8 @@ pub struct Running {
     pub app: Arc<app::App>,
     shutdown: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The data directory's lock, released once the store is closed.
+    _lock: data_dir::Lock,
 }
 
 impl Running {
@@ -178,6 +181,9 @@ impl Running {
         };
         let addr = listener.local_addr()?;
         let control_addr = control.as_ref().map(|l| l.local_addr()).transpose()?;
+        let database = matches!(config.storage.backend, config::StorageBackend::Sqlite)
+            .then(|| data_dir.join(store::SQLITE_FILE));
+        let lock = data_dir::lock(&data_dir, database.as_deref())?;
         let app = app::App::start(config, data_dir, addr).await?;
         if exposed {
             for i in app
@@ -217,6 +223,8 @@ impl Running {
         }
         tokio::spawn(app.outbound.clone().connect_all());
         tokio::spawn(return_freed_memory(app.clone(), shutdown.clone()));
+        tokio::spawn(app.services().sessions.clone().sweep(shutdown.clone()));
+        tokio::spawn(app.host.settle().pay_owed(shutdown.clone()));
         let services = app.services();
         let deliveries = push::Worker::new(
             services.store.clone(),
@@ -237,6 +245,7 @@ impl Running {
             app,
             shutdown,
             tasks,
+            _lock: lock,
         })
     }
 

@@ -114,16 +114,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             control_listen,
             log_format,
         } => {
-            use std::io::IsTerminal;
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
-            let logs = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr);
-            match log_format {
-                LogFormat::Json => logs.json().init(),
-                LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-            }
+            let directives =
+                std::env::var("RUST_LOG").unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+            let _log = a2a_edge::telemetry::logging::init(
+                &directives,
+                matches!(log_format, LogFormat::Json),
+            );
             let config = match config {
                 Some(path) => a2a_edge::config::Config::load(&path)?,
                 None => a2a_edge::config::Config::default(),
@@ -168,8 +164,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let token = running.shutdown_token();
             tokio::spawn(async move {
                 shutdown_signal().await;
-                tracing::info!("shutting down: finishing in-flight requests");
+                // Cancel first: the log line is for whoever still reads it.
                 token.cancel();
+                tracing::info!("shutting down: finishing in-flight requests");
             });
             running.wait().await;
             Ok(())

@@ -139,7 +139,7 @@ pub fn begin(
         return Err(RpcError::rate_limited(ms));
     }
     let fingerprint = idempotency::fingerprint(&message);
-    let mut seen = storage::find_message(&message.message_id);
+    let mut seen = storage::find_message(&message.message_id)?;
     let mut admitted = false;
     // A claim fails only when another request recorded the same id in the meantime: decide again
     // on what it recorded (a concurrent identical resend then answers the first one's task).

@@ -69,7 +69,8 @@ impl From<StoreError> for RpcError {
     fn from(e: StoreError) -> RpcError {
         let (kind, msg) = match e {
             StoreError::Invalid(m) => (ErrorKind::InvalidParams, m),
-            StoreError::Unavailable(m) => (ErrorKind::Internal, m),
+            // The cause (a database error) is the operator's: the host logged it.
+            StoreError::Unavailable(_) => return RpcError::unavailable(),
             StoreError::NotFound => (ErrorKind::Internal, "not found".into()),
             StoreError::DuplicateMessage(r) => (
                 ErrorKind::Internal,

@@ -38,6 +38,9 @@ pub enum ErrorKind {
     Unauthorized,
     /// The caller's rate limit is spent (HTTP 429 with `Retry-After`).
     RateLimited,
+    /// The task store does not answer now (HTTP 503 with `Retry-After`): retry the same
+    /// request, which is safe (a resend of a message is answered with its task).
+    Unavailable,
 }
 
 impl ErrorKind {
@@ -62,6 +65,8 @@ impl ErrorKind {
             Self::VersionNotSupported => -32009,
             Self::Unauthorized => -32040,
             Self::RateLimited => -32000,
+            // JSON-RPC's own internal error: the reason and HTTP 503 tell it apart.
+            Self::Unavailable => -32603,
         }
     }
 
@@ -84,15 +89,17 @@ impl ErrorKind {
             Self::VersionNotSupported => "VERSION_NOT_SUPPORTED",
             Self::Unauthorized => "UNAUTHORIZED",
             Self::RateLimited => "RATE_LIMITED",
+            Self::Unavailable => "UNAVAILABLE",
         }
     }
 
-    /// The HTTP status the error travels with: 401 and 429 where HTTP has a word for it, else
-    /// 200 (JSON-RPC carries the error in the body).
+    /// The HTTP status the error travels with: 401, 429 and 503 where HTTP has a word for it,
+    /// else 200 (JSON-RPC carries the error in the body).
     pub fn http_status(self) -> u16 {
         match self {
             Self::Unauthorized => 401,
             Self::RateLimited => 429,
+            Self::Unavailable => 503,
             _ => 200,
         }
     }
@@ -126,6 +133,18 @@ impl RpcError {
             ..RpcError::new(
                 ErrorKind::RateLimited,
                 format!("rate limit exceeded: retry in {:.1} s", ms as f64 / 1000.0),
+            )
+        }
+    }
+
+    /// The task store does not answer now: retry in a moment. The cause stays in the server's
+    /// log; a remote caller learns only that it may retry.
+    pub fn unavailable() -> Self {
+        RpcError {
+            retry_after_ms: Some(2000),
+            ..RpcError::new(
+                ErrorKind::Unavailable,
+                "the agent's task store is unavailable right now: retry in a few seconds",
             )
         }
     }
@@ -171,7 +190,7 @@ impl std::fmt::Display for RpcError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorKind; 16] = [
+    const ALL: [ErrorKind; 17] = [
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -188,6 +207,7 @@ mod tests {
         ErrorKind::VersionNotSupported,
         ErrorKind::Unauthorized,
         ErrorKind::RateLimited,
+        ErrorKind::Unavailable,
     ];
 
     #[test]
@@ -197,17 +217,33 @@ mod tests {
             codes,
             [
                 -32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32004, -32005,
-                -32006, -32007, -32008, -32009, -32040, -32000
+                -32006, -32007, -32008, -32009, -32040, -32000, -32603
             ]
         );
     }
 
     #[test]
     fn standard_codes_are_distinct() {
+        // Unavailable shares JSON-RPC's internal error code; its reason tells it apart.
         let mut codes: Vec<i64> = ALL.iter().map(|k| k.code(false)).collect();
         codes.sort();
         codes.dedup();
-        assert_eq!(codes.len(), ALL.len());
+        assert_eq!(codes.len(), ALL.len() - 1);
+        let mut reasons: Vec<&str> = ALL.iter().map(|k| k.reason()).collect();
+        reasons.sort();
+        reasons.dedup();
+        assert_eq!(reasons.len(), ALL.len());
+    }
+
+    #[test]
+    fn an_unavailable_store_travels_as_503_with_retry_after_and_no_cause() {
+        let e = RpcError::unavailable();
+        assert_eq!(
+            (e.kind.code(false), e.kind.reason(), e.kind.http_status()),
+            (-32603, "UNAVAILABLE", 503)
+        );
+        assert_eq!(e.retry_after().as_deref(), Some("2"));
+        assert!(!e.message.contains("database"), "{}", e.message);
     }
 
     #[test]

@@ -191,6 +191,7 @@ pub fn status(kind: ErrorKind) -> (u16, &'static str) {
         K::Internal | K::InvalidAgentResponse => (500, "INTERNAL"),
         K::Unauthorized => (401, "UNAUTHENTICATED"),
         K::RateLimited => (429, "RESOURCE_EXHAUSTED"),
+        K::Unavailable => (503, "UNAVAILABLE"),
     }
 }
 
@@ -414,5 +415,6 @@ mod tests {
         assert_eq!(status(ErrorKind::InvalidAgentResponse), (500, "INTERNAL"));
         assert_eq!(status(ErrorKind::Unauthorized), (401, "UNAUTHENTICATED"));
         assert_eq!(status(ErrorKind::RateLimited), (429, "RESOURCE_EXHAUSTED"));
+        assert_eq!(status(ErrorKind::Unavailable), (503, "UNAVAILABLE"));
     }
 }

@@ -59,6 +59,7 @@ pub async fn snapshot(app: &Arc<App>, query: &super::Query) -> Response<Body> {
             "peers": app.services().activity.peers(),
             "sessions": sessions(app, None, None, SNAPSHOT_SESSIONS).await,
             "metrics": app.services().metrics.json(&gauges(app).await),
+            "store": crate::store::health::view(),
         }),
     )
 }
@@ -259,6 +260,8 @@ async fn gauges(app: &App) -> Gauges {
     let store_statements = app.store.statements();
     Gauges {
         store_statements,
+        store_failures: crate::store::health::failures(),
+        push_dropped: app.store.push_dropped(),
         tasks: app
             .store
             .state_counts()
@@ -268,7 +271,8 @@ async fn gauges(app: &App) -> Gauges {
             .map(|(i, s, n)| (i, s.as_str(), n))
             .collect(),
         open_streams: s.activity.open_streams(),
-        store_bytes: size("a2a-edge.db") + size("a2a-edge.db-wal"),
+        store_bytes: size(crate::store::SQLITE_FILE)
+            + size(&format!("{}-wal", crate::store::SQLITE_FILE)),
         attachment_bytes: s.attachments.stored_bytes(),
         live_sessions: s.sessions.live_count(),
     }

@@ -70,6 +70,8 @@ pub struct Services {
     pub activity: Arc<Activity>,
     /// Message ids reserved by the requests deciding them.
     pub holds: Holds,
+    /// Settlements of abandoned tasks waiting for the store.
+    pub owed: Arc<settle::Owed>,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// The tools and secrets of session turns.
@@ -288,6 +290,7 @@ impl Host {
             sessions: s.sessions.clone(),
             events: s.events.clone(),
             activity: s.activity.clone(),
+            owed: s.owed.clone(),
         }
     }
 
@@ -412,6 +415,7 @@ pub fn test_services(data_dir: &Path) -> Services {
         webhooks: Arc::new(crate::push::Webhooks::new(true, Duration::from_secs(1))),
         activity: Arc::default(),
         holds: Holds::default(),
+        owed: Arc::default(),
         metrics: Arc::default(),
         toolbox: Arc::new(crate::sessions::NoHost),
         provider: None,

@@ -158,7 +158,9 @@ impl Host for StorageCtx {
         claim: MessageClaim,
     ) -> wasmtime::Result<Result<(), StoreError>> {
         let row = row.stored(&self.instance_id, &self.peer_id);
-        if !row.state.is_running() {
+        // Settled already, or on a store other nodes share (where a resend to another node must
+        // find the claim while the turn runs): written now.
+        if !row.state.is_running() || self.store.is_shared() {
             return Ok(self.create(row, Some(claim.into()), None).await);
         }
         if self.unwritten.is_some() {
@@ -221,17 +223,22 @@ impl Host for StorageCtx {
         Ok(result.map(Into::into).map_err(Into::into))
     }
 
-    async fn get_task(&mut self, id: String) -> wasmtime::Result<Option<TaskRow>> {
-        let row = self
+    async fn get_task(
+        &mut self,
+        id: String,
+    ) -> wasmtime::Result<Result<Option<TaskRow>, StoreError>> {
+        let row = match self
             .store
             .get_task(id, Some(self.instance_id.clone()))
             .await
-            .ok()
-            .flatten();
+        {
+            Ok(row) => row,
+            Err(e) => return Ok(Err(e.into())),
+        };
         if let Some(r) = &row {
             self.touched(r.context_id.clone());
         }
-        Ok(row.and_then(|r| to_guest(r).ok()))
+        Ok(Ok(row.and_then(|r| to_guest(r).ok())))
     }
 
     async fn list_tasks(&mut self, q: TaskQuery) -> wasmtime::Result<Result<TaskPage, StoreError>> {
@@ -264,7 +271,7 @@ impl Host for StorageCtx {
     async fn find_message(
         &mut self,
         message_id: String,
-    ) -> wasmtime::Result<Option<MessageRecord>> {
+    ) -> wasmtime::Result<Result<Option<MessageRecord>, StoreError>> {
         if !self.held.iter().any(|h| h.message_id() == message_id) {
             let hold = self.holds.hold(&self.instance_id, &message_id).await;
             self.held.push(hold);
@@ -273,9 +280,8 @@ impl Host for StorageCtx {
             .store
             .find_message(self.instance_id.clone(), message_id)
             .await
-            .ok()
-            .flatten()
-            .map(Into::into))
+            .map(|r| r.map(Into::into))
+            .map_err(Into::into))
     }
 }
 
@@ -345,7 +351,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(
-            theirs.get_task("t".into()).await.unwrap().is_none(),
+            theirs.get_task("t".into()).await.unwrap().unwrap().is_none(),
             "another instance never sees the task"
         );
         assert!(matches!(
@@ -356,7 +362,12 @@ mod tests {
             Err(StoreError::NotFound)
         ));
         assert_eq!(
-            mine.get_task("t".into()).await.unwrap().unwrap().state,
+            mine.get_task("t".into())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap()
+                .state,
             WitState::Completed
         );
         assert_eq!(
@@ -390,6 +401,7 @@ mod tests {
             .find_message("m".into())
             .await
             .unwrap()
+            .unwrap()
             .expect("the claim is recorded");
         assert_eq!(recorded.task_id, "a");
         match c
@@ -401,7 +413,7 @@ mod tests {
             other => panic!("a second claim on the same id must lose: {other:?}"),
         }
         assert!(
-            c.get_task("b".into()).await.unwrap().is_none(),
+            c.get_task("b".into()).await.unwrap().unwrap().is_none(),
             "the losing write wrote nothing"
         );
         c.create_task(row("b", WitState::Working, 1), claim(Some(recorded)), None)
@@ -409,7 +421,12 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            c.find_message("m".into()).await.unwrap().unwrap().task_id,
+            c.find_message("m".into())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap()
+                .task_id,
             "b"
         );
     }

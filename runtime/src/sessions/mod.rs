@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use a2a_protocol::execution::Progress;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -199,6 +200,17 @@ impl Turn {
     }
 }
 
+/// A turn its reader dropped before its final event (the request ended: a store write failed,
+/// the task settled elsewhere, the component trapped) is canceled: nothing would read what it
+/// does, and a command turn's process group must not outlive it.
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.cancel.cancel();
+        }
+    }
+}
+
 /// The live session of one (instance, context).
 #[derive(Clone, Debug)]
 pub struct SessionInfo {
@@ -227,12 +239,34 @@ fn backend(preset: &Preset, groups: &Arc<groups::Groups>) -> Arc<dyn Backend> {
     }
 }
 
+/// Live agent sessions (one per instance and context): what the panel and the snapshot count.
+/// An evicted context's next turn starts a fresh session on its stored history, as after a
+/// restart.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SessionSettings {
+    /// A session with no turn for this long is evicted, seconds.
+    pub idle_secs: u64,
+    /// Most live sessions: past it the longest idle ones are evicted.
+    pub max_live: usize,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            idle_secs: 600,
+            max_live: 10_000,
+        }
+    }
+}
+
 /// Every live session and running turn.
 pub struct Sessions {
     backends: HashMap<String, Arc<dyn Backend>>,
     groups: Arc<groups::Groups>,
     live: Mutex<HashMap<(String, String), SessionInfo>>,
     running: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    limits: SessionSettings,
 }
 
 impl Sessions {
@@ -249,6 +283,59 @@ impl Sessions {
             groups,
             live: Mutex::default(),
             running: Arc::default(),
+            limits: SessionSettings::default(),
+        }
+    }
+
+    /// These sessions, evicted by `limits`.
+    pub fn limited(self, limits: SessionSettings) -> Sessions {
+        Sessions { limits, ..self }
+    }
+
+    /// Evicts the sessions idle for longer than `idleSecs` at `now` (ms), then the longest
+    /// idle ones past `maxLive`; how many went.
+    pub fn evict(&self, now: u64) -> usize {
+        self.evict_to(now, self.limits.max_live)
+    }
+
+    /// [`Sessions::evict`] down to `cap` sessions.
+    fn evict_to(&self, now: u64, cap: usize) -> usize {
+        let mut live = self.live.lock().unwrap();
+        let before = live.len();
+        let idle_ms = self.limits.idle_secs.saturating_mul(1000);
+        live.retain(|_, s| now.saturating_sub(s.last_seen) < idle_ms);
+        if live.len() > cap {
+            let mut seen: Vec<u64> = live.values().map(|s| s.last_seen).collect();
+            let cut = live.len() - cap;
+            let (_, oldest_kept, _) = seen.select_nth_unstable(cut);
+            let oldest_kept = *oldest_kept;
+            live.retain(|_, s| s.last_seen >= oldest_kept);
+            // Ties at the cut: drop any still over the cap.
+            let over = live.len().saturating_sub(cap);
+            let ties: Vec<_> = live
+                .iter()
+                .filter(|(_, s)| s.last_seen == oldest_kept)
+                .map(|(k, _)| k.clone())
+                .take(over)
+                .collect();
+            for k in ties {
+                live.remove(&k);
+            }
+        }
+        before - live.len()
+    }
+
+    /// Evicts idle sessions every minute (and at the cap on every new one) until `stop`.
+    pub async fn sweep(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            }
+            let gone = self.evict(crate::clock::now_ms());
+            if gone > 0 {
+                tracing::debug!(sessions = gone, "evicted idle sessions");
+            }
         }
     }
 
@@ -270,10 +357,8 @@ impl Sessions {
             .cloned()
             .ok_or_else(|| format!("preset {preset:?} does not exist"))?;
         let now = crate::clock::now_ms();
-        self.live
-            .lock()
-            .unwrap()
-            .entry((input.instance_id.clone(), input.context_id.clone()))
+        let mut live = self.live.lock().unwrap();
+        live.entry((input.instance_id.clone(), input.context_id.clone()))
             .and_modify(|s| {
                 s.last_seen = now;
                 s.turns += 1;
@@ -284,6 +369,13 @@ impl Sessions {
                 last_seen: now,
                 turns: 1,
             });
+        let over = live.len() > self.limits.max_live;
+        drop(live);
+        if over {
+            // Down to nine tenths of the cap, so a burst of new contexts scans the table
+            // once per tenth, not once each.
+            self.evict_to(now, self.limits.max_live - self.limits.max_live / 10);
+        }
         let cancel = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
         let task_id = input.task_id.clone();
@@ -320,6 +412,11 @@ impl Sessions {
             .get(task_id)
             .map(|c| c.cancel())
             .is_some()
+    }
+
+    /// The task keys (`instance/task`) with a running turn.
+    pub fn running_tasks(&self) -> Vec<String> {
+        self.running.lock().unwrap().keys().cloned().collect()
     }
 
     /// Whether a task has a running turn.
@@ -398,5 +495,57 @@ mod tests {
             "bounded: {}",
             first.len()
         );
+    }
+
+    #[test]
+    fn a_turn_dropped_before_its_end_is_canceled() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let turn = Turn {
+            events: rx,
+            pending: None,
+            finished: false,
+            cancel: CancellationToken::new(),
+        };
+        let cancel = turn.cancel.clone();
+        drop(turn);
+        assert!(cancel.is_cancelled(), "nobody reads it any more");
+        let (tx2, rx2) = mpsc::unbounded_channel();
+        let mut ended = Turn {
+            events: rx2,
+            pending: None,
+            finished: false,
+            cancel: CancellationToken::new(),
+        };
+        tx2.send(Progress::Completed).unwrap();
+        assert_eq!(ended.try_next(), Some(Progress::Completed));
+        let cancel = ended.cancel.clone();
+        drop(ended);
+        assert!(!cancel.is_cancelled(), "a turn read to its end is left alone");
+        drop(tx);
+    }
+
+    #[tokio::test]
+    async fn idle_sessions_are_evicted_and_the_live_table_is_capped() {
+        let echo = Preset::builtin("echo", "Echo", "", preset::Backend::Echo);
+        let sessions = Sessions::new(&[echo], None).limited(SessionSettings {
+            idle_secs: 600,
+            max_live: 100,
+        });
+        for n in 0..1000 {
+            let mut input = TurnInput::sample("hi", Vec::new());
+            input.context_id = format!("c{n}");
+            drop(sessions.start("echo", input).unwrap());
+        }
+        assert!(
+            (90..=100).contains(&sessions.live_count()),
+            "held at the cap: {}",
+            sessions.live_count()
+        );
+        assert!(sessions.is_live("i", "c999"), "the newest stay");
+        assert!(!sessions.is_live("i", "c0"), "the oldest went");
+        let later = crate::clock::now_ms() + 601_000;
+        let left = sessions.live_count();
+        assert_eq!(sessions.evict(later), left);
+        assert_eq!(sessions.live_count(), 0, "idle past idleSecs");
     }
 }

@@ -322,6 +322,12 @@ async fn frame_logs_follow_their_writes(s: &dyn Store) {
         .unwrap();
     assert_eq!(settled.first_seq, 5 + RETAIN_FRAMES);
     assert_eq!(
+        s.append_frames("i".into(), "log".into(), vec![chunk(0)])
+            .await,
+        Err(StoreError::settled("log")),
+        "no frame after the final one"
+    );
+    assert_eq!(
         s.prune_frames(50).await.unwrap(),
         0,
         "not before the cutoff"
@@ -350,9 +356,23 @@ async fn running_tasks_hold_a_lease_until_settled(s: &dyn Store) {
     };
     assert!(!expired(t + ttl - 1).await, "held for the lease time");
     assert!(expired(t + ttl + 1).await, "and not longer unless renewed");
-    assert!(s.renew_leases(t + 10_000).await.unwrap() >= 1);
+    let mut idle = row("idle", t);
+    idle.state = TaskState::Working;
+    s.create_task(idle, None, None).await.unwrap();
+    assert_eq!(
+        s.renew_leases(t + 10_000, vec!["leased".into(), "nope".into()])
+            .await
+            .unwrap(),
+        ["leased"],
+        "only the tasks named, and only those there"
+    );
     assert!(!expired(t + ttl + 1).await, "renewed");
     assert!(expired(t + 10_000 + ttl + 1).await);
+    let idle_expired = s.expired_leases(t + ttl + 1, 1000).await.unwrap();
+    assert!(
+        idle_expired.iter().any(|r| r.id == "idle"),
+        "a running task with no turn renewing it runs out"
+    );
     let mut done = leased;
     (done.state, done.updated_at) = (TaskState::Completed, t + 1);
     s.update_task(done, 1, None, vec![]).await.unwrap();
@@ -565,6 +585,11 @@ async fn outbox_is_bounded_per_config(s: &dyn Store) {
         (MAX_WAITING, writes - MAX_WAITING)
     );
     assert_eq!(status[0].last_status.as_deref(), Some(OVERFLOW));
+    assert_eq!(
+        s.push_dropped(),
+        writes - MAX_WAITING,
+        "what the configs count, the metrics count"
+    );
     let due = s.due_deliveries(10_000, 10).await.unwrap().due;
     let head = due.iter().find(|d| d.config.task_id == "flood").unwrap();
     assert_eq!(head.created_at, 1, "the head stays");

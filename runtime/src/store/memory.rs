@@ -13,10 +13,14 @@ use super::*;
 pub struct MemoryStore {
     data: Mutex<Data>,
     signal: Arc<tokio::sync::Notify>,
+    /// Every call fails as unavailable while set (a database that is down).
+    down: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
 struct Data {
+    /// Notifications given up at the outbox's bound.
+    dropped: u64,
     tasks: BTreeMap<String, TaskRow>,
     messages: BTreeMap<(String, String), MessageRecord>,
     instances: BTreeMap<String, InstanceRecord>,
@@ -57,6 +61,7 @@ impl Data {
             if waiting.len() as u64 > MAX_WAITING {
                 self.outbox.remove(waiting[1]);
                 (p.failed, p.last_status) = (p.failed + 1, Some(OVERFLOW.into()));
+                self.dropped += 1;
             }
         }
     }
@@ -180,7 +185,15 @@ impl Data {
 }
 
 impl MemoryStore {
+    /// Takes the store down (every call fails as unavailable) or back up.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut Data) -> Result<T, StoreError>) -> Pending<T> {
+        if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+            return Pending::ready(Err(StoreError::Unavailable("the database is down".into())));
+        }
         let mut data = self.data.lock().unwrap();
         let before = (data.seq, data.outbox.len());
         let result = f(&mut data);
@@ -268,10 +281,14 @@ impl Store for MemoryStore {
         frames: Vec<NewFrame>,
     ) -> Pending<u64> {
         self.with(|d| {
-            d.tasks
+            let task = d
+                .tasks
                 .get(&task_id)
                 .filter(|t| t.instance_id == instance_id)
                 .ok_or(StoreError::NotFound)?;
+            if task.state.is_terminal() {
+                return Err(StoreError::settled(&task_id));
+            }
             Ok(d.log(&task_id, frames))
         })
     }
@@ -321,11 +338,19 @@ impl Store for MemoryStore {
         })
     }
 
-    fn renew_leases(&self, now: u64) -> Pending<u64> {
+    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
         self.with(|d| {
             let until = now + Lease::default().ttl_ms;
-            d.leases.values_mut().for_each(|u| *u = until);
-            Ok(d.leases.len() as u64)
+            Ok(task_ids
+                .into_iter()
+                .filter(|id| match d.leases.get_mut(id) {
+                    Some(u) => {
+                        *u = until;
+                        true
+                    }
+                    None => false,
+                })
+                .collect())
         })
     }
 
@@ -542,6 +567,10 @@ impl Store for MemoryStore {
             all.truncate(limit as usize);
             Ok(all)
         })
+    }
+
+    fn push_dropped(&self) -> u64 {
+        self.data.lock().unwrap().dropped
     }
 
     fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>> {

@@ -112,15 +112,16 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;",
 ];
 
-/// Brings a database up to the newest schema; refuses a database from a newer runtime.
-pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+/// Brings a database up to the newest schema and checks it is that schema; refuses a database
+/// from a newer runtime, and one whose tables or columns were changed, saying what is wrong.
+pub fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
     let current: usize =
         conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
     if current > MIGRATIONS.len() {
-        return Err(rusqlite::Error::InvalidParameterName(format!(
-            "the database has schema version {current}, newer than this runtime's {}; upgrade a2a-edge",
+        anyhow::bail!(
+            "the database has schema version {current}, newer than this runtime's {}: run the a2a-edge release that wrote it, or a newer one",
             MIGRATIONS.len()
-        )));
+        );
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         let tx = conn.transaction()?;
@@ -128,5 +129,85 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
         tx.pragma_update(None, "user_version", i + 1)?;
         tx.commit()?;
     }
+    let expected = {
+        let fresh = Connection::open_in_memory()?;
+        for sql in MIGRATIONS {
+            fresh.execute_batch(sql)?;
+        }
+        columns(&fresh)?
+    };
+    let wrong = differences(&expected, &columns(conn)?);
+    if !wrong.is_empty() {
+        anyhow::bail!(
+            "the database is at schema version {} but its tables differ from that version's: {}. It was changed by hand or damaged: restore a backup (a2a-edge backup), or move the file away to start with an empty database",
+            MIGRATIONS.len(),
+            wrong.join("; ")
+        );
+    }
     Ok(())
+}
+
+/// Every table's columns.
+fn columns(conn: &Connection) -> rusqlite::Result<std::collections::BTreeMap<String, Vec<String>>> {
+    let mut stmt = conn.prepare(
+        "SELECT m.name, c.name FROM sqlite_schema m, pragma_table_info(m.name) c
+         WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, c.cid",
+    )?;
+    let mut all = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for row in stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))? {
+        let (table, column) = row?;
+        all.entry(table).or_default().push(column);
+    }
+    Ok(all)
+}
+
+/// What `found` lacks of `expected`: missing tables, missing columns.
+fn differences(
+    expected: &std::collections::BTreeMap<String, Vec<String>>,
+    found: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Vec<String> {
+    expected
+        .iter()
+        .filter_map(|(table, want)| match found.get(table) {
+            None => Some(format!("table {table} is missing")),
+            Some(have) => {
+                let lacking: Vec<&str> = want
+                    .iter()
+                    .filter(|c| !have.contains(c))
+                    .map(String::as_str)
+                    .collect();
+                (!lacking.is_empty())
+                    .then(|| format!("table {table} lacks column(s) {}", lacking.join(", ")))
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_or_newer_schema_is_refused_saying_what_is_wrong() {
+        let mut c = Connection::open_in_memory().unwrap();
+        migrate(&mut c).unwrap();
+        migrate(&mut c).expect("a current schema passes again");
+        c.execute_batch("DROP TABLE push_outbox; ALTER TABLE tasks DROP COLUMN lease_node;")
+            .unwrap();
+        let e = migrate(&mut c).unwrap_err().to_string();
+        assert!(
+            e.contains("table push_outbox is missing")
+                && e.contains("table tasks lacks column(s) lease_node"),
+            "{e}"
+        );
+        let mut newer = Connection::open_in_memory().unwrap();
+        newer
+            .pragma_update(None, "user_version", MIGRATIONS.len() + 1)
+            .unwrap();
+        let e = migrate(&mut newer).unwrap_err().to_string();
+        assert!(
+            e.starts_with("the database has schema version") && !e.contains("Invalid parameter"),
+            "{e}"
+        );
+    }
 }

@@ -23,6 +23,7 @@ mod lease_tests {
         assert!(!super::Lease::new(None, 1).node.contains(' '));
     }
 }
+pub mod health;
 #[cfg(test)]
 pub mod memory;
 mod migrations;
@@ -39,6 +40,9 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 pub use crate::records::{ConnectionRecord, InstanceRecord};
+
+/// The SQLite database's file name in the data directory.
+pub const SQLITE_FILE: &str = "a2a-edge.db";
 
 /// One stored task.
 #[derive(Clone, Debug, PartialEq)]
@@ -240,6 +244,15 @@ impl std::fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+impl StoreError {
+    /// A frame for a task that settled: nothing is logged after its final frame.
+    pub fn settled(task_id: &str) -> StoreError {
+        StoreError::Invalid(format!(
+            "task {task_id} has settled: no frame is logged after its final one"
+        ))
+    }
+}
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -495,15 +508,20 @@ impl<T> Pending<T> {
 
     /// Waits from synchronous code (start-up); never on a runtime worker.
     pub fn wait(self) -> Result<T, StoreError> {
-        match self.0 {
+        let result = match self.0 {
             Answer::Ready(r) => r.unwrap_or_else(|| Err(gone())),
             Answer::Later(rx) => rx.blocking_recv().unwrap_or_else(|_| Err(gone())),
-        }
+        };
+        health::record(&result);
+        result
     }
 }
 
+/// What a call to a closed store answers.
+const SHUT_DOWN: &str = "the store is shutting down";
+
 fn gone() -> StoreError {
-    StoreError::Unavailable("the store is shutting down".into())
+    StoreError::Unavailable(SHUT_DOWN.into())
 }
 
 impl<T: Unpin> std::future::Future for Pending<T> {
@@ -513,12 +531,16 @@ impl<T: Unpin> std::future::Future for Pending<T> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        match &mut self.0 {
+        let polled = match &mut self.0 {
             Answer::Ready(r) => std::task::Poll::Ready(r.take().unwrap_or_else(|| Err(gone()))),
             Answer::Later(rx) => std::pin::Pin::new(rx)
                 .poll(cx)
                 .map(|r| r.unwrap_or_else(|_| Err(gone()))),
+        };
+        if let std::task::Poll::Ready(result) = &polled {
+            health::record(result);
         }
+        polled
     }
 }
 
@@ -565,8 +587,11 @@ pub trait Store: Send + Sync {
     /// Removes the logs of settled tasks last updated before `before` (ms); returns how many
     /// frames went.
     fn prune_frames(&self, before: u64) -> Pending<u64>;
-    /// Extends this node's leases on its running tasks to `now` + the lease time.
-    fn renew_leases(&self, now: u64) -> Pending<u64>;
+    /// Extends this node's leases on those of `task_ids` that are running to `now` + the lease
+    /// time; the ids renewed (a task not among them is no longer this node's: another node
+    /// settled it, or its lease ran out). A task with no turn running here is never renewed, so
+    /// one a failed write left behind is settled when its lease runs out.
+    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>>;
     /// Running tasks whose lease ran out before `now` (their node stopped renewing), at most
     /// `limit`.
     fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>>;
@@ -641,6 +666,8 @@ pub trait Store: Send + Sync {
     fn statements(&self) -> u64 {
         0
     }
+    /// Notifications this store gave up at [`MAX_WAITING`] since start.
+    fn push_dropped(&self) -> u64;
     /// Every instance record.
     fn instances(&self) -> Pending<Vec<InstanceRecord>>;
     /// Every outbound connection record.

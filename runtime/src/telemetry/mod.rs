@@ -2,6 +2,7 @@
 //! OpenMetrics text format (which Prometheus reads) through `prometheus-client`.
 
 mod histogram;
+pub mod logging;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -105,6 +106,10 @@ pub struct Gauges {
     pub live_sessions: usize,
     /// SQL statements the store ran since start (0 for a store that runs none).
     pub store_statements: u64,
+    /// Store calls that failed since start.
+    pub store_failures: u64,
+    /// Push notifications the outbox gave up at its bound (counted as failed).
+    pub push_dropped: u64,
 }
 
 impl Metrics {
@@ -189,10 +194,13 @@ impl Metrics {
         self.push_pending.store(n, Ordering::Relaxed);
     }
 
-    /// Push attempts by outcome, and the outbox size.
-    fn pushes(&self) -> ([(&'static str, u64); 4], u64) {
-        let counts =
-            std::array::from_fn(|i| (PUSH_OUTCOMES[i], self.pushes[i].load(Ordering::Relaxed)));
+    /// Push notifications by outcome (`dropped` given up at the outbox's bound count as
+    /// failed), and the outbox size.
+    fn pushes_with(&self, dropped: u64) -> ([(&'static str, u64); 4], u64) {
+        let counts = std::array::from_fn(|i| {
+            let n = self.pushes[i].load(Ordering::Relaxed);
+            (PUSH_OUTCOMES[i], n + if PUSH_OUTCOMES[i] == "failed" { dropped } else { 0 })
+        });
         (counts, self.push_pending.load(Ordering::Relaxed))
     }
 
@@ -225,7 +233,7 @@ impl Metrics {
             .used()
             .map(|(m, h)| (m.to_owned(), h.summary()))
             .collect();
-        let (pushes, pending) = self.pushes();
+        let (pushes, pending) = self.pushes_with(g.push_dropped);
         let mut push: serde_json::Map<String, Value> = pushes
             .iter()
             .map(|(o, n)| ((*o).to_owned(), json!(n)))
@@ -243,7 +251,8 @@ impl Metrics {
             "sendMessageLatency": { "count": h.count(), "p50Us": h.quantile_us(0.5), "p90Us": h.quantile_us(0.9), "p99Us": h.quantile_us(0.99) },
             "latencyByMethod": by_method,
             "components": { "instantiations": self.instantiate_time.count(), "traps": self.traps(), "hostCalls": self.host_calls.load(Ordering::Relaxed) },
-            "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes, "statements": g.store_statements },
+            "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes, "statements": g.store_statements, "failures": g.store_failures },
+            "log": { "droppedLines": logging::dropped_lines() },
             "cluster": { "failedOver": failed_over, "leaseRenewalFailures": renewal_failures },
         })
     }
@@ -258,7 +267,7 @@ impl Metrics {
             instantiate_time: self.instantiate_time.clone(),
             traps: self.traps(),
             host_calls: self.host_calls.load(Ordering::Relaxed),
-            pushes: self.pushes(),
+            pushes: self.pushes_with(g.push_dropped),
             cluster: self.cluster(),
         };
         let mut registry = Registry::with_prefix("a2a_edge");
@@ -357,6 +366,16 @@ impl Scrape {
                 "store_statements",
                 "SQL statements the store ran.",
                 self.gauges.store_statements,
+            ),
+            (
+                "store_failures",
+                "Store calls that failed (the database was unavailable or refused a write).",
+                self.gauges.store_failures,
+            ),
+            (
+                "log_lines_dropped",
+                "Log lines dropped: refused by the log output or over the log queue's bound.",
+                logging::dropped_lines(),
             ),
             (
                 "tasks_failed_over",
@@ -496,10 +515,13 @@ mod tests {
             attachment_bytes: 0,
             live_sessions: 1,
             store_statements: 9,
+            store_failures: 4,
+            push_dropped: 2,
         };
         let j = m.json(&g);
         assert_eq!(j["components"]["hostCalls"], 40);
         assert_eq!(j["store"]["statements"], 9);
+        assert_eq!(j["store"]["failures"], 4);
         assert_eq!(j["activeTasks"], 2);
         assert_eq!(j["gateRejections"]["rate"], 1);
         assert_eq!(j["requests"][0]["method"], "SendMessage");
@@ -507,7 +529,8 @@ mod tests {
         assert_eq!(j["components"]["instantiations"], 1);
         assert_eq!(
             j["push"],
-            json!({ "delivered": 1, "retried": 1, "failed": 0, "refused": 0, "pending": 3 })
+            json!({ "delivered": 1, "retried": 1, "failed": 2, "refused": 0, "pending": 3 }),
+            "notifications dropped at the outbox's bound count as failed"
         );
         let p = m.openmetrics(&g);
         assert!(
@@ -515,6 +538,10 @@ mod tests {
             "{p}"
         );
         assert!(p.contains("a2a_edge_push_pending 3"), "{p}");
+        assert!(
+            p.contains("a2a_edge_push_attempts_total{outcome=\"failed\"} 2"),
+            "{p}"
+        );
         assert!(p.contains("a2a_edge_component_host_calls_total 40"), "{p}");
         assert!(p.contains("a2a_edge_store_statements_total 9"), "{p}");
         assert_eq!(
@@ -522,6 +549,7 @@ mod tests {
             json!({ "failedOver": 1, "leaseRenewalFailures": 0 })
         );
         assert!(p.contains("a2a_edge_tasks_failed_over_total 1"), "{p}");
+        assert!(p.contains("a2a_edge_store_failures_total 4"), "{p}");
         assert!(p.contains("a2a_edge_lease_renewal_failures_total 0"), "{p}");
         assert!(
             p.contains(

@@ -28,6 +28,9 @@ pub struct PostgresStore {
     signal: Arc<tokio::sync::Notify>,
     closed: Arc<AtomicBool>,
     statements: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+    /// The longest a call may take, the wait for a connection included.
+    timeout: std::time::Duration,
 }
 
 /// What went wrong, with the server's message when it sent one (the plain `Display` of an error
@@ -54,10 +57,17 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 impl PostgresStore {
     /// Connects to `url` (`postgres://user:password@host:port/db`), checks it answers and brings
     /// its schema up to date; this node's running tasks take `lease`.
-    pub async fn connect(url: &str, lease: Lease) -> anyhow::Result<PostgresStore> {
-        let config: tokio_postgres::Config = url
+    pub async fn connect(
+        url: &str,
+        lease: Lease,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<PostgresStore> {
+        let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| anyhow::anyhow!("the PostgreSQL URL is not valid: {e}"))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(timeout);
+        }
         let manager = Manager::from_config(
             config.clone(),
             NoTls,
@@ -69,9 +79,14 @@ impl PostgresStore {
             .max_size(POOL)
             .build()
             .map_err(|e| anyhow::anyhow!("cannot build the PostgreSQL pool: {e}"))?;
-        let mut client = pool
-            .get()
+        let mut client = tokio::time::timeout(timeout, pool.get())
             .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "cannot connect to PostgreSQL: no answer within {} ms",
+                    timeout.as_millis()
+                )
+            })?
             .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL: {e}"))?;
         schema::migrate(&mut client)
             .await
@@ -84,6 +99,8 @@ impl PostgresStore {
             signal: Arc::new(tokio::sync::Notify::new()),
             closed: Arc::default(),
             statements: Arc::default(),
+            dropped: Arc::default(),
+            timeout,
         })
     }
 
@@ -96,24 +113,44 @@ impl PostgresStore {
             return Pending::ready(Err(gone()));
         }
         let (reply, pending) = Pending::new();
-        let (pool, statements, signal, lease) = (
+        let (pool, statements, dropped, signal, lease) = (
             self.pool.clone(),
             self.statements.clone(),
+            self.dropped.clone(),
             self.signal.clone(),
             self.lease.clone(),
         );
+        let timeout = self.timeout;
         tokio::spawn(async move {
-            let result = match pool.get().await {
-                Ok(client) => {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let late = || {
+                StoreError::Unavailable(format!(
+                    "the database did not answer within {} ms",
+                    timeout.as_millis()
+                ))
+            };
+            let result = match tokio::time::timeout_at(deadline, pool.get()).await {
+                Ok(Ok(client)) => {
                     let mut conn = sql::Conn::new(client, lease);
-                    let r = op(&mut conn).await;
-                    statements.fetch_add(conn.statements, Ordering::Relaxed);
-                    if conn.queued && r.is_ok() {
-                        signal.notify_one();
+                    match tokio::time::timeout_at(deadline, op(&mut conn)).await {
+                        Ok(r) => {
+                            statements.fetch_add(conn.statements, Ordering::Relaxed);
+                            dropped.fetch_add(conn.dropped, Ordering::Relaxed);
+                            if conn.queued && r.is_ok() {
+                                signal.notify_one();
+                            }
+                            r
+                        }
+                        Err(_) => {
+                            // The call may be stuck inside a transaction: the connection leaves
+                            // the pool and closes, and the server rolls back.
+                            conn.discard();
+                            Err(late())
+                        }
                     }
-                    r
                 }
-                Err(e) => Err(e.into()),
+                Ok(Err(e)) => Err(e.into()),
+                Err(_) => Err(late()),
             };
             let _ = reply.send(result);
         });
@@ -214,8 +251,8 @@ impl Store for PostgresStore {
         self.run(op!(c => c.prune_frames(before).await))
     }
 
-    fn renew_leases(&self, now: u64) -> Pending<u64> {
-        self.run(op!(c => c.renew_leases(now).await))
+    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
+        self.run(op!(c => c.renew_leases(now, &task_ids).await))
     }
 
     fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
@@ -349,6 +386,10 @@ impl Store for PostgresStore {
         self.statements.load(Ordering::Relaxed)
     }
 
+    fn push_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     fn instances(&self) -> Pending<Vec<InstanceRecord>> {
         self.run(op!(c => c.records("instances").await))
     }
@@ -389,7 +430,7 @@ mod tests {
         config.dbname(&name);
         let url = postgres_url(&config);
         Some(
-            PostgresStore::connect(&url, Lease::default())
+            PostgresStore::connect(&url, Lease::default(), std::time::Duration::from_secs(5))
                 .await
                 .unwrap(),
         )

@@ -31,14 +31,17 @@ pub struct Conn {
     pub statements: u64,
     /// Notifications were queued or an attempt recorded.
     pub queued: bool,
+    /// Notifications given up at the outbox's bound.
+    pub dropped: u64,
 }
 
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
-/// A transaction that counts its statements.
+/// A transaction that counts its statements and the notifications it gave up.
 struct Tx<'a> {
     tx: Transaction<'a>,
     n: u64,
+    dropped: u64,
 }
 
 impl Tx<'_> {
@@ -107,7 +110,13 @@ impl Conn {
             lease,
             statements: 0,
             queued: false,
+            dropped: 0,
         }
+    }
+
+    /// Takes the connection out of the pool and closes it (a call on it did not finish).
+    pub fn discard(self) {
+        drop(Object::take(self.client));
     }
 
     /// Runs `body` in a transaction, committed when it succeeds and rolled back when it fails.
@@ -118,13 +127,16 @@ impl Conn {
         let mut tx = Tx {
             tx: self.client.transaction().await?,
             n: 1,
+            dropped: 0,
         };
         let result = body(&mut tx).await;
         let n = tx.n + 1;
         match result {
             Ok(v) => {
+                let dropped = tx.dropped;
                 tx.tx.commit().await?;
                 self.statements += n;
+                self.dropped += dropped;
                 Ok(v)
             }
             Err(e) => {
@@ -279,12 +291,22 @@ impl Conn {
         self.write(async |tx| {
             let last = tx
                 .opt(
-                    "UPDATE tasks SET last_seq = last_seq + $3 WHERE id = $1 AND instance_id = $2
+                    "UPDATE tasks SET last_seq = last_seq + $3
+                     WHERE id = $1 AND instance_id = $2 AND state NOT IN (3, 4, 5, 7)
                      RETURNING last_seq",
                     &[&task_id, &instance_id, &(frames.len() as i64)],
                 )
-                .await?
-                .ok_or(StoreError::NotFound)?;
+                .await?;
+            let Some(last) = last else {
+                let exists = tx
+                    .opt(
+                        "SELECT 1 FROM tasks WHERE id = $1 AND instance_id = $2",
+                        &[&task_id, &instance_id],
+                    )
+                    .await?
+                    .is_some();
+                return Err(if exists { StoreError::settled(task_id) } else { StoreError::NotFound });
+            };
             let key = task_key(instance_id, task_id);
             log_frames(tx, &lease, &key, task_id, last.get(0), frames).await
         })
@@ -345,15 +367,23 @@ impl Conn {
         .await
     }
 
-    pub async fn renew_leases(&mut self, now: u64) -> Result<u64, StoreError> {
+    pub async fn renew_leases(
+        &mut self,
+        now: u64,
+        task_ids: &[String],
+    ) -> Result<Vec<String>, StoreError> {
         let lease = self.lease.clone();
         self.write(async |tx| {
             Ok(tx
-                .exec(
-                    "UPDATE tasks SET lease_until = $2 WHERE state IN (1, 2) AND lease_node = $1",
-                    &[&lease.node, &((now + lease.ttl_ms) as i64)],
+                .rows(
+                    "UPDATE tasks SET lease_until = $2
+                     WHERE id = ANY($3) AND state IN (1, 2) AND lease_node = $1 RETURNING id",
+                    &[&lease.node, &((now + lease.ttl_ms) as i64), &task_ids],
                 )
-                .await?)
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect())
         })
         .await
     }
@@ -943,6 +973,7 @@ async fn enqueue(tx: &mut Tx<'_>, row: &TaskRow) -> Result<bool, StoreError> {
             &[&row.instance_id, &row.id, &id, &OVERFLOW],
         )
         .await?;
+        tx.dropped += 1;
     }
     Ok(true)
 }

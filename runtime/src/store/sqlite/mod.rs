@@ -35,6 +35,8 @@ pub struct SqliteStore {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Notified when notifications are queued or an attempt is recorded.
     signal: Arc<tokio::sync::Notify>,
+    /// Notifications the outbox gave up at its bound.
+    dropped: Arc<AtomicU64>,
 }
 
 /// Statements run by the SQLite stores of this process (one per process in a server).
@@ -100,6 +102,7 @@ impl SqliteStore {
         let signal = Arc::new(tokio::sync::Notify::new());
         let outbox = push::Outbox::load(&conn, signal.clone())
             .map_err(|e| anyhow::anyhow!("cannot read push configs of {}: {e}", path.display()))?;
+        let dropped = outbox.dropped.clone();
         let (tx, rx) = mpsc::channel();
         let mut threads = vec![
             std::thread::Builder::new()
@@ -123,6 +126,7 @@ impl SqliteStore {
             inline: Mutex::default(),
             threads: Mutex::new(threads),
             signal,
+            dropped,
         })
     }
 
@@ -239,8 +243,8 @@ impl Store for SqliteStore {
         self.send(|r| Write::PruneFrames(before, r))
     }
 
-    fn renew_leases(&self, now: u64) -> Pending<u64> {
-        self.send(|r| Write::RenewLeases(now, r))
+    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
+        self.send(|r| Write::RenewLeases(now, task_ids, r))
     }
 
     fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
@@ -342,6 +346,10 @@ impl Store for SqliteStore {
 
     fn statements(&self) -> u64 {
         STATEMENTS.load(Ordering::Relaxed)
+    }
+
+    fn push_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     fn close(&self) {

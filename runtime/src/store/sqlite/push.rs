@@ -21,6 +21,8 @@ pub struct Outbox {
     pub queued: bool,
     /// Notified after a commit that queued something.
     pub signal: Arc<tokio::sync::Notify>,
+    /// Notifications given up at the outbox's bound since start.
+    pub dropped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Outbox {
@@ -38,6 +40,7 @@ impl Outbox {
             watched,
             queued: false,
             signal,
+            dropped: Arc::default(),
         })
     }
 
@@ -70,13 +73,15 @@ impl Outbox {
             ])?;
         self.queued |= queued > 0;
         // Past the cap, the oldest waiting behind each config's head is given up.
-        c.prepare_cached(
+        let dropped = c.prepare_cached(
             "UPDATE push_configs SET failed = failed + 1, last_status = ?3
              WHERE instance_id = ?1 AND task_id = ?2 AND
                  (SELECT COUNT(*) FROM push_outbox o WHERE o.instance_id = ?1 AND o.task_id = ?2
                      AND o.config_id = push_configs.id) > ?4",
         )?
         .execute(params![instance_id, task_id, OVERFLOW, MAX_WAITING as i64])?;
+        self.dropped
+            .fetch_add(dropped as u64, std::sync::atomic::Ordering::Relaxed);
         c.prepare_cached(
             "DELETE FROM push_outbox WHERE seq IN (
                  SELECT (SELECT o.seq FROM push_outbox o WHERE o.instance_id = p.instance_id

@@ -28,7 +28,7 @@ pub enum Write {
     ),
     AppendFrames(String, String, Vec<NewFrame>, Reply<u64>),
     PruneFrames(u64, Reply<u64>),
-    RenewLeases(u64, Reply<u64>),
+    RenewLeases(u64, Vec<String>, Reply<Vec<String>>),
     PutPushConfig(PushConfig, Reply<()>),
     DeletePushConfig(String, String, String, Reply<()>),
     Attempted(u64, u64, Attempt, Reply<()>),
@@ -79,6 +79,11 @@ pub fn write_loop(
             outbox.signal.notify_one();
         }
     }
+    // Closed: move what the WAL holds into the database file, so a stopped server's data
+    // directory is one consistent file (a copy of the `.db` alone is then whole).
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        tracing::warn!(error = %e, "cannot checkpoint the database at shutdown; the WAL keeps the latest writes and is applied at the next start");
+    }
 }
 
 /// Runs a group in one transaction; each write in its own savepoint, so one failing write
@@ -109,14 +114,20 @@ fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group
                 replies.push(run(&tx, reply, |c| {
                     let last = c
                         .prepare_cached(
-                            "UPDATE tasks SET last_seq = last_seq + ?3 WHERE id = ?1 AND instance_id = ?2
+                            "UPDATE tasks SET last_seq = last_seq + ?3
+                             WHERE id = ?1 AND instance_id = ?2 AND state NOT IN (3, 4, 5, 7)
                              RETURNING last_seq",
                         )?
                         .query_row(params![task, instance, frames.len() as i64], |r| {
                             r.get::<_, i64>(0)
                         })
-                        .optional()?
-                        .ok_or(StoreError::NotFound)?;
+                        .optional()?;
+                    let Some(last) = last else {
+                        let exists = c
+                            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1 AND instance_id = ?2")?
+                            .exists(params![task, instance])?;
+                        return Err(if exists { StoreError::settled(&task) } else { StoreError::NotFound });
+                    };
                     log_frames(c, &task, last as u64, &frames)
                 }))
             }
@@ -127,11 +138,19 @@ fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group
                 )?
                 .execute(params![before as i64])? as u64)
             })),
-            Write::RenewLeases(now, reply) => replies.push(run(&tx, reply, |c| {
-                Ok(c.prepare_cached(
-                    "UPDATE tasks SET lease_until = ?2 WHERE state IN (1, 2) AND lease_node = ?1",
-                )?
-                .execute(params![lease.node, (now + lease.ttl_ms) as i64])? as u64)
+            Write::RenewLeases(now, ids, reply) => replies.push(run(&tx, reply, |c| {
+                let mut renew = c.prepare_cached(
+                    "UPDATE tasks SET lease_until = ?2
+                     WHERE id = ?3 AND state IN (1, 2) AND lease_node = ?1",
+                )?;
+                let until = (now + lease.ttl_ms) as i64;
+                let mut renewed = Vec::new();
+                for id in ids {
+                    if renew.execute(params![lease.node, until, id])? > 0 {
+                        renewed.push(id);
+                    }
+                }
+                Ok(renewed)
             })),
             Write::PutPushConfig(config, reply) => {
                 replies.push(run(&tx, reply, |c| outbox.put(c, &config)))
@@ -209,10 +228,10 @@ fn fail(w: Write, e: StoreError) {
         | Write::Flush(r) => {
             let _ = r.send(Err(e));
         }
-        Write::AppendFrames(.., r)
-        | Write::PruneFrames(.., r)
-        | Write::RenewLeases(.., r)
-        | Write::FailUnsettled(.., r) => {
+        Write::AppendFrames(.., r) | Write::PruneFrames(.., r) | Write::FailUnsettled(.., r) => {
+            let _ = r.send(Err(e));
+        }
+        Write::RenewLeases(.., r) => {
             let _ = r.send(Err(e));
         }
         Write::UpdateTask(.., r) => {

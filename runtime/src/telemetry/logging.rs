@@ -1,0 +1,93 @@
+//! The server's log: lines go through a bounded queue to a writer thread, so a request never
+//! waits on a slow log reader and a closed one (`serve 2>&1 | head`, a log shipper that died)
+//! costs lines, never the server. A line the queue has no room for, or that the output refuses,
+//! is dropped and counted ([`dropped_lines`]).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tracing_appender::non_blocking::{ErrorCounter, NonBlockingBuilder, WorkerGuard};
+
+/// Lines the output refused (a closed pipe, a full disk).
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Lines the queue had no room for, once the log is set up.
+static QUEUE_DROPS: std::sync::OnceLock<ErrorCounter> = std::sync::OnceLock::new();
+
+/// Lines queued at most before new ones are dropped.
+const QUEUED_LINES: usize = 16_384;
+
+/// Drivers whose debug output carries statement parameters (webhook tokens, sealed values): kept
+/// at info unless the filter names them itself.
+const QUIET_DRIVERS: &[&str] = &["tokio_postgres"];
+
+/// Log lines dropped since start: refused by the output or over the queue's bound.
+pub fn dropped_lines() -> u64 {
+    REFUSED.load(Ordering::Relaxed)
+        + QUEUE_DROPS
+            .get()
+            .map_or(0, |c| c.dropped_lines() as u64)
+}
+
+/// The filter `directives` (`RUST_LOG`, or the default) make, with the drivers of
+/// [`QUIET_DRIVERS`] kept at info unless a directive names them.
+pub fn filter(directives: &str) -> tracing_subscriber::EnvFilter {
+    let mut all = directives.to_owned();
+    for driver in QUIET_DRIVERS.iter().filter(|d| !directives.contains(**d)) {
+        all.push_str(&format!(",{driver}=info"));
+    }
+    tracing_subscriber::EnvFilter::builder().parse_lossy(all.trim_start_matches(','))
+}
+
+/// Standard error that never fails: a write it cannot make is counted and dropped.
+struct Stderr;
+
+impl Write for Stderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if std::io::stderr().write_all(buf).is_err() {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
+/// Sets up the process's log on standard error with `directives`, as JSON lines or text;
+/// keep the guard for the life of the process (dropping it flushes what is queued, waiting a
+/// bounded time).
+pub fn init(directives: &str, json: bool) -> WorkerGuard {
+    use std::io::IsTerminal;
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(QUEUED_LINES)
+        .thread_name("a2a-edge-log")
+        .finish(Stderr);
+    let _ = QUEUE_DROPS.set(writer.error_counter());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter(directives))
+        .with_writer(writer)
+        .log_internal_errors(false);
+    if json {
+        logs.json().init();
+    } else {
+        logs.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+    guard
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drivers_that_log_parameters_stay_at_info_unless_named() {
+        let f = filter("debug").to_string();
+        assert!(f.contains("tokio_postgres=info"), "{f}");
+        let named = filter("debug,tokio_postgres=trace").to_string();
+        assert!(!named.contains("tokio_postgres=info"), "{named}");
+    }
+}
