@@ -62,6 +62,17 @@ impl App {
     ) -> anyhow::Result<Arc<App>> {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+        // The cluster key seals what a shared database keeps: checked before connecting.
+        let key = match config.storage.backend {
+            StorageBackend::Postgres => {
+                let c = &config.cluster;
+                Some(SecretKey::load(
+                    c.secret_key_file.as_deref(),
+                    &c.secret_key_env,
+                )?)
+            }
+            StorageBackend::Sqlite => None,
+        };
         let store: Arc<dyn Store> = match config.storage.backend {
             StorageBackend::Sqlite => Arc::new(SqliteStore::open(
                 &data_dir.join(crate::store::SQLITE_FILE),
@@ -73,7 +84,12 @@ impl App {
                 tracing::info!(node = %lease.node, lease_ms = lease.ttl_ms, "joining the nodes on the shared database");
                 let timeout = Duration::from_millis(config.storage.timeout_ms.max(100));
                 let url = config.storage.postgres_url()?;
-                Arc::new(PostgresStore::connect(&url, lease, timeout).await?)
+                let key = key.clone().expect("loaded for a shared store");
+                Arc::new(
+                    PostgresStore::connect(&url, lease, timeout)
+                        .await?
+                        .sealing(key),
+                )
             }
         };
         let run_dir = data_dir.join("run");
@@ -103,12 +119,9 @@ impl App {
         let engine = Arc::new(tokio::task::block_in_place(|| {
             Engine::new(&config.runtime, &data_dir)
         })?);
-        let credentials = Arc::new(if store.is_shared() {
-            let c = &config.cluster;
-            let key = SecretKey::load(c.secret_key_file.as_deref(), &c.secret_key_env)?;
-            Credentials::shared(store.clone(), key).await?
-        } else {
-            Credentials::open(&data_dir)?
+        let credentials = Arc::new(match key {
+            Some(key) => Credentials::shared(store.clone(), key).await?,
+            None => Credentials::open(&data_dir)?,
         });
         let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone()))?;
         let outbound = Arc::new(Outbound::new(store.clone(), credentials.clone(), client).await?);

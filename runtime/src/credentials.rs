@@ -10,12 +10,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
-use aes_gcm::{Aes256Gcm, Nonce};
 use anyhow::Context;
-use base64::Engine as _;
 
-use crate::store::{SealedSecret, Store};
+pub use crate::sealing::SecretKey;
+use crate::store::Store;
+
+/// The name of the value sealed at a shared database's first start (not a valid secret name,
+/// so it never meets one).
+const KEY_CHECK: &str = "a2a-edge/key-check";
 
 /// The credentials layer.
 pub struct Credentials {
@@ -71,8 +73,24 @@ impl Credentials {
         })
     }
 
-    /// The layer of a shared store, sealed with `key`; reads what the store holds.
+    /// The layer of a shared store, sealed with `key`; reads what the store holds. The first
+    /// node on a database stores a check value sealed with its key; a node whose key cannot open
+    /// it is refused here, before it writes anything the others could not read.
     pub async fn shared(store: Arc<dyn Store>, key: SecretKey) -> anyhow::Result<Credentials> {
+        let secrets = store.secrets().await?;
+        match secrets.iter().find(|s| s.name == KEY_CHECK) {
+            Some(check) => {
+                key.open(check).map_err(|_| {
+                    anyhow::anyhow!(
+                        "this node's cluster key is not the key the shared database was first started with: every node needs the same [cluster] secretKeyFile (or A2A_EDGE_SECRET_KEY)"
+                    )
+                })?;
+            }
+            None => store
+                .put_secret(KEY_CHECK.into(), Some(key.seal(KEY_CHECK, KEY_CHECK)))
+                .await
+                .context("cannot store the cluster key's check value")?,
+        }
         let c = Credentials {
             layer: Layer::Shared { store, key },
             values: RwLock::default(),
@@ -89,7 +107,10 @@ impl Credentials {
         };
         let mut values = BTreeMap::new();
         for s in store.secrets().await? {
-            values.insert(s.name.clone(), key.open(&s)?);
+            let value = key.open(&s)?;
+            if s.name != KEY_CHECK {
+                values.insert(s.name.clone(), value);
+            }
         }
         let changed = *self.values.read().unwrap() != values;
         if changed {
@@ -149,75 +170,6 @@ fn write_file(path: &Path, values: &BTreeMap<String, String>) -> anyhow::Result<
         .with_context(|| format!("cannot replace {}", path.display()))?;
     std::fs::File::open(dir).and_then(|d| d.sync_all()).ok();
     Ok(())
-}
-
-/// The key that seals the secrets of a shared store: 32 bytes, AES-256-GCM. Each value is sealed
-/// with a random nonce and its name as associated data, so a sealed value moved to another name
-/// does not open.
-pub struct SecretKey(Aes256Gcm);
-
-impl SecretKey {
-    /// The key in `file` (base64, surrounding space ignored), else in the variable `env`.
-    pub fn load(file: Option<&Path>, env: &str) -> anyhow::Result<SecretKey> {
-        let generate = "generate one with `openssl rand -base64 32` and give every node the same";
-        let text = match file {
-            Some(f) => std::fs::read_to_string(f)
-                .with_context(|| format!("cannot read the cluster key file {}", f.display()))?,
-            None => std::env::var(env).map_err(|_| {
-                anyhow::anyhow!(
-                    "a shared database keeps the secrets sealed: set {env} (or [cluster] secretKeyFile) to a 32-byte key in base64; {generate}"
-                )
-            })?,
-        };
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text.trim())
-            .map_err(|e| anyhow::anyhow!("the cluster key is not base64 ({e}); {generate}"))?;
-        let key = Aes256Gcm::new_from_slice(&bytes).map_err(|_| {
-            anyhow::anyhow!(
-                "the cluster key has {} bytes, not 32; {generate}",
-                bytes.len()
-            )
-        })?;
-        Ok(SecretKey(key))
-    }
-
-    fn seal(&self, name: &str, value: &str) -> SealedSecret {
-        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
-        let payload = Payload {
-            msg: value.as_bytes(),
-            aad: name.as_bytes(),
-        };
-        let sealed = self
-            .0
-            .encrypt(&nonce, payload)
-            .expect("AES-GCM seals any message shorter than 64 GiB");
-        SealedSecret {
-            name: name.to_owned(),
-            nonce: nonce.to_vec(),
-            sealed,
-        }
-    }
-
-    fn open(&self, s: &SealedSecret) -> anyhow::Result<String> {
-        let refused = || {
-            anyhow::anyhow!(
-                "the secret {} does not open with this node's cluster key: every node needs the same key",
-                s.name
-            )
-        };
-        if s.nonce.len() != 12 {
-            return Err(refused());
-        }
-        let payload = Payload {
-            msg: &s.sealed,
-            aad: s.name.as_bytes(),
-        };
-        let plain = self
-            .0
-            .decrypt(Nonce::from_slice(&s.nonce), payload)
-            .map_err(|_| refused())?;
-        String::from_utf8(plain).map_err(|_| refused())
-    }
 }
 
 fn restrict(path: &Path) -> anyhow::Result<()> {
@@ -319,38 +271,5 @@ mod tests {
         c.set("A2A_TEST_CRED_X", None).await.unwrap();
         assert_eq!(c.resolve("A2A_TEST_CRED_X").as_deref(), Some("from-env"));
         assert!(!format!("{c:?}").contains("v1"));
-    }
-
-    #[test]
-    fn sealed_secrets_open_only_with_the_key_and_under_their_name() {
-        let key = |k: &str| {
-            let dir = tempfile::tempdir().unwrap();
-            let f = dir.path().join("key");
-            std::fs::write(&f, format!("{k}\n")).unwrap();
-            SecretKey::load(Some(&f), "UNUSED")
-        };
-        let a = key("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").unwrap();
-        let b = key("AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").unwrap();
-        let sealed = a.seal("A2A_INBOUND_X", "s3cret-token");
-        assert!(
-            !sealed.sealed.windows(6).any(|w| w == b"s3cret".as_slice()),
-            "no plaintext in what the database keeps"
-        );
-        assert_eq!(a.open(&sealed).unwrap(), "s3cret-token");
-        assert_ne!(a.seal("A2A_INBOUND_X", "s3cret-token").nonce, sealed.nonce);
-        let err = b.open(&sealed).unwrap_err().to_string();
-        assert!(err.contains("same key") && !err.contains("s3cret"), "{err}");
-        let moved = SealedSecret {
-            name: "A2A_INBOUND_Y".into(),
-            ..sealed
-        };
-        assert!(a.open(&moved).is_err(), "bound to its name");
-        let short = key("c2hvcnQ=").err().unwrap().to_string();
-        assert!(
-            short.contains("5 bytes, not 32") && short.contains("openssl rand"),
-            "{short}"
-        );
-        let missing = SecretKey::load(None, "A2A_TEST_NO_SUCH_KEY").err().unwrap();
-        assert!(missing.to_string().contains("A2A_TEST_NO_SUCH_KEY"));
     }
 }

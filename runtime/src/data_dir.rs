@@ -24,7 +24,10 @@ pub fn lock(dir: &Path, database: Option<&Path>) -> anyhow::Result<Lock> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create data directory {}", dir.display()))?;
     let read_only = |e: &std::io::Error| {
-        matches!(e.raw_os_error(), Some(libc::EROFS | libc::EACCES | libc::EPERM))
+        matches!(
+            e.raw_os_error(),
+            Some(libc::EROFS | libc::EACCES | libc::EPERM)
+        )
     };
     let path = dir.join(LOCK_FILE);
     let mut file = match OpenOptions::new()
@@ -44,8 +47,12 @@ pub fn lock(dir: &Path, database: Option<&Path>) -> anyhow::Result<Lock> {
         }
     };
     // SAFETY: flock only acts on the descriptor it is given, which `file` keeps open.
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX | libc::LOCK_NB) }
-        != 0
+    if unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+    } != 0
     {
         let mut holder = String::new();
         let _ = file.read_to_string(&mut holder);

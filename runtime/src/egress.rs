@@ -36,12 +36,7 @@ fn reached(ip: IpAddr) -> IpAddr {
         return ip.to_canonical();
     };
     let s = v6.segments();
-    let low = Ipv4Addr::new(
-        (s[6] >> 8) as u8,
-        s[6] as u8,
-        (s[7] >> 8) as u8,
-        s[7] as u8,
-    );
+    let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     let compatible = s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified();
     let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
     if compatible || nat64 {
@@ -366,7 +361,11 @@ mod tests {
         ))));
         assert!(always_refused("fd00:ec2::254".parse().unwrap()));
         assert!(always_refused("::ffff:169.254.169.254".parse().unwrap()));
-        for metadata in ["64:ff9b::a9fe:a9fe", "::169.254.169.254", "2002:a9fe:a9fe::"] {
+        for metadata in [
+            "64:ff9b::a9fe:a9fe",
+            "::169.254.169.254",
+            "2002:a9fe:a9fe::",
+        ] {
             assert!(always_refused(metadata.parse().unwrap()), "{metadata}");
         }
         assert!(!always_refused("10.0.0.1".parse().unwrap()));

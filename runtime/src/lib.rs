@@ -37,6 +37,7 @@ pub mod panel;
 pub mod push;
 pub mod records;
 pub mod responses;
+pub mod sealing;
 pub mod server;
 pub mod sessions;
 pub mod store;

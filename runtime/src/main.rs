@@ -64,6 +64,15 @@ enum Command {
     },
     /// Send a message to any A2A agent and print its answer.
     Send(cli::SendArgs),
+    /// Write a consistent copy of the SQLite database to a new file, also while the server
+    /// runs (on PostgreSQL, use pg_dump).
+    Backup {
+        /// The new file.
+        dest: PathBuf,
+        /// The server's data directory.
+        #[arg(long, default_value = "./a2a-data", env = "A2A_EDGE_DATA_DIR")]
+        data_dir: PathBuf,
+    },
 }
 
 /// How `serve` writes its log.
@@ -177,6 +186,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Metrics { prometheus } => cli::Control::new(cli.client).metrics(prometheus).await,
         Command::Update { refresh } => cli::Control::new(cli.client).update(refresh).await,
         Command::Send(args) => cli::send::run(args, cli.client.json).await,
+        Command::Backup { dest, data_dir } => {
+            let db = data_dir.join(a2a_edge::store::SQLITE_FILE);
+            let tasks =
+                tokio::task::spawn_blocking(move || a2a_edge::store::backup(&db, &dest)).await??;
+            println!("backed up {tasks} tasks");
+            Ok(())
+        }
     }
 }
 

@@ -148,7 +148,8 @@ async fn configs_are_kept_per_task_and_instance_on_both_bindings() {
         .unwrap();
     assert_eq!(
         (&created["id"], &created["taskId"], &created["token"]),
-        (&json!("c1"), &json!(t), &json!("tok-1"))
+        (&json!("c1"), &json!(t), &Value::Null),
+        "the token is write-only: {created}"
     );
     let defaulted = c
         .rpc(
@@ -201,8 +202,25 @@ async fn configs_are_kept_per_task_and_instance_on_both_bindings() {
     );
     let (status, one) = c.rest("GET", "a", &format!("{path}/c2"), None).await;
     assert_eq!(
-        (status, &one["authentication"]["credentials"]),
-        (200, &json!("cred"))
+        (status, &one["authentication"]),
+        (200, &json!({"scheme": "Bearer"})),
+        "the credentials are write-only, the scheme is shown"
+    );
+    let got = c
+        .rpc(
+            "a",
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": t, "id": "c1"}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        got["url"].is_string() && !got.to_string().contains("tok-1"),
+        "no caller reads a webhook token back: {got}"
+    );
+    assert!(
+        !listed.to_string().contains("tok-1") && !listed.to_string().contains("cred"),
+        "{listed}"
     );
 
     // Another instance never sees the task, nor its configs.

@@ -62,7 +62,7 @@ pub fn create(params: &Value) -> Result<Value, RpcError> {
     let config: TaskPushNotificationConfig = jsonrpc::params(params)?;
     let task_id = task_of(&config.task_id)?.to_owned();
     let config = register(config, &task_id)?;
-    Ok(serde_json::to_value(config).unwrap_or_default())
+    Ok(serde_json::to_value(config.shown()).unwrap_or_default())
 }
 
 /// `GetTaskPushNotificationConfig`.
@@ -78,7 +78,7 @@ pub fn get(params: &Value) -> Result<Value, RpcError> {
         ),
         e => e.into(),
     })?;
-    Ok(serde_json::to_value(parse(&json)?).unwrap_or_default())
+    Ok(serde_json::to_value(parse(&json)?.shown()).unwrap_or_default())
 }
 
 /// `ListTaskPushNotificationConfigs`: oldest first, paged by the last id.
@@ -88,7 +88,7 @@ pub fn list(params: &Value) -> Result<Value, RpcError> {
     let configs = host::list_configs(task_id)
         .map_err(|e| refused(e, task_id))?
         .iter()
-        .map(|c| parse(c))
+        .map(|c| parse(c).map(TaskPushNotificationConfig::shown))
         .collect::<Result<Vec<_>, _>>()?;
     let (shown, next) = page(&configs, q.page_size, &q.page_token)?;
     Ok(list_response(shown, next))

@@ -151,6 +151,17 @@ impl TaskPushNotificationConfig {
         out
     }
 
+    /// The config as an A2A answer shows it: the token and the credentials are write-only (the
+    /// webhook receives them; no caller reads them back, so a caller of a shared endpoint cannot
+    /// learn another's), the scheme stays.
+    pub fn shown(mut self) -> Self {
+        self.token = None;
+        if let Some(a) = &mut self.authentication {
+            a.credentials = None;
+        }
+        self
+    }
+
     /// The config as the operator sees it: the token and credentials replaced by whether they
     /// are set.
     pub fn redacted(&self) -> serde_json::Value {
@@ -244,6 +255,26 @@ pub fn page<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_never_carry_the_webhook_secrets() {
+        let c: TaskPushNotificationConfig = serde_json::from_value(serde_json::json!({
+            "id": "c", "taskId": "t", "url": "https://h/w", "token": "tok-secret",
+            "authentication": {"scheme": "Bearer", "credentials": "cred-secret"}
+        }))
+        .unwrap();
+        let shown = serde_json::to_string(&c.clone().shown()).unwrap();
+        assert!(
+            !shown.contains("secret") && shown.contains("\"scheme\":\"Bearer\""),
+            "{shown}"
+        );
+        let headers = c.headers();
+        assert!(
+            headers.iter().any(|(_, v)| v == "Bearer cred-secret")
+                && headers.iter().any(|(_, v)| v == "tok-secret"),
+            "deliveries still carry both"
+        );
+    }
 
     fn config(url: &str) -> TaskPushNotificationConfig {
         serde_json::from_value(serde_json::json!({ "url": url })).unwrap()

@@ -153,7 +153,14 @@ impl Settle {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
-            let owed: Vec<OwedTask> = self.owed.0.lock().unwrap().drain().map(|(_, t)| t).collect();
+            let owed: Vec<OwedTask> = self
+                .owed
+                .0
+                .lock()
+                .unwrap()
+                .drain()
+                .map(|(_, t)| t)
+                .collect();
             let (mut settled, mut waiting) = (0, 0);
             for t in owed {
                 match self.settle_owed(t).await {
@@ -163,7 +170,11 @@ impl Settle {
                 }
             }
             if settled > 0 {
-                tracing::warn!(tasks = settled, still_waiting = waiting, "settled FAILED the tasks a store failure had left running");
+                tracing::warn!(
+                    tasks = settled,
+                    still_waiting = waiting,
+                    "settled FAILED the tasks a store failure had left running"
+                );
             }
         }
     }
@@ -189,7 +200,12 @@ impl Settle {
     }
 
     /// [`Settle::fail`] once; the store's refusal as it is.
-    async fn try_fail(&self, instance_id: &str, row: TaskRow, why: &str) -> Result<bool, StoreError> {
+    async fn try_fail(
+        &self,
+        instance_id: &str,
+        row: TaskRow,
+        why: &str,
+    ) -> Result<bool, StoreError> {
         let key = task_key(instance_id, &row.id);
         self.sessions.cancel_task(&key);
         let now = crate::clock::now_ms();
@@ -335,6 +351,10 @@ mod tests {
         stop.cancel();
         paying.await.unwrap();
         let t = store.get_task("t".into(), None).await.unwrap().unwrap();
-        assert_eq!(t.state, TaskState::Failed, "settled once the store took writes");
+        assert_eq!(
+            t.state,
+            TaskState::Failed,
+            "settled once the store took writes"
+        );
     }
 }

@@ -351,7 +351,12 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(
-            theirs.get_task("t".into()).await.unwrap().unwrap().is_none(),
+            theirs
+                .get_task("t".into())
+                .await
+                .unwrap()
+                .unwrap()
+                .is_none(),
             "another instance never sees the task"
         );
         assert!(matches!(

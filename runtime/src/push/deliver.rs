@@ -35,32 +35,83 @@ const MAX_TRIED: usize = 65_536;
 
 /// The configs being delivered to, and each one's latest attempt: a look at the outbox that began
 /// before an attempt was recorded can still show that notification as due, and is not believed.
+/// Deliveries in flight are bounded in all, per instance and per webhook host, so receivers
+/// that hang (or one instance's many webhooks) never hold every slot.
 #[derive(Default)]
 struct Taken {
     busy: HashSet<Key>,
     /// `(seq, attempts)` of the latest attempt per config.
     tried: HashMap<Key, (u64, u32)>,
+    /// Deliveries in flight by instance.
+    instances: HashMap<String, u32>,
+    /// Deliveries in flight by webhook host (`host:port`).
+    hosts: HashMap<String, u32>,
+}
+
+/// Why a due notification is not taken now.
+#[derive(Debug, PartialEq)]
+enum Skip {
+    /// Every slot is in use: look no further.
+    Full,
+    /// Its config, instance or host is busy, or the look is outdated: the next may go.
+    This,
 }
 
 impl Taken {
-    /// Takes `d`'s config for a delivery, unless one is under way or `d` is an outdated view of
+    /// Takes `d`'s config for a delivery to `host`, unless the slots of all, of its instance or
+    /// of its host are in use, one is under way for the config, or `d` is an outdated view of
     /// a notification already tried (the same one with no more attempts, or an earlier one).
-    fn take(&mut self, key: &Key, d: &Delivery) -> bool {
+    fn take(&mut self, key: &Key, d: &Delivery, host: &str, s: &PushSettings) -> Result<(), Skip> {
+        if self.busy.len() >= s.concurrency.max(1) as usize {
+            return Err(Skip::Full);
+        }
         let outdated = self
             .tried
             .get(key)
             .is_some_and(|tried| (d.seq, d.attempts) <= *tried);
-        !outdated && self.busy.insert(key.clone())
+        let instance = self.instances.get(&key.0).copied().unwrap_or(0);
+        let at_host = self.hosts.get(host).copied().unwrap_or(0);
+        if outdated
+            || instance >= s.per_instance.max(1)
+            || at_host >= s.per_host.max(1)
+            || !self.busy.insert(key.clone())
+        {
+            return Err(Skip::This);
+        }
+        *self.instances.entry(key.0.clone()).or_default() += 1;
+        *self.hosts.entry(host.to_owned()).or_default() += 1;
+        Ok(())
     }
 
-    /// Frees the config after the attempt on `d` was recorded.
-    fn release(&mut self, key: Key, d: &Delivery) {
+    /// Frees the config (and its instance's and host's slot) after the attempt on `d` was
+    /// recorded.
+    fn release(&mut self, key: Key, d: &Delivery, host: &str) {
         self.busy.remove(&key);
+        for (map, k) in [
+            (&mut self.instances, key.0.as_str()),
+            (&mut self.hosts, host),
+        ] {
+            if let Some(n) = map.get_mut(k) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(k);
+                }
+            }
+        }
         if self.tried.len() >= MAX_TRIED {
             self.tried.clear();
         }
         self.tried.insert(key, (d.seq, d.attempts));
     }
+}
+
+/// The webhook host (`host:port`) a delivery goes to, as the slots count it.
+fn destination(d: &Delivery) -> String {
+    serde_json::from_str::<TaskPushNotificationConfig>(&d.config.body)
+        .ok()
+        .and_then(|c| a2a_protocol::push::webhook(&c.url).ok())
+        .map(|(host, port)| format!("{}:{port}", host.to_ascii_lowercase()))
+        .unwrap_or_default()
 }
 
 /// The delivery worker.
@@ -106,14 +157,13 @@ impl Worker {
                             d.config.task_id.clone(),
                             d.config.id.clone(),
                         );
-                        let mut flying = taken.lock().unwrap();
-                        if flying.busy.len() >= this.settings.concurrency as usize {
-                            break;
+                        let host = destination(&d);
+                        let took = taken.lock().unwrap().take(&key, &d, &host, &this.settings);
+                        match took {
+                            Ok(()) => {}
+                            Err(Skip::Full) => break,
+                            Err(Skip::This) => continue,
                         }
-                        if !flying.take(&key, &d) {
-                            continue;
-                        }
-                        drop(flying);
                         let (this, taken, signal) = (this.clone(), taken.clone(), signal.clone());
                         flights.spawn(async move {
                             let attempt = this.attempt(&d).await;
@@ -123,7 +173,7 @@ impl Worker {
                             // The config is free again: look now (the store's signal of the
                             // recorded attempt may have come while it was still taken, and a
                             // taken head counts for no wake-up time).
-                            taken.lock().unwrap().release(key, &d);
+                            taken.lock().unwrap().release(key, &d, &host);
                             signal.notify_one();
                         });
                     }
@@ -301,17 +351,67 @@ mod tests {
             attempts,
         };
         let mut t = Taken::default();
-        assert!(t.take(&key, &head(5, 0)));
-        assert!(!t.take(&key, &head(5, 0)), "one delivery at a time");
-        t.release(key.clone(), &head(5, 0));
+        let s = PushSettings::default();
+        let take = |t: &mut Taken, d| t.take(&key, &d, "h:80", &s).is_ok();
+        assert!(take(&mut t, head(5, 0)));
+        assert!(!take(&mut t, head(5, 0)), "one delivery at a time");
+        t.release(key.clone(), &head(5, 0), "h:80");
         assert!(
-            !t.take(&key, &head(5, 0)),
+            !take(&mut t, head(5, 0)),
             "a look from before the attempt was recorded"
         );
-        assert!(!t.take(&key, &head(4, 3)), "an earlier notification");
-        assert!(t.take(&key, &head(5, 1)), "its retry");
-        t.release(key.clone(), &head(5, 1));
-        assert!(t.take(&key, &head(6, 0)), "the next notification");
+        assert!(!take(&mut t, head(4, 3)), "an earlier notification");
+        assert!(take(&mut t, head(5, 1)), "its retry");
+        t.release(key.clone(), &head(5, 1), "h:80");
+        assert!(take(&mut t, head(6, 0)), "the next notification");
+    }
+
+    #[test]
+    fn slots_are_bounded_per_instance_and_per_host_so_others_still_go() {
+        let s = PushSettings {
+            concurrency: 6,
+            per_instance: 2,
+            per_host: 3,
+            ..PushSettings::default()
+        };
+        let d = Delivery {
+            seq: 1,
+            config: PushConfig {
+                instance_id: String::new(),
+                task_id: String::new(),
+                id: String::new(),
+                body: String::new(),
+            },
+            payload: String::new(),
+            created_at: 0,
+            attempts: 0,
+        };
+        let key = |i: &str, c: u32| -> Key { (i.into(), "t".into(), c.to_string()) };
+        let mut t = Taken::default();
+        assert_eq!(t.take(&key("slow", 1), &d, "hang:80", &s), Ok(()));
+        assert_eq!(t.take(&key("slow", 2), &d, "hang:80", &s), Ok(()));
+        assert_eq!(
+            t.take(&key("slow", 3), &d, "hang:80", &s),
+            Err(Skip::This),
+            "the instance has its share"
+        );
+        assert_eq!(t.take(&key("other", 1), &d, "hang:80", &s), Ok(()));
+        assert_eq!(
+            t.take(&key("third", 1), &d, "hang:80", &s),
+            Err(Skip::This),
+            "the host has its share"
+        );
+        assert_eq!(t.take(&key("third", 2), &d, "fine:80", &s), Ok(()));
+        assert_eq!(t.take(&key("fourth", 1), &d, "fine:80", &s), Ok(()));
+        assert_eq!(t.take(&key("fourth", 2), &d, "b:80", &s), Ok(()));
+        assert_eq!(
+            t.take(&key("fifth", 1), &d, "c:80", &s),
+            Err(Skip::Full),
+            "all six slots in use"
+        );
+        t.release(key("slow", 1), &d, "hang:80");
+        assert_eq!(t.take(&key("fifth", 1), &d, "c:80", &s), Ok(()));
+        assert!(t.instances.get("slow") == Some(&1) && t.hosts.get("hang:80") == Some(&2));
     }
 
     #[test]

@@ -520,7 +520,10 @@ mod tests {
         assert_eq!(ended.try_next(), Some(Progress::Completed));
         let cancel = ended.cancel.clone();
         drop(ended);
-        assert!(!cancel.is_cancelled(), "a turn read to its end is left alone");
+        assert!(
+            !cancel.is_cancelled(),
+            "a turn read to its end is left alone"
+        );
         drop(tx);
     }
 

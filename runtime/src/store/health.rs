@@ -1,7 +1,8 @@
 //! The store's health as its calls find it: every call that fails as unavailable is counted,
 //! its cause kept, and logged at error at most once per [`LOG_EVERY`] (with how many failed
-//! since the last line); a call that succeeds after failures marks the store healthy again.
-//! One store per server process, so these are the process's.
+//! since the last line). The store is unhealthy from its first failure until a call succeeds
+//! [`HEALTHY_AFTER`] after the latest failure (on a full disk reads still succeed while every
+//! write fails). One store per server process, so these are the process's.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,10 +15,15 @@ use crate::clock::now_ms;
 /// The least time between two error lines about store failures, ms.
 const LOG_EVERY: u64 = 10_000;
 
+/// How long after its latest failure a succeeding call marks the store healthy again, ms.
+const HEALTHY_AFTER: u64 = 10_000;
+
 /// Failed calls since start.
 static FAILURES: AtomicU64 = AtomicU64::new(0);
 /// When the current run of failures began, ms (0: healthy).
 static FAILING_SINCE: AtomicU64 = AtomicU64::new(0);
+/// When the latest call failed, ms.
+static FAILED_AT: AtomicU64 = AtomicU64::new(0);
 
 /// The latest failure, and what the log has said of the failures.
 struct Latest {
@@ -46,6 +52,7 @@ pub fn record<T>(result: &Result<T, StoreError>) {
 fn failed(cause: &str) {
     FAILURES.fetch_add(1, Ordering::Relaxed);
     let now = now_ms();
+    FAILED_AT.store(now, Ordering::Relaxed);
     let _ = FAILING_SINCE.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
     let mut l = LATEST.lock().unwrap();
     l.cause = cause.chars().take(500).collect();
@@ -61,6 +68,9 @@ fn failed(cause: &str) {
 }
 
 fn recovered() {
+    if now_ms().saturating_sub(FAILED_AT.load(Ordering::Relaxed)) < HEALTHY_AFTER {
+        return;
+    }
     let since = FAILING_SINCE.swap(0, Ordering::Relaxed);
     if since != 0 {
         tracing::info!(
@@ -75,7 +85,7 @@ pub fn failures() -> u64 {
     FAILURES.load(Ordering::Relaxed)
 }
 
-/// The store's health: whether its latest call succeeded, the failures, the latest cause.
+/// The store's health: whether its calls succeed, the failures, the latest cause.
 pub fn view() -> Value {
     let l = LATEST.lock().unwrap();
     let since = FAILING_SINCE.load(Ordering::Relaxed);

@@ -31,7 +31,7 @@ mod postgres;
 mod sqlite;
 
 pub use postgres::PostgresStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, backup};
 
 use a2a_protocol::TaskState;
 use a2a_protocol::sse::Member;
@@ -200,16 +200,7 @@ pub enum Change {
 /// Receives a shared store's [`Change`]s.
 pub type ChangeHook = Arc<dyn Fn(Change) + Send + Sync>;
 
-/// A secret sealed for the database: AES-256-GCM with a random nonce.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SealedSecret {
-    /// The secret's name.
-    pub name: String,
-    /// The 12-byte nonce.
-    pub nonce: Vec<u8>,
-    /// Ciphertext and tag.
-    pub sealed: Vec<u8>,
-}
+pub use crate::sealing::SealedSecret;
 
 /// Why a store call failed.
 #[derive(Clone, Debug, PartialEq)]

@@ -23,10 +23,7 @@ const QUIET_DRIVERS: &[&str] = &["tokio_postgres"];
 
 /// Log lines dropped since start: refused by the output or over the queue's bound.
 pub fn dropped_lines() -> u64 {
-    REFUSED.load(Ordering::Relaxed)
-        + QUEUE_DROPS
-            .get()
-            .map_or(0, |c| c.dropped_lines() as u64)
+    REFUSED.load(Ordering::Relaxed) + QUEUE_DROPS.get().map_or(0, |c| c.dropped_lines() as u64)
 }
 
 /// The filter `directives` (`RUST_LOG`, or the default) make, with the drivers of

@@ -199,7 +199,14 @@ impl Metrics {
     fn pushes_with(&self, dropped: u64) -> ([(&'static str, u64); 4], u64) {
         let counts = std::array::from_fn(|i| {
             let n = self.pushes[i].load(Ordering::Relaxed);
-            (PUSH_OUTCOMES[i], n + if PUSH_OUTCOMES[i] == "failed" { dropped } else { 0 })
+            (
+                PUSH_OUTCOMES[i],
+                n + if PUSH_OUTCOMES[i] == "failed" {
+                    dropped
+                } else {
+                    0
+                },
+            )
         });
         (counts, self.push_pending.load(Ordering::Relaxed))
     }

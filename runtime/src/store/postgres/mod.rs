@@ -16,6 +16,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 use super::*;
+use crate::sealing::SecretKey;
 
 /// Connections kept in the pool.
 const POOL: usize = 16;
@@ -31,6 +32,23 @@ pub struct PostgresStore {
     dropped: Arc<AtomicU64>,
     /// The longest a call may take, the wait for a connection included.
     timeout: std::time::Duration,
+    /// Seals what push configs carry (webhook tokens and credentials) at rest.
+    key: Option<Arc<SecretKey>>,
+}
+
+/// The name a push config's body is sealed under: a body moved to another config does not open.
+fn sealed_name(p: &PushConfig) -> String {
+    format!("push:{}/{}/{}", p.instance_id, p.task_id, p.id)
+}
+
+/// A push config read from the database, its body opened.
+fn opened(key: &Option<Arc<SecretKey>>, p: &mut PushConfig) -> Result<(), StoreError> {
+    if let Some(key) = key {
+        p.body = key
+            .open_text(&sealed_name(p), &p.body)
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// What went wrong, with the server's message when it sent one (the plain `Display` of an error
@@ -101,7 +119,24 @@ impl PostgresStore {
             statements: Arc::default(),
             dropped: Arc::default(),
             timeout,
+            key: None,
         })
+    }
+
+    /// This store, sealing push configs at rest with `key` (the cluster key).
+    pub fn sealing(self, key: SecretKey) -> PostgresStore {
+        PostgresStore {
+            key: Some(Arc::new(key)),
+            ..self
+        }
+    }
+
+    /// A push config as the database keeps it: its body sealed, when there is a key.
+    fn sealed(&self, mut p: PushConfig) -> PushConfig {
+        if let Some(key) = &self.key {
+            p.body = key.seal_text(&sealed_name(&p), &p.body);
+        }
+        p
     }
 
     /// Runs `op` on a pooled connection in a task of its own; its answer through a [`Pending`].
@@ -215,6 +250,7 @@ impl Store for PostgresStore {
         claim: Option<MessageClaim>,
         push: Option<PushConfig>,
     ) -> Pending<()> {
+        let push = push.map(|p| self.sealed(p));
         self.run(op!(c => c.create_task(&row, claim.as_ref(), push.as_ref()).await))
     }
 
@@ -291,6 +327,7 @@ impl Store for PostgresStore {
     }
 
     fn put_push_config(&self, config: PushConfig) -> Pending<()> {
+        let config = self.sealed(config);
         self.run(op!(c => c.put_push_config(&config).await))
     }
 
@@ -299,11 +336,21 @@ impl Store for PostgresStore {
     }
 
     fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>> {
-        self.run(op!(c => c.push_configs(&instance_id, &task_id).await))
+        let key = self.key.clone();
+        self.run(op!(c => {
+            let mut configs = c.push_configs(&instance_id, &task_id).await?;
+            configs.iter_mut().try_for_each(|p| opened(&key, p))?;
+            Ok(configs)
+        }))
     }
 
     fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
-        self.run(op!(c => c.due(now, limit).await))
+        let key = self.key.clone();
+        self.run(op!(c => {
+            let mut due = c.due(now, limit).await?;
+            due.due.iter_mut().try_for_each(|d| opened(&key, &mut d.config))?;
+            Ok(due)
+        }))
     }
 
     fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()> {
@@ -315,7 +362,12 @@ impl Store for PostgresStore {
         instance_id: String,
         task_id: Option<String>,
     ) -> Pending<Vec<PushStatus>> {
-        self.run(op!(c => c.push_status(&instance_id, task_id.as_deref()).await))
+        let key = self.key.clone();
+        self.run(op!(c => {
+            let mut status = c.push_status(&instance_id, task_id.as_deref()).await?;
+            status.iter_mut().try_for_each(|s| opened(&key, &mut s.config))?;
+            Ok(status)
+        }))
     }
 
     fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {

@@ -305,7 +305,11 @@ impl Conn {
                     )
                     .await?
                     .is_some();
-                return Err(if exists { StoreError::settled(task_id) } else { StoreError::NotFound });
+                return Err(if exists {
+                    StoreError::settled(task_id)
+                } else {
+                    StoreError::NotFound
+                });
             };
             let key = task_key(instance_id, task_id);
             log_frames(tx, &lease, &key, task_id, last.get(0), frames).await

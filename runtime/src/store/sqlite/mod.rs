@@ -194,6 +194,41 @@ impl SqliteStore {
     }
 }
 
+/// Copies the database at `db` to the new file `dest` with SQLite's online backup: a consistent
+/// copy while a server writes it (a copy of the `.db` file alone may lack what the WAL holds).
+/// Returns the tasks the copy holds.
+pub fn backup(db: &Path, dest: &Path) -> anyhow::Result<u64> {
+    if !db.exists() {
+        anyhow::bail!(
+            "there is no database at {}: name the server's --data-dir",
+            db.display()
+        );
+    }
+    if dest.exists() {
+        anyhow::bail!(
+            "{} exists already: name a new file (a backup never overwrites)",
+            dest.display()
+        );
+    }
+    let src = open_reader(db).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", db.display()))?;
+    let mut copy = Connection::open(dest)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dest.display()))?;
+    rusqlite::backup::Backup::new(&src, &mut copy)?.run_to_completion(
+        1000,
+        std::time::Duration::from_millis(10),
+        None,
+    )?;
+    copy.pragma_update(None, "journal_mode", "DELETE")?;
+    let ok: String = copy.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+    if ok != "ok" {
+        anyhow::bail!(
+            "the copy at {} failed its integrity check: {ok}",
+            dest.display()
+        );
+    }
+    Ok(copy.query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get::<_, i64>(0))? as u64)
+}
+
 impl Drop for SqliteStore {
     fn drop(&mut self) {
         self.stop();

@@ -73,13 +73,14 @@ impl Outbox {
             ])?;
         self.queued |= queued > 0;
         // Past the cap, the oldest waiting behind each config's head is given up.
-        let dropped = c.prepare_cached(
-            "UPDATE push_configs SET failed = failed + 1, last_status = ?3
+        let dropped = c
+            .prepare_cached(
+                "UPDATE push_configs SET failed = failed + 1, last_status = ?3
              WHERE instance_id = ?1 AND task_id = ?2 AND
                  (SELECT COUNT(*) FROM push_outbox o WHERE o.instance_id = ?1 AND o.task_id = ?2
                      AND o.config_id = push_configs.id) > ?4",
-        )?
-        .execute(params![instance_id, task_id, OVERFLOW, MAX_WAITING as i64])?;
+            )?
+            .execute(params![instance_id, task_id, OVERFLOW, MAX_WAITING as i64])?;
         self.dropped
             .fetch_add(dropped as u64, std::sync::atomic::Ordering::Relaxed);
         c.prepare_cached(

@@ -124,9 +124,15 @@ fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group
                         .optional()?;
                     let Some(last) = last else {
                         let exists = c
-                            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1 AND instance_id = ?2")?
+                            .prepare_cached(
+                                "SELECT 1 FROM tasks WHERE id = ?1 AND instance_id = ?2",
+                            )?
                             .exists(params![task, instance])?;
-                        return Err(if exists { StoreError::settled(&task) } else { StoreError::NotFound });
+                        return Err(if exists {
+                            StoreError::settled(&task)
+                        } else {
+                            StoreError::NotFound
+                        });
                     };
                     log_frames(c, &task, last as u64, &frames)
                 }))
