@@ -3,6 +3,7 @@
 //! message-id index, frame logs (streams across nodes), cancel, secrets and failover.
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,10 @@ use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
 use serde_json::{Value, json};
 
 mod common;
-use common::{Served, Sse, call, free_port, fresh_postgres, numbered, ready, spawn_binary, state};
+use common::{
+    Fault, Proxy, Served, Sse, Webhook, call, free_port, fresh_postgres, numbered, ready,
+    spawn_binary, state,
+};
 
 /// The cluster key every test node reads (the same file, as every node of a cluster must).
 fn key_file() -> PathBuf {
@@ -362,7 +366,10 @@ async fn a_token_set_on_one_node_is_enforced_on_the_others_and_sealed_at_rest() 
         .unwrap();
     tokio::spawn(connection);
     let rows = db
-        .query("SELECT name, nonce, sealed FROM secrets", &[])
+        .query(
+            "SELECT name, nonce, sealed FROM secrets WHERE name <> 'a2a-edge/key-check'",
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(rows.len(), 1);
@@ -549,4 +556,376 @@ async fn round_robin_load_over_nodes_loses_no_acknowledged_task_when_one_is_kill
     )
     .await;
     assert_eq!(working["result"]["totalSize"], 0, "{working}");
+}
+
+/// A message to `instance` that is answered at once, its task WORKING.
+async fn start_task(base: &str, instance: &str, id: &str) -> String {
+    let sent = call(
+        base,
+        instance,
+        "SendMessage",
+        json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "go"}]},
+               "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_owned()
+}
+
+/// Polls `instance`'s task at `base` until it is not WORKING (at most `secs`); its answer.
+async fn settled(base: &str, instance: &str, task: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let got = call(base, instance, "GetTask", json!({"id": task})).await;
+        let state = got["result"]["status"]["state"].as_str().unwrap_or("");
+        if !state.is_empty() && state != "TASK_STATE_WORKING" {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {task} still WORKING: {got}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A client connection to the database of `url`.
+async fn database(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_at_the_end_of_turns_leaves_no_task_working() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let (proxy, through) = Proxy::to_postgres(&url).await;
+    let mut config = on(&through);
+    config.storage.timeout_ms = 1000;
+    let a = Served::start_with(config).await;
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        tasks.push(start_task(&a.base(), "ticker", &format!("outage-{i}")).await);
+    }
+    // The turns (6 s of output) end while the database is down: their final writes fail.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    proxy.set(Fault::Cut);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    proxy.set(Fault::Pass);
+    for task in &tasks {
+        let got = settled(&a.base(), "ticker", task, 30).await;
+        assert_eq!(
+            got["result"]["status"]["state"], "TASK_STATE_FAILED",
+            "settled with the cause once the database answered: {got}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_database_is_answered_503_with_retry_after_and_recovers_by_itself() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let (proxy, through) = Proxy::to_postgres(&url).await;
+    let mut config = on(&through);
+    config.storage.timeout_ms = 1000;
+    let a = Served::start_with(config).await;
+    assert_eq!(
+        rpc(&a.base(), "SendMessage", send("hung-0")).await["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    proxy.set(Fault::Freeze);
+    // A client that would wait a minute: every answer comes long before.
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let post = |method: &str, accept: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": send("hung-1")});
+        client
+            .post(format!("{}/a2a/demo", a.base()))
+            .header("accept", accept)
+            .json(&body)
+            .send()
+    };
+    for (method, accept) in [
+        ("SendMessage", "application/json"),
+        ("SendStreamingMessage", "text/event-stream"),
+    ] {
+        let r = post(method, accept).await.expect("answered, not hung");
+        assert_eq!(r.status(), 503, "{method}");
+        assert!(r.headers().get("retry-after").is_some(), "{method}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["data"][0]["reason"], "UNAVAILABLE", "{body}");
+        assert!(
+            !body.to_string().contains("database"),
+            "the cause stays in the log: {body}"
+        );
+    }
+    let metrics = client
+        .get(format!("{}/a2a/api/metrics", a.base()))
+        .send()
+        .await
+        .expect("the metrics answer too");
+    assert!(metrics.status().is_success() || metrics.status() == 503);
+    proxy.set(Fault::Pass);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = rpc(&a.base(), "SendMessage", send("hung-1")).await;
+        if got["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not recover: {got}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_its_lease_stops_the_turn_and_logs_nothing_after_the_final_frame() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let marker = format!("zombie-{}", uuid::Uuid::new_v4().simple());
+    let dir = tempfile::tempdir().unwrap();
+    let ticks = "for i in $(seq 1 60); do echo tick $i; sleep 0.25; done";
+    let toml = format!(
+        "[runtime]\ncacheDir = {:?}\n[storage]\nbackend = \"postgres\"\nurl = {url:?}\n\
+         [cluster]\nleaseMs = 2000\nsecretKeyFile = {:?}\n\
+         [[presets]]\nid = \"zombie\"\nbackend = \"command\"\ncommand = [\"sh\", \"-c\", {ticks:?}, {marker:?}]\n\
+         [[instances]]\nid = \"demo\"\nname = \"demo\"\n\
+         [[instances]]\nid = \"zombie\"\nname = \"zombie\"\npreset = \"zombie\"\n",
+        common::cache_dir(),
+        key_file()
+    );
+    std::fs::write(dir.path().join("config.toml"), toml).unwrap();
+    let port = free_port();
+    let mut a = spawn_binary(dir.path(), port);
+    let a_base = format!("http://127.0.0.1:{port}");
+    ready(&reqwest::Client::new(), &a_base).await;
+    let mut on_b = on(&url);
+    on_b.presets.push(command(
+        "zombie",
+        vec!["sh".into(), "-c".into(), ticks.into(), marker.clone()],
+    ));
+    on_b.instances.push(InstanceDecl {
+        id: Some("zombie".into()),
+        name: "zombie".into(),
+        preset: Some("zombie".into()),
+        ..Default::default()
+    });
+    let b = Served::start_with(on_b).await;
+    let task = start_task(&a_base, "zombie", "zombie-1").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let running = || {
+        Command::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    assert!(running(), "the command runs");
+    // A stops past its lease; B settles the task FAILED (node lost).
+    unsafe { libc::kill(a.id() as i32, libc::SIGSTOP) };
+    let lost = settled(&b.base(), "zombie", &task, 30).await;
+    assert!(lost.to_string().contains("node lost"), "{lost}");
+    unsafe { libc::kill(a.id() as i32, libc::SIGCONT) };
+    // A wakes up: its next writes are refused and it stops the turn.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while running() {
+        assert!(Instant::now() < deadline, "A kept running the command");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let db = database(&url).await;
+    let frames: Vec<String> = db
+        .query(
+            "SELECT json FROM task_frames WHERE task_id = $1 ORDER BY seq",
+            &[&task],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let failed = frames
+        .iter()
+        .position(|f| f.contains("TASK_STATE_FAILED"))
+        .expect("the FAILED frame is logged");
+    assert_eq!(
+        failed,
+        frames.len() - 1,
+        "no frame after the final one: {:?}",
+        &frames[failed..]
+    );
+    let after = call(&b.base(), "zombie", "GetTask", json!({"id": task})).await;
+    assert_eq!(
+        after["result"]["status"]["state"], "TASK_STATE_FAILED",
+        "{after}"
+    );
+    let _ = a.kill();
+    let _ = a.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_send_resent_to_another_node_runs_one_turn() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let runs = tempfile::NamedTempFile::new().unwrap();
+    let with_counted = || {
+        let mut c = on(&url);
+        let script = format!("echo run >> {:?}; sleep 2; echo done", runs.path());
+        c.presets
+            .push(command("counted", vec!["sh".into(), "-c".into(), script]));
+        c.instances.push(InstanceDecl {
+            id: Some("counted".into()),
+            name: "counted".into(),
+            preset: Some("counted".into()),
+            ..Default::default()
+        });
+        c
+    };
+    let a = Served::start_with(with_counted()).await;
+    let b = Served::start_with(with_counted()).await;
+    let message = || json!({"message": {"messageId": "resend-across", "role": "ROLE_USER", "parts": [{"text": "once"}]}});
+    let first = tokio::spawn({
+        let base = a.base();
+        let m = message();
+        async move { call(&base, "counted", "SendMessage", m).await }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let resent = call(&b.base(), "counted", "SendMessage", message()).await;
+    let first = first.await.unwrap();
+    assert_eq!(
+        first["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{first}"
+    );
+    assert_eq!(
+        resent["result"]["task"]["id"], first["result"]["task"]["id"],
+        "B answers with A's task: {resent}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lines = std::fs::read_to_string(runs.path()).unwrap();
+    assert_eq!(lines.lines().count(), 1, "one turn, whatever the node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_another_cluster_key_is_refused_on_a_fresh_database() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let a = Served::start_with(on(&url)).await;
+    let other = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        other.path(),
+        "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n",
+    )
+    .unwrap();
+    let mut config = on(&url);
+    config.cluster.secret_key_file = Some(other.path().to_owned());
+    config.runtime.cache_dir = Some(common::cache_dir());
+    let dir = tempfile::tempdir().unwrap();
+    let refused = a2a_edge::Running::start(
+        config,
+        dir.path().to_owned(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .err()
+    .expect("refused at start")
+    .to_string();
+    assert!(
+        refused.contains("not the key the shared database was first started with"),
+        "{refused}"
+    );
+    drop(a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let hook = Webhook::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[runtime]\ncacheDir = {:?}\n[storage]\nbackend = \"postgres\"\nurl = {url:?}\n\
+         [cluster]\nsecretKeyFile = {:?}\n[push]\nallowPrivateTargets = true\n\
+         [[instances]]\nid = \"demo\"\nname = \"demo\"\npushNotifications = true\n",
+        common::cache_dir(),
+        key_file()
+    );
+    std::fs::write(dir.path().join("config.toml"), toml).unwrap();
+    let log = dir.path().join("log.txt");
+    let port = free_port();
+    let mut node = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(dir.path().join("config.toml"))
+        .env("RUST_LOG", "debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    ready(&reqwest::Client::new(), &base).await;
+    let (token, credentials) = (
+        format!("tok-{}", uuid::Uuid::new_v4().simple()),
+        format!("cred-{}", uuid::Uuid::new_v4().simple()),
+    );
+    let sent = call(
+        &base,
+        "demo",
+        "SendMessage",
+        json!({"message": {"messageId": "sealed-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+               "configuration": {"taskPushNotificationConfig": {"url": hook.url(), "token": token,
+                   "authentication": {"scheme": "Bearer", "credentials": credentials}}}}),
+    )
+    .await;
+    assert!(!sent.to_string().contains(&token), "{sent}");
+    hook.wait_for_state("TASK_STATE_COMPLETED", 30).await;
+    let delivered = hook.hits();
+    assert!(
+        delivered.iter().any(|h| h
+            .headers
+            .get("authorization")
+            .is_some_and(|v| v == format!("Bearer {credentials}").as_str())
+            && h.headers
+                .get("x-a2a-notification-token")
+                .is_some_and(|v| v == token.as_str())),
+        "the webhook still gets both"
+    );
+    let db = database(&url).await;
+    let bodies: Vec<String> = db
+        .query("SELECT body FROM push_configs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(bodies.len(), 1);
+    assert!(
+        !bodies[0].contains(&token) && !bodies[0].contains(&credentials),
+        "sealed at rest: {}",
+        bodies[0]
+    );
+    unsafe { libc::kill(node.id() as i32, libc::SIGTERM) };
+    let _ = node.wait();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("DEBUG"), "the log is at debug");
+    assert!(
+        !logged.contains(&token) && !logged.contains(&credentials),
+        "no webhook secret in the debug log"
+    );
 }
