@@ -107,9 +107,8 @@ pub fn declared_name(name: &str) -> Result<String, DeclError> {
 /// A new record for a declared instance, with the defaults of every field.
 fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceRecord, DeclError> {
     let id = d.id.clone().unwrap_or_else(|| new_id(&d.name));
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"-_".contains(&b);
-    if d.id.is_some() && (id.is_empty() || id.len() > 64 || !id.bytes().all(allowed)) {
-        return Err(("id", format!("{id:?} must be 1-64 letters, digits, - or _")));
+    if d.id.is_some() {
+        crate::instances::check_id(&id).map_err(|e| ("id", e))?;
     }
     Ok(InstanceRecord {
         endpoint_path: format!("/a2a/{id}"),

@@ -111,6 +111,15 @@ pub fn slug(name: &str) -> String {
     if out.is_empty() { "server".into() } else { out }
 }
 
+/// Checks an id an operator chose: 1-64 letters, digits, `-` or `_`.
+pub fn check_id(id: &str) -> Result<(), String> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"-_".contains(&b);
+    if id.is_empty() || id.len() > 64 || !id.bytes().all(allowed) {
+        return Err(format!("{id:?} must be 1-64 letters, digits, - or _"));
+    }
+    Ok(())
+}
+
 /// A new id `<slug(name)>-<8 hex>`.
 pub fn new_id(name: &str) -> String {
     format!(

@@ -168,6 +168,34 @@ async fn inbound_commands_manage_instances() {
         ])
         .await;
     assert!(err.contains("unknown preset \"ghost\""), "{err}");
+    // A chosen id; a name in use is refused unless asked for.
+    let chosen = c
+        .ok(&[
+            "inbound",
+            "create",
+            "--id",
+            "docs",
+            "--name",
+            "Docs",
+            "--description",
+            "d",
+        ])
+        .await;
+    assert!(chosen.contains("id: docs"), "{chosen}");
+    let twice = c
+        .fails(&["inbound", "create", "--name", "Docs", "--description", "d"])
+        .await;
+    assert!(twice.contains("taken by inbound server docs"), "{twice}");
+    c.ok(&[
+        "inbound",
+        "create",
+        "--name",
+        "Docs",
+        "--description",
+        "d",
+        "--allow-duplicate-name",
+    ])
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -715,3 +715,44 @@ async fn answers_and_statuses_of_the_surface() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 403);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbound_create_takes_a_chosen_id_and_refuses_a_name_in_use() {
+    let s = Server::default().await;
+    let create = |extra: Value| {
+        let mut b = json!({"action": "inbound.create", "name": "Reports", "description": "d", "version": "1"});
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    let v = ok(&s, create(json!({"id": "reports"}))).await;
+    assert_eq!(v["id"], "reports");
+    let card = s.get("/a2a/reports/agent-card.json").await;
+    assert_eq!(card.0, 200, "served at /a2a/<chosen id>");
+    let m = refused(&s, create(json!({}))).await;
+    assert!(
+        m.contains("taken by inbound server reports") && m.contains("allowDuplicateName"),
+        "{m}"
+    );
+    let m = refused(
+        &s,
+        create(json!({"id": "reports", "allowDuplicateName": true})),
+    )
+    .await;
+    assert!(m.contains("reports already exists"), "{m}");
+    let m = refused(&s, create(json!({"id": "", "name": "Other"}))).await;
+    assert!(m.contains("field \"id\" must not be empty"), "{m}");
+    for bad in ["has space", "a/b", &"x".repeat(65)] {
+        let m = refused(&s, create(json!({"id": bad, "name": "Other"}))).await;
+        assert!(
+            m.contains("field \"id\"") && m.contains("1-64 letters"),
+            "{bad:?}: {m}"
+        );
+    }
+    let twin = ok(&s, create(json!({"allowDuplicateName": true}))).await;
+    assert!(
+        twin["id"].as_str().unwrap().starts_with("reports-"),
+        "a generated id: {twin}"
+    );
+}

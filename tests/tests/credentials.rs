@@ -123,9 +123,22 @@ async fn set_auth_stores_the_token_privately_and_it_leaks_nowhere() {
     assert!(!logged.contains(TOKEN), "the token is in the logs");
 
     let (status, v) = s
+        .action(json!({"action": "inbound.setAuth", "id": "demo", "token": ""}))
+        .await;
+    assert_eq!(status, 409, "an empty token never opens the endpoint: {v}");
+    assert_eq!(call(&s, None).await, 401);
+    let (status, v) = s
         .action(json!({"action": "inbound.setAuth", "id": "demo"}))
         .await;
-    assert_eq!(status, 409, "no token is not a way to clear it: {v}");
+    assert_eq!(
+        status, 200,
+        "an omitted token clears, as the seed says: {v}"
+    );
+    assert_eq!(call(&s, None).await, 200, "cleared at once");
+    let (status, v) = s
+        .action(json!({"action": "inbound.setAuth", "id": "demo", "token": TOKEN}))
+        .await;
+    assert_eq!(status, 200, "{v}");
     assert_eq!(call(&s, None).await, 401);
     let (status, v) = s
         .action(json!({"action": "inbound.setAuth", "id": "demo", "clear": true}))

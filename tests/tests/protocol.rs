@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use a2a_edge_tests::{Server, kind, message, scripted};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const TCK: &str = "/a2a/tck";
 
@@ -858,4 +858,57 @@ async fn idle_streams_get_keep_alive_comments_at_the_configured_interval() {
         "subscription: {} keep-alives",
         subscribed.comments
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_come_in_the_media_type_the_request_used() {
+    let s = Server::default().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "media-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
+    for (sent, want) in [
+        ("application/a2a+json", "application/a2a+json"),
+        ("application/json", "application/json"),
+    ] {
+        let r = s
+            .http
+            .post(format!("{}/a2a/demo", s.base()))
+            .header("content-type", sent)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], want, "JSON-RPC with {sent}");
+        let task: Value = r.json().await.unwrap();
+        let id = task["result"]["task"]["id"].as_str().unwrap().to_owned();
+        // The HTTP+JSON binding, and an error, alike.
+        let got = s
+            .http
+            .get(format!("{}/a2a/demo/tasks/{id}", s.base()))
+            .header("accept", sent)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            got.headers()["content-type"],
+            want,
+            "REST GET accepting {sent}"
+        );
+        let missing = s
+            .http
+            .post(format!("{}/a2a/demo", s.base()))
+            .header("content-type", sent)
+            .body(
+                json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "nope"}})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            missing.headers()["content-type"],
+            want,
+            "an error with {sent}"
+        );
+    }
 }

@@ -28,6 +28,8 @@ struct Reply {
     legacy: bool,
     /// The method, for the metrics (empty until known).
     method: String,
+    /// The media type of its JSON answers.
+    media: &'static str,
 }
 
 impl Reply {
@@ -44,7 +46,7 @@ impl Reply {
     fn refuse(&self, out: ResponseOutparam, status: u16, e: RpcError, extra: &[(&str, &str)]) {
         request_context::record_call(&self.method, e.kind.reason());
         let retry_after = e.retry_after();
-        let mut headers = vec![("content-type", "application/json")];
+        let mut headers = vec![("content-type", self.media)];
         headers.extend_from_slice(extra);
         if let Some(secs) = &retry_after {
             headers.push(("retry-after", secs));
@@ -63,7 +65,7 @@ impl Reply {
             Binding::JsonRpc => jsonrpc::success(&self.id, v),
             Binding::Rest => v,
         };
-        let headers = [("content-type", "application/json")];
+        let headers = [("content-type", self.media)];
         http::respond(out, 200, &headers, body.to_string().as_bytes())
     }
 
@@ -77,26 +79,18 @@ impl Reply {
 /// handlers; only the framing differs.
 pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
     let instance = request_context::instance();
+    let media = methods::answer_type(req.header("content-type"), req.header("accept"));
     let mut reply = Reply {
         binding,
         id: Value::Null,
         legacy: instance.legacy_error_codes,
         method: String::new(),
+        media: media.unwrap_or("application/json"),
     };
-    let json_type = req.header("content-type").map(|c| {
-        c.split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase()
-    });
-    if !matches!(
-        json_type.as_deref(),
-        None | Some("application/json" | "application/a2a+json")
-    ) {
+    if media.is_none() {
         let e = RpcError::new(
             ErrorKind::ContentTypeNotSupported,
-            "send the request with Content-Type: application/json",
+            "send the request with Content-Type: application/json or application/a2a+json",
         );
         return reply.fail(out, e, &[]);
     }

@@ -108,9 +108,65 @@ pub fn accepts_sse(accept: Option<&str>) -> bool {
     })
 }
 
+/// A2A 1.0.1's media type; `application/json` is accepted and answered alike.
+pub const A2A_JSON: &str = "application/a2a+json";
+
+/// The media type of a request's answers: the JSON type its `Content-Type` named (either is
+/// accepted), else `application/a2a+json` when its `Accept` names it, else `application/json`;
+/// none when the request's body is of another type (CONTENT_TYPE_NOT_SUPPORTED).
+pub fn answer_type(content_type: Option<&str>, accept: Option<&str>) -> Option<&'static str> {
+    let essence = |t: &str| {
+        t.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    };
+    match content_type.map(essence).as_deref() {
+        Some("application/json") => Some("application/json"),
+        Some(A2A_JSON) => Some(A2A_JSON),
+        Some(_) => None,
+        None if accept.is_some_and(|a| a.split(',').any(|t| essence(t) == A2A_JSON)) => {
+            Some(A2A_JSON)
+        }
+        None => Some("application/json"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_come_in_the_json_type_the_request_used() {
+        for (content_type, accept, want) in [
+            (Some("application/json"), None, Some("application/json")),
+            (
+                Some("Application/A2A+JSON; charset=utf-8"),
+                None,
+                Some(A2A_JSON),
+            ),
+            (None, Some("application/a2a+json"), Some(A2A_JSON)),
+            (
+                None,
+                Some("text/event-stream, application/a2a+json;q=0.9"),
+                Some(A2A_JSON),
+            ),
+            (None, None, Some("application/json")),
+            (
+                Some("application/json"),
+                Some("application/a2a+json"),
+                Some("application/json"),
+            ),
+            (Some("text/plain"), None, None),
+        ] {
+            assert_eq!(
+                answer_type(content_type, accept),
+                want,
+                "{content_type:?} {accept:?}"
+            );
+        }
+    }
 
     #[test]
     fn every_method_on_its_transport() {

@@ -126,9 +126,10 @@ impl<'de> Deserialize<'de> for Names {
     }
 }
 
-/// What a setAuth asks: a `token` to set, or `clear: true`. An empty or blank token is refused
-/// (it would silently remove auth, e.g. from `echo "$UNSET" | …`); so is one shorter than
-/// `min_len` unless `allow_weak`. At most 4096 characters, no spaces or control characters.
+/// What a setAuth asks: a `token` to set; no token (as the seed's contract has it) or
+/// `clear: true` removes it. An empty or blank token is refused (it would silently remove auth,
+/// e.g. from `echo "$UNSET" | …`); so is one shorter than `min_len` unless `allow_weak`. At most
+/// 4096 characters, no spaces or control characters.
 pub fn auth_change<'a>(
     token: Option<&'a Str>,
     clear: Option<Flag>,
@@ -137,8 +138,7 @@ pub fn auth_change<'a>(
 ) -> Result<Option<&'a str>, Refusal> {
     match (token.map(|t| t.0.as_str()), clear.is_some_and(|c| c.0)) {
         (Some(_), true) => Err("give either \"token\" or \"clear\": true, not both".into()),
-        (None, true) => Ok(None),
-        (None, false) => Err("missing field \"token\"; to remove the token send \"clear\": true".into()),
+        (None, _) => Ok(None),
         (Some(t), false) if t.trim().is_empty() => Err("field \"token\" is empty; to remove the token send \"clear\": true".into()),
         (Some(t), false) if t.len() > 4096 || t.chars().any(|c| c.is_whitespace() || c.is_control()) => {
             Err("field \"token\" must be at most 4096 characters without spaces or control characters".into())
@@ -226,10 +226,10 @@ mod tests {
             Ok(Some("0123456789abcdef"))
         );
         assert_eq!(auth_change(None, yes, None, 16), Ok(None));
-        assert!(
-            auth_change(None, None, None, 16)
-                .unwrap_err()
-                .contains("\"clear\": true")
+        assert_eq!(
+            auth_change(None, None, None, 16),
+            Ok(None),
+            "an omitted token clears (the seed's contract)"
         );
         assert!(
             auth_change(t("").as_ref(), None, None, 16)

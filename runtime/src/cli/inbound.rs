@@ -15,9 +15,15 @@ pub enum Inbound {
     List,
     /// Create an inbound instance.
     Create {
-        /// Agent name (the id is derived from it).
+        /// Agent name (the id is derived from it unless --id is given).
         #[arg(long)]
         name: String,
+        /// The instance id (1-64 letters, digits, - or _; default <slug of name>-<8 hex>).
+        #[arg(long)]
+        id: Option<String>,
+        /// Create it although another instance has the same name.
+        #[arg(long)]
+        allow_duplicate_name: bool,
         /// Agent description.
         #[arg(long)]
         description: String,
@@ -124,6 +130,8 @@ impl Inbound {
             Inbound::List | Inbound::Test { .. } => unreachable!("answered by Control::inbound"),
             Inbound::Create {
                 name,
+                id,
+                allow_duplicate_name,
                 description,
                 version,
                 endpoint_path,
@@ -132,6 +140,8 @@ impl Inbound {
                 disabled,
                 push,
             } => Action::InboundCreate(InboundCreate {
+                id: id.map(Text),
+                allow_duplicate_name: allow_duplicate_name.then_some(Flag(true)),
                 name: Text(name),
                 description: Text(description),
                 version: Text(version),

@@ -112,9 +112,23 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
     use a2a_protocol::bounds::{MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, MAX_VERSION_CHARS};
     let name = a.name.as_str().trim();
     let now = now_ms();
-    let id = instances::new_id(name);
+    let id = match &a.id {
+        Some(id) => {
+            instances::check_id(id.as_str()).map_err(|e| format!("field \"id\" {e}"))?;
+            id.as_str().to_owned()
+        }
+        None => instances::new_id(name),
+    };
     if app.record(&id).is_some() {
         return Err(format!("inbound server {id} already exists"));
+    }
+    if !a.allow_duplicate_name.is_some_and(|f| f.0)
+        && let Some(other) = app.records().iter().find(|r| r.name == name)
+    {
+        return Err(format!(
+            "the name {name:?} is taken by inbound server {}: choose another name, or send \"allowDuplicateName\": true",
+            other.id
+        ));
     }
     let mut r = InstanceRecord {
         endpoint_path: format!("/a2a/{id}"),

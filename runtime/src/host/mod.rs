@@ -364,12 +364,9 @@ impl Run {
             tracing::warn!(instance = %instance_id, error = %trap_cause(e), "component invocation failed");
         }
         drop(self.store);
+        let why = self.written.why(result.as_ref().err().map(trap_cause));
         settle
-            .abandoned(
-                &instance_id,
-                &self.written.take(),
-                result.as_ref().err().map(trap_cause),
-            )
+            .abandoned(&instance_id, &self.written.take(), why)
             .await;
         result
     }

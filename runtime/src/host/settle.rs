@@ -16,23 +16,48 @@ use crate::records::task_key;
 use crate::sessions::Sessions;
 use crate::store::{NewFrame, Store, StoreError, TaskRow, numbered};
 
-/// The tasks an invocation wrote: id, the version and state it wrote last.
+/// The tasks an invocation wrote: id, the version and state it wrote last; and whether a write
+/// of it failed because the store could not take it.
 #[derive(Clone, Default)]
-pub struct Written(Arc<Mutex<Vec<(String, u64, TaskState)>>>);
+pub struct Written {
+    tasks: Arc<Mutex<Vec<(String, u64, TaskState)>>>,
+    store_failed: Arc<std::sync::atomic::AtomicBool>,
+}
 
 impl Written {
     /// Remembers a write.
     pub fn wrote(&self, id: &str, version: u64, state: TaskState) {
-        let mut all = self.0.lock().unwrap();
+        let mut all = self.tasks.lock().unwrap();
         match all.iter_mut().find(|(t, ..)| t == id) {
             Some(w) => (w.1, w.2) = (version, state),
             None => all.push((id.to_owned(), version, state)),
         }
     }
 
+    /// Remembers that a write failed because the store could not take it.
+    pub fn store_failed(&self) {
+        self.store_failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Every write remembered.
     pub fn take(&self) -> Vec<(String, u64, TaskState)> {
-        std::mem::take(&mut *self.0.lock().unwrap())
+        std::mem::take(&mut *self.tasks.lock().unwrap())
+    }
+
+    /// Why the tasks the invocation left running fail, as their status says it (callers read
+    /// it: the store's own words stay in the log): `trap` is how the invocation failed, if it did.
+    pub fn why(&self, trap: Option<String>) -> String {
+        match trap {
+            Some(e) => format!(
+                "the agent component failed: {}",
+                e.lines().next().unwrap_or("trap")
+            ),
+            None if self.store_failed.load(std::sync::atomic::Ordering::Relaxed) => {
+                "the task could not be stored: the task store failed during the turn".to_owned()
+            }
+            None => "the agent component ended before the task settled".to_owned(),
+        }
     }
 }
 
@@ -89,21 +114,14 @@ pub struct Settle {
 }
 
 impl Settle {
-    /// Settles FAILED each task of `written` the invocation left running; `error` is how it
-    /// ended, if it failed. Only those tasks are read again: the writes tell the states.
+    /// Settles FAILED, saying `why`, each task of `written` the invocation left running. Only
+    /// those tasks are read again: the writes tell the states.
     pub async fn abandoned(
         &self,
         instance_id: &str,
         written: &[(String, u64, TaskState)],
-        error: Option<String>,
+        why: String,
     ) {
-        let why = match &error {
-            Some(e) => format!(
-                "the agent component failed: {}",
-                e.lines().next().unwrap_or("trap")
-            ),
-            None => "the agent component ended before the task settled".to_owned(),
-        };
         for (task_id, version, _) in written.iter().filter(|(_, _, state)| state.is_running()) {
             self.settle_owed(OwedTask {
                 instance_id: instance_id.to_owned(),
@@ -290,8 +308,8 @@ mod tests {
             ("done".to_owned(), 1, TaskState::Completed),
             ("moved".to_owned(), 1, TaskState::Working),
         ];
-        s.abandoned("i", &written, Some("wasm trap: unreachable".into()))
-            .await;
+        let why = Written::default().why(Some("wasm trap: unreachable".into()));
+        s.abandoned("i", &written, why).await;
         let get = |id: &str| store.get_task(id.into(), None);
         let left = get("left").await.unwrap().unwrap();
         assert_eq!(left.state, TaskState::Failed);
@@ -328,7 +346,10 @@ mod tests {
             .unwrap();
         let s = settle(store.clone());
         memory.set_down(true);
-        s.abandoned("i", &[("t".to_owned(), 1, TaskState::Working)], None)
+        let written = Written::default();
+        written.store_failed();
+        let why = written.why(None);
+        s.abandoned("i", &[("t".to_owned(), 1, TaskState::Working)], why)
             .await;
         assert_eq!(s.owed.len(), 1, "the store was down: owed, not forgotten");
         let stop = tokio_util::sync::CancellationToken::new();

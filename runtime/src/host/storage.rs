@@ -215,10 +215,14 @@ impl Host for StorageCtx {
             .store
             .update_task(row, expected_version, claim, frames.clone())
             .await;
-        if let Ok(w) = result {
-            self.wrote(write, w.version);
-            self.events
-                .committed(&key, store::numbered(w.first_seq, frames));
+        match &result {
+            Ok(w) => {
+                self.wrote(write, w.version);
+                self.events
+                    .committed(&key, store::numbered(w.first_seq, frames));
+            }
+            Err(store::StoreError::Unavailable(_)) => self.written.store_failed(),
+            Err(_) => {}
         }
         Ok(result.map(Into::into).map_err(Into::into))
     }
