@@ -53,6 +53,8 @@ pub struct Config {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct UpdateSettings {
+    /// Check at all (`false` for air-gapped sites: nothing is contacted, the panel shows nothing).
+    pub enabled: bool,
     /// The registry's crate document (JSON with `crate.max_version`).
     pub registry_url: String,
     /// The repository's `Cargo.toml` (its `[workspace.package]` or `[package]` version).
@@ -67,6 +69,7 @@ impl Default for UpdateSettings {
     fn default() -> Self {
         let repo = env!("CARGO_PKG_REPOSITORY");
         UpdateSettings {
+            enabled: true,
             registry_url: concat!("https://crates.io/api/v1/crates/", env!("CARGO_PKG_NAME"))
                 .into(),
             manifest_url: format!(
@@ -396,10 +399,88 @@ impl Config {
         let mut config: Config = toml::from_str(&text)
             .map_err(|e| anyhow::anyhow!("config {} is invalid: {e}", path.display()))?;
         config.source = Some(path.to_owned());
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+        config.resolve_paths(&dir);
         config
             .validate()
+            .and_then(|()| config.check_commands(&dir))
             .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
         Ok(config)
+    }
+
+    /// Makes the relative paths of command presets (a program named with a `/`, `workingDir`)
+    /// relative to `dir`, the config file's directory, not to where `serve` was started.
+    fn resolve_paths(&mut self, dir: &Path) {
+        for p in &mut self.presets {
+            let Backend::Command(c) = &mut p.backend else {
+                continue;
+            };
+            if let Some(program) = c.command.first_mut()
+                && program.contains('/')
+                && Path::new(program.as_str()).is_relative()
+            {
+                let relative: PathBuf = Path::new(program.as_str())
+                    .components()
+                    .filter(|c| !matches!(c, std::path::Component::CurDir))
+                    .collect();
+                *program = dir.join(relative).display().to_string();
+            }
+            if let Some(wd) = c.working_dir.as_mut().filter(|w| w.is_relative()) {
+                *wd = dir.join(&*wd);
+            }
+        }
+    }
+
+    /// Checks that every command preset's program exists and is executable (a program named
+    /// without a `/` is looked up on `PATH`) and that its working directory exists: a preset
+    /// that cannot run would fail every turn.
+    fn check_commands(&self, dir: &Path) -> anyhow::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let runnable = |p: &Path| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        };
+        let relative = format!(
+            "relative paths are taken from the config file's directory {}",
+            dir.display()
+        );
+        for p in &self.presets {
+            let Backend::Command(c) = &p.backend else {
+                continue;
+            };
+            let Some(program) = c.command.first() else {
+                continue;
+            };
+            if program.contains('/') {
+                if !runnable(Path::new(program)) {
+                    anyhow::bail!(
+                        "preset {:?}: the command {program} does not exist or is not executable ({relative})",
+                        p.id
+                    );
+                }
+            } else {
+                let path = std::env::var_os("PATH").unwrap_or_default();
+                if !std::env::split_paths(&path).any(|d| runnable(&d.join(program))) {
+                    anyhow::bail!(
+                        "preset {:?}: the command {program:?} is not an executable on PATH; name it by its path",
+                        p.id
+                    );
+                }
+            }
+            if let Some(wd) = &c.working_dir
+                && !wd.is_dir()
+            {
+                anyhow::bail!(
+                    "preset {:?}: the working directory {} does not exist ({relative})",
+                    p.id,
+                    wd.display()
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Checks cross-field rules.

@@ -51,8 +51,19 @@ impl UpdateCheck {
         *self.ran.lock().unwrap()
     }
 
-    /// The answer: cached unless `refresh` or stale.
+    /// The answer: cached unless `refresh` or stale; switched off, the answer says so and
+    /// nothing is contacted.
     pub async fn answer(&self, refresh: bool) -> Value {
+        if !self.settings.enabled {
+            return json!({
+                "ok": false,
+                "disabled": true,
+                "current": self.current.to_string(),
+                "error": null,
+                "repoUrl": self.settings.repo_url,
+                "packageName": env!("CARGO_PKG_NAME"),
+            });
+        }
         let mut cache = self.cache.lock().await;
         if let Some((at, v)) = cache.as_ref() {
             let fresh = if v["ok"] == true {

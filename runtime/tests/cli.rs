@@ -708,3 +708,61 @@ async fn serve_keeps_running_when_its_stdout_is_closed() {
     );
     assert!(reqwest::get(&card).await.unwrap().status().is_success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_the_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let site = tempfile::tempdir().unwrap();
+    let agent = site.path().join("agent.sh");
+    std::fs::write(&agent, "#!/bin/sh\necho \"from $(pwd)\"\n").unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(site.path().join("work")).unwrap();
+    let config = site.path().join("edge.toml");
+    let write = |command: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[runtime]\ncacheDir = {:?}\n[[presets]]\nid = \"local\"\nbackend = \"command\"\ncommand = [{command:?}]\nworkingDir = \"work\"\n\
+                 [[instances]]\nid = \"local\"\nname = \"local\"\npreset = \"local\"\n",
+                common::cache_dir()
+            ),
+        )
+        .unwrap();
+    };
+    // Started from another directory: ./agent.sh and work/ are the config file's.
+    write("./agent.sh");
+    let data = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
+    cmd.current_dir(elsewhere.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .arg("--config")
+        .arg(&config);
+    let (_child, base) = started(cmd).await;
+    let answer = common::call(&base, "local", "SendMessage", serde_json::json!({"message": {"messageId": "rel-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}})).await;
+    let text = answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let work = std::fs::canonicalize(site.path().join("work")).unwrap();
+    assert_eq!(text.trim(), format!("from {}", work.display()), "{answer}");
+
+    write("./missing.sh");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .current_dir(elsewhere.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(tempfile::tempdir().unwrap().path())
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    let site_dir = std::fs::canonicalize(site.path()).unwrap();
+    assert!(
+        !out.status.success()
+            && said.contains("preset \"local\"")
+            && said.contains(&site_dir.join("missing.sh").display().to_string()),
+        "refused naming the preset and the path: {said}"
+    );
+}

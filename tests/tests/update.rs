@@ -182,3 +182,21 @@ async fn without_any_source_it_answers_ok_false_within_seconds() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switched_off_check_contacts_nothing() {
+    let at = sources("9.0.0", "9.0.0").await;
+    let mut c = config(
+        format!("http://{at}/registry"),
+        format!("http://{at}/manifest"),
+    );
+    c.update.enabled = false;
+    let s = Server::start(c).await;
+    let v = check(&s, true).await;
+    assert_eq!(
+        (&v["ok"], &v["disabled"], &v["error"]),
+        (&Value::Bool(false), &Value::Bool(true), &Value::Null),
+        "{v}"
+    );
+    assert_eq!(s.app().update.checks(), 0, "no source was asked");
+}

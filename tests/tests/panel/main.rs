@@ -660,3 +660,37 @@ async fn the_console_runs_json_rpc_on_an_instance_as_the_operator() {
         "the control surface's 1 MiB bounds the console too: {answer}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offline_update_check_is_one_quiet_line_and_a_switched_off_one_shows_nothing() {
+    if !browser::available() {
+        return;
+    }
+    let mut offline = Config::default();
+    offline.update.registry_url = "http://127.0.0.1:9/registry".into();
+    offline.update.manifest_url = "http://127.0.0.1:9/manifest".into();
+    let s = Server::start(offline.clone()).await;
+    let (b, _turn) = Browser::open("update-offline", 1280, 800).await;
+    b.goto(&ui(&s, "")).await;
+    b.find_text(".banner.quiet", "Update check unavailable")
+        .await;
+    let height = b
+        .eval("return document.querySelector('.banner').getBoundingClientRect().height")
+        .await;
+    assert!(
+        height.as_f64().unwrap() < 24.0,
+        "one quiet line, not a banner: {height} px"
+    );
+    let mut off = offline;
+    off.update.enabled = false;
+    let quiet = Server::start(off).await;
+    b.goto(&ui(&quiet, "")).await;
+    b.find_text("td", "demo").await;
+    assert_eq!(
+        b.eval("return document.querySelector('.banner').hidden")
+            .await,
+        true
+    );
+    assert_eq!(quiet.app().update.checks(), 0);
+    b.finish(&[]).await;
+}

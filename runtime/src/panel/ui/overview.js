@@ -73,8 +73,10 @@ export function overview() {
       if (u.hasUpdate) {
         fill(banner, `a2a-edge ${u.latest} is available (this is ${u.current}). `, h("a", { href: u.repoUrl, rel: "noopener noreferrer", target: "_blank", text: "Release notes" }));
         banner.hidden = false;
-      } else if (!u.ok) {
-        fill(banner, h("span", { class: "muted", text: `Update check: ${u.error || "unavailable"} (running ${u.current})` }));
+      } else if (!u.ok && !u.disabled) {
+        // Offline is common (air-gapped sites): one quiet line, the details on hover.
+        fill(banner, h("span", { class: "muted quiet", title: u.error || "", text: `Update check unavailable (running ${u.current})` }));
+        banner.classList.add("quiet");
         banner.hidden = false;
       }
     } catch {
