@@ -448,6 +448,61 @@ async fn serve_logs(args: &[&str]) -> String {
         .send()
         .await
         .unwrap();
+    let rpc = |method: &str, params: Value| {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
+        http.post(format!("{base}/a2a/demo")).json(&body)
+    };
+    // A read names its task; a stream logs its end; an A2A 0.3 call is told what is served.
+    let sent: Value = rpc("SendMessage", serde_json::json!({"message": {"messageId": "m-log-2", "role": "ROLE_USER", "parts": [{"text": "again"}]}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    rpc("GetTask", serde_json::json!({"id": task}))
+        .send()
+        .await
+        .unwrap();
+    let streamed = rpc("SendStreamingMessage", serde_json::json!({"message": {"messageId": "m-log-3", "role": "ROLE_USER", "parts": [{"text": "three words here"}]}}))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(streamed.contains("TASK_STATE_COMPLETED"), "{streamed}");
+    let legacy: Value = rpc("message/send", serde_json::json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        legacy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("A2A 0.3"),
+        "{legacy}"
+    );
+    // 401s say which check failed.
+    let auth = serde_json::json!({"action": "inbound.setAuth", "id": "demo", "token": "log-token-0123456789abcdef"});
+    http.post(format!("{base}/a2a/api"))
+        .json(&auth)
+        .send()
+        .await
+        .unwrap();
+    for header in [None, Some("Bearer wrong-token")] {
+        let mut r = rpc("GetTask", serde_json::json!({"id": task}));
+        if let Some(h) = header {
+            r = r.header("authorization", h);
+        }
+        assert_eq!(r.send().await.unwrap().status(), 401);
+    }
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().await.unwrap();
     String::from_utf8(out.stderr).unwrap()
@@ -505,6 +560,42 @@ async fn serve_logs_every_request_and_refusal_in_text_or_json() {
             && field(l, "reason") == "Task failed as requested"),
         "a FAILED task with its reason: {json}"
     );
+
+    let get = lines
+        .iter()
+        .find(|l| field(l, "a2a_method") == "GetTask" && field(l, "status") == 200)
+        .unwrap_or_else(|| panic!("no GetTask line in {json}"));
+    assert_eq!(
+        field(get, "task").as_str().unwrap().len(),
+        36,
+        "a read names its task: {get}"
+    );
+    let ended = lines
+        .iter()
+        .find(|l| field(l, "message") == "a2a stream ended")
+        .unwrap_or_else(|| panic!("no stream end in {json}"));
+    assert!(
+        field(ended, "frames").as_u64().unwrap() >= 3
+            && field(ended, "ms").as_f64().is_some()
+            && field(ended, "a2a_method") == "SendStreamingMessage",
+        "{ended}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| field(l, "a2a_method") == "message/send"
+                && field(l, "outcome") == "METHOD_NOT_FOUND"),
+        "the 0.3 call is logged: {json}"
+    );
+    for why in ["missing_token", "wrong_token"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| field(l, "status") == 401 && field(l, "outcome") == why),
+            "a 401 says {why}: {json}"
+        );
+    }
+    assert!(!json.contains("log-token-0123456789abcdef") && !json.contains("wrong-token"));
 
     let text = serve_logs(&[]).await;
     assert!(

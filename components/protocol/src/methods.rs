@@ -55,6 +55,34 @@ impl Method {
     }
 }
 
+/// The A2A 0.3 method names and their 1.0 successors (0.3 is not served yet: its callers are
+/// told so).
+pub const LEGACY_METHODS: [(&str, &str); 11] = [
+    ("message/send", "SendMessage"),
+    ("message/stream", "SendStreamingMessage"),
+    ("tasks/get", "GetTask"),
+    ("tasks/list", "ListTasks"),
+    ("tasks/cancel", "CancelTask"),
+    ("tasks/resubscribe", "SubscribeToTask"),
+    (
+        "tasks/pushNotificationConfig/set",
+        "CreateTaskPushNotificationConfig",
+    ),
+    (
+        "tasks/pushNotificationConfig/get",
+        "GetTaskPushNotificationConfig",
+    ),
+    (
+        "tasks/pushNotificationConfig/list",
+        "ListTaskPushNotificationConfigs",
+    ),
+    (
+        "tasks/pushNotificationConfig/delete",
+        "DeleteTaskPushNotificationConfig",
+    ),
+    ("agent/getAuthenticatedExtendedCard", "GetExtendedAgentCard"),
+];
+
 /// Decides how to answer `method` when the client does (or does not) accept `text/event-stream`,
 /// on an instance that serves push notifications (`push`) or not.
 pub fn dispatch(method: &str, accepts_sse: bool, push: bool) -> Dispatch {
@@ -75,10 +103,13 @@ pub fn dispatch(method: &str, accepts_sse: bool, push: bool) -> Dispatch {
                 ));
             }
             None => {
-                return Dispatch::Json(RpcError::new(
-                    ErrorKind::MethodNotFound,
-                    format!("method {m:?} does not exist"),
-                ));
+                let message = match LEGACY_METHODS.iter().find(|(old, _)| *old == m) {
+                    Some((old, new)) => format!(
+                        "{old} is an A2A 0.3 method, which this agent does not serve yet: it speaks A2A 1.0, where the method is {new} (use an A2A 1.0 client)"
+                    ),
+                    None => format!("method {m:?} does not exist"),
+                };
+                return Dispatch::Json(RpcError::new(ErrorKind::MethodNotFound, message));
             }
         },
     };
@@ -136,6 +167,21 @@ pub fn answer_type(content_type: Option<&str>, accept: Option<&str>) -> Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a2a_0_3_methods_are_told_what_this_agent_speaks() {
+        for (old, new) in LEGACY_METHODS {
+            let Dispatch::Json(e) = dispatch(old, false, true) else {
+                panic!("{old}")
+            };
+            assert_eq!(e.kind, ErrorKind::MethodNotFound);
+            assert!(
+                e.message.contains("A2A 0.3") && e.message.contains(new),
+                "{}",
+                e.message
+            );
+        }
+    }
 
     #[test]
     fn answers_come_in_the_json_type_the_request_used() {

@@ -20,7 +20,7 @@ pub struct Call {
     pub method: Option<String>,
     /// `ok`, or the error's reason.
     pub outcome: Option<String>,
-    /// The first task the request created or changed.
+    /// The first task the request read, created or changed.
     pub task_id: Option<String>,
 }
 
@@ -30,13 +30,18 @@ impl CallNote {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 
-    /// Notes the first task the request wrote.
+    /// Notes the first task the request read or wrote.
     pub fn task(&self, id: &str) {
         self.0
             .lock()
             .unwrap()
             .task_id
             .get_or_insert_with(|| id.to_owned());
+    }
+
+    /// Notes why the request was refused before any component ran (the outcome).
+    pub fn refused(&self, outcome: &str) {
+        self.0.lock().unwrap().outcome = Some(outcome.to_owned());
     }
 
     /// Notes the method and its outcome.

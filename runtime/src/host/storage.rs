@@ -31,7 +31,7 @@ pub struct StorageCtx {
     pub events: Arc<EventHub>,
     /// Contexts this request worked in (what its stream, if any, carries).
     pub contexts: Contexts,
-    /// The first task written, for the log.
+    /// The first task read or written, for the log.
     pub note: CallNote,
     /// Message ids reserved by requests (shared).
     pub holds: Holds,
@@ -241,6 +241,7 @@ impl Host for StorageCtx {
         };
         if let Some(r) = &row {
             self.touched(r.context_id.clone());
+            self.note.task(&r.id);
         }
         Ok(Ok(row.and_then(|r| to_guest(r).ok())))
     }

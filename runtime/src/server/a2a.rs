@@ -96,7 +96,10 @@ async fn serve(
     let refuse = Refusals::of(app, kind);
     check_method(kind, req.method(), refuse)?;
     if kind != RouteKind::Card {
-        authenticate(app, &instance, req.headers(), refuse)?;
+        authenticate(app, &instance, req.headers(), refuse).map_err(|(why, r)| {
+            note.refused(why);
+            r
+        })?;
         let agent = req
             .headers()
             .get(header::USER_AGENT)
@@ -172,23 +175,31 @@ fn authenticate(
     instance: &Instance,
     headers: &header::HeaderMap,
     refuse: Refusals,
-) -> Result<(), Response<Body>> {
+) -> Result<(), (&'static str, Response<Body>)> {
     let mut presented = headers.get_all(header::AUTHORIZATION).iter();
     let first = presented.next();
     if presented.next().is_some() {
-        return Err(refuse.invalid(400, "send one Authorization header, not several"));
+        let r = refuse.invalid(400, "send one Authorization header, not several");
+        return Err(("several_authorization_headers", r));
     }
     if instance.record.auth_token_env.is_none() {
         return Ok(());
     }
     let presented = first.and_then(|v| v.to_str().ok());
-    if instance
-        .token
-        .as_deref()
-        .is_some_and(|t| crate::credentials::bearer_matches(presented, t))
-    {
-        return Ok(());
-    }
+    let why = match (instance.token.as_deref(), presented) {
+        (Some(t), p) if crate::credentials::bearer_matches(p, t) => return Ok(()),
+        // What failed, for the log (never the token).
+        (None, _) => "token_secret_not_set",
+        (Some(_), None) => "missing_token",
+        (Some(_), Some(p))
+            if !p
+                .get(..7)
+                .is_some_and(|s| s.eq_ignore_ascii_case("bearer ")) =>
+        {
+            "not_a_bearer_token"
+        }
+        (Some(_), Some(_)) => "wrong_token",
+    };
     app.services().metrics.rejection("auth");
-    Err(refuse.unauthorized())
+    Err((why, refuse.unauthorized()))
 }

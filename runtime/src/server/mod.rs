@@ -219,7 +219,80 @@ async fn route(
     } else {
         tracing::info!(%peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request");
     }
-    response
+    if !crate::responses::is_event_stream(&response) {
+        return response;
+    }
+    // A stream's line above says when its head went out; this one says when it ended.
+    let end = StreamEnd {
+        started,
+        frames: 0,
+        peer,
+        instance: instance.to_owned(),
+        method: a2a_method.to_owned(),
+        task: task.to_owned(),
+    };
+    response.map(|body| {
+        http_body_util::BodyExt::boxed_unsync(Counted {
+            body,
+            end: Some(end),
+        })
+    })
+}
+
+/// What the log says of a stream when it ends: how long it lasted and how many events it sent.
+struct StreamEnd {
+    started: Instant,
+    frames: u64,
+    peer: SocketAddr,
+    instance: String,
+    method: String,
+    task: String,
+}
+
+impl Drop for StreamEnd {
+    fn drop(&mut self) {
+        let (peer, ms, frames) = (self.peer, millis(self.started), self.frames);
+        let (instance, a2a_method, task) = (&self.instance, &self.method, &self.task);
+        tracing::info!(%peer, instance, a2a_method, task, ms, frames, "a2a stream ended");
+    }
+}
+
+/// The SSE events `chunk` carries: its `data:` lines (one per event; keep-alive comments are
+/// none).
+fn events_in(chunk: &[u8]) -> u64 {
+    chunk
+        .split(|b| *b == b'\n')
+        .filter(|line| line.starts_with(b"data:"))
+        .count() as u64
+}
+
+/// A stream's body, counting the events it sends.
+struct Counted {
+    body: Body,
+    end: Option<StreamEnd>,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = <Body as hyper::body::Body>::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        match &polled {
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                let events = frame.data_ref().map_or(0, |d| events_in(d));
+                if let Some(end) = self.end.as_mut() {
+                    end.frames += events;
+                }
+            }
+            std::task::Poll::Ready(None | Some(Err(_))) => drop(self.end.take()),
+            std::task::Poll::Pending => {}
+        }
+        polled
+    }
 }
 
 /// Milliseconds since `started`, to the microsecond.
