@@ -857,3 +857,58 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
         "refused naming the preset and the path: {said}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_shows_data_and_file_parts_saves_files_and_gives_up_at_its_timeout() {
+    let c = Cli::start().await;
+    let create = serde_json::json!({"action": "inbound.create", "id": "parts", "name": "parts", "description": "d", "version": "1", "preset": "scripted"});
+    let made: Value = reqwest::Client::new()
+        .post(format!("{}/a2a/api", c.base()))
+        .json(&create)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(made["ok"], true, "{made}");
+    let card = format!("{}/a2a/parts/agent-card.json", c.base());
+    let data = c.ok(&["send", &card, "tck-artifact-data please"]).await;
+    let shown: Value = serde_json::from_str(data.trim()).unwrap();
+    assert_eq!(
+        shown,
+        serde_json::json!({"key": "value", "count": 42}),
+        "{data}"
+    );
+    let file = c.ok(&["send", &card, "tck-artifact-file please"]).await;
+    assert!(
+        file.contains("[file output.txt (text/plain, 14 bytes); --save DIR writes it]"),
+        "{file}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("out");
+    let saved = c
+        .ok(&[
+            "send",
+            &card,
+            "tck-artifact-file again",
+            "--save",
+            save.to_str().unwrap(),
+            "--stream",
+        ])
+        .await;
+    assert!(saved.contains("saved as"), "{saved}");
+    assert_eq!(
+        std::fs::read_to_string(save.join("output.txt")).unwrap(),
+        "Hello from TCK"
+    );
+    let url = c.ok(&["send", &card, "tck-artifact-file-url please"]).await;
+    assert!(
+        url.contains("[file output.txt (text/plain) at https://example.com/output.txt]"),
+        "{url}"
+    );
+    let slow = c
+        .fails(&["send", &card, "tck-long-running please", "--timeout", "1"])
+        .await;
+    assert!(slow.contains("no whole answer within 1 s"), "{slow}");
+}

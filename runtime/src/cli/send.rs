@@ -1,12 +1,15 @@
 //! `a2a-edge send <card-url> "text"`: an A2A 1.0 client. Reads the card, picks its JSON-RPC
 //! interface, sends the message (streaming when asked and announced) and prints the agent's text
-//! as it arrives. Exit status: 0 when the task completed (or is waiting for input), 1 otherwise.
+//! as it arrives, data parts as JSON and file parts as their name, type and size (`--save DIR`
+//! writes them). Exit status: 0 when the task completed (or is waiting for input), 1 otherwise.
 
 use anyhow::{Context, bail};
+use base64::Engine as _;
 use clap::Args;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::io::Write;
+use std::path::PathBuf;
 
 /// Arguments of `send`.
 #[derive(Args)]
@@ -30,12 +33,29 @@ pub struct SendArgs {
     /// Bearer token; default: the A2A_TOKEN environment variable.
     #[arg(long, env = "A2A_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Give up after this many seconds without the whole answer.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Write the files the agent answers with (inline bytes) into this directory.
+    #[arg(long)]
+    pub save: Option<PathBuf>,
 }
 
 /// Runs `send`; with `json`, every JSON-RPC result is printed (one per line) instead of text.
 // The send command from request to printed answer, in the order it happens: it reads better
 // whole.
 pub async fn run(a: SendArgs, json: bool) -> anyhow::Result<()> {
+    let secs = a.timeout;
+    tokio::time::timeout(std::time::Duration::from_secs(secs), send(a, json))
+        .await
+        .map_err(|_| anyhow::anyhow!("no whole answer within {secs} s (--timeout)"))?
+}
+
+async fn send(a: SendArgs, json: bool) -> anyhow::Result<()> {
+    if let Some(dir) = &a.save {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create --save directory {}", dir.display()))?;
+    }
     let http = reqwest::Client::new();
     let endpoint = endpoint(&http, &a.card_url).await?;
     let mut message = json!({ "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{ "text": a.text }] });
@@ -86,6 +106,7 @@ pub async fn run(a: SendArgs, json: bool) -> anyhow::Result<()> {
     let mut out = Printer {
         json,
         printed: false,
+        save: a.save.clone(),
     };
     let last = if is_sse {
         let mut last = Value::Null;
@@ -139,6 +160,8 @@ async fn endpoint(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {
 struct Printer {
     json: bool,
     printed: bool,
+    /// Where files are written.
+    save: Option<PathBuf>,
 }
 
 impl Printer {
@@ -157,7 +180,7 @@ impl Printer {
             return Ok(result);
         }
         if let Some(a) = result.get("artifactUpdate") {
-            let text = text_of(&a["artifact"]["parts"]);
+            let text = render(&a["artifact"]["parts"], self.save.as_deref())?;
             if !text.is_empty() {
                 print!("{text}");
                 let _ = std::io::stdout().flush();
@@ -178,7 +201,7 @@ impl Printer {
         let task = last.get("task").unwrap_or(last);
         let state = task["status"]["state"].as_str().unwrap_or("").to_owned();
         if !self.json {
-            match (self.printed, output_text(task)) {
+            match (self.printed, output(task, self.save.as_deref())?) {
                 (true, _) => println!(),
                 (false, Some(t)) => println!("{t}"),
                 (false, None) => {}
@@ -204,15 +227,93 @@ impl Printer {
     }
 }
 
-/// The text of a task's artifacts, if any.
+/// A task's artifacts as [`render`] shows them (files not written), if any.
 pub fn output_text(task: &Value) -> Option<String> {
-    let text: Vec<String> = task["artifacts"]
-        .as_array()?
-        .iter()
-        .map(|a| text_of(&a["parts"]))
-        .filter(|t| !t.is_empty())
-        .collect();
-    (!text.is_empty()).then(|| text.join("\n"))
+    output(task, None).ok().flatten()
+}
+
+/// A task's artifacts as [`render`] shows them, if any.
+fn output(task: &Value, save: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let Some(artifacts) = task["artifacts"].as_array() else {
+        return Ok(None);
+    };
+    let mut shown = Vec::new();
+    for a in artifacts {
+        let t = render(&a["parts"], save)?;
+        if !t.is_empty() {
+            shown.push(t);
+        }
+    }
+    Ok((!shown.is_empty()).then(|| shown.join("\n")))
+}
+
+/// Parts as a terminal shows them: text as it is, data as JSON on a line of its own, files as
+/// `[file name (type, N bytes)]` (written into `save` when given; a file by URL is named, not
+/// fetched).
+fn render(parts: &Value, save: Option<&std::path::Path>) -> anyhow::Result<String> {
+    let mut out = String::new();
+    let line = |out: &mut String, s: String| {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&s);
+        out.push('\n');
+    };
+    for p in parts.as_array().into_iter().flatten() {
+        let name = p["filename"].as_str().unwrap_or("file");
+        let media = p["mediaType"]
+            .as_str()
+            .unwrap_or("application/octet-stream");
+        if let Some(t) = p["text"].as_str() {
+            out.push_str(t);
+        } else if let Some(d) = p.get("data") {
+            line(&mut out, d.to_string());
+        } else if let Some(raw) = p["raw"].as_str() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(raw)
+                .context("the agent sent a file whose bytes are not base64")?;
+            let kept = match save {
+                Some(dir) => format!(" saved as {}", saved(dir, name, &bytes)?.display()),
+                None => "; --save DIR writes it".to_owned(),
+            };
+            line(
+                &mut out,
+                format!("[file {name} ({media}, {} bytes){kept}]", bytes.len()),
+            );
+        } else if let Some(url) = p["url"].as_str() {
+            line(&mut out, format!("[file {name} ({media}) at {url}]"));
+        }
+    }
+    Ok(out.trim_end_matches('\n').to_owned())
+}
+
+/// Writes `bytes` into `dir` under the last component of `name` (never a path the agent
+/// chose), numbered when the name is taken; the file written.
+fn saved(dir: &std::path::Path, name: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
+    let base = std::path::Path::new(name)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.starts_with('.'))
+        .unwrap_or("file");
+    let mut path = dir.join(base);
+    for n in 1.. {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut f) => {
+                f.write_all(bytes)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                path = dir.join(format!("{n}-{base}"));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
+        }
+    }
+    Ok(path)
 }
 
 /// The text of a message, if any.
