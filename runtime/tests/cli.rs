@@ -454,18 +454,9 @@ async fn serve_logs(args: &[&str]) -> String {
         http.post(format!("{base}/a2a/demo")).json(&body)
     };
     // A read names its task; a stream logs its end; an A2A 0.3 call is told what is served.
-    let sent: Value = rpc("SendMessage", serde_json::json!({"message": {"messageId": "m-log-2", "role": "ROLE_USER", "parts": [{"text": "again"}]}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sent = common::call(&base, "demo", "SendMessage", serde_json::json!({"message": {"messageId": "m-log-2", "role": "ROLE_USER", "parts": [{"text": "again"}]}})).await;
     let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
-    rpc("GetTask", serde_json::json!({"id": task}))
-        .send()
-        .await
-        .unwrap();
+    common::call(&base, "demo", "GetTask", serde_json::json!({"id": task})).await;
     let streamed = rpc("SendStreamingMessage", serde_json::json!({"message": {"messageId": "m-log-3", "role": "ROLE_USER", "parts": [{"text": "three words here"}]}}))
         .header("accept", "text/event-stream")
         .send()
@@ -475,13 +466,7 @@ async fn serve_logs(args: &[&str]) -> String {
         .await
         .unwrap();
     assert!(streamed.contains("TASK_STATE_COMPLETED"), "{streamed}");
-    let legacy: Value = rpc("message/send", serde_json::json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let legacy = common::call(&base, "demo", "message/send", serde_json::json!({})).await;
     assert!(
         legacy["error"]["message"]
             .as_str()
@@ -491,11 +476,7 @@ async fn serve_logs(args: &[&str]) -> String {
     );
     // 401s say which check failed.
     let auth = serde_json::json!({"action": "inbound.setAuth", "id": "demo", "token": "log-token-0123456789abcdef"});
-    http.post(format!("{base}/a2a/api"))
-        .json(&auth)
-        .send()
-        .await
-        .unwrap();
+    common::action(&base, auth).await;
     for header in [None, Some("Bearer wrong-token")] {
         let mut r = rpc("GetTask", serde_json::json!({"id": task}));
         if let Some(h) = header {
@@ -862,15 +843,7 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
 async fn send_shows_data_and_file_parts_saves_files_and_gives_up_at_its_timeout() {
     let c = Cli::start().await;
     let create = serde_json::json!({"action": "inbound.create", "id": "parts", "name": "parts", "description": "d", "version": "1", "preset": "scripted"});
-    let made: Value = reqwest::Client::new()
-        .post(format!("{}/a2a/api", c.base()))
-        .json(&create)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let made = common::action(&c.base(), create).await;
     assert_eq!(made["ok"], true, "{made}");
     let card = format!("{}/a2a/parts/agent-card.json", c.base());
     let data = c.ok(&["send", &card, "tck-artifact-data please"]).await;

@@ -9,7 +9,7 @@ use a2a_edge::config::{Config, InstanceDecl};
 use serde_json::{Value, json};
 
 mod common;
-use common::{Tmpfs, call, can_mount, free_port, ready};
+use common::{Tmpfs, call, can_mount, free_port, get_json, ready, spawn_logging};
 
 /// A config file in `dir` for the binary: the demo (echo) instance, `tck` (scripted) and `slow`
 /// (a command turn that sleeps `secs`).
@@ -25,23 +25,9 @@ fn write_config(dir: &std::path::Path, secs: u32) {
     std::fs::write(dir.join("config.toml"), toml).unwrap();
 }
 
-/// `a2a-edge serve` on `dir` and `port`, its standard error as given.
+/// `a2a-edge serve` on `dir` and `port` logging at info, its standard error as given.
 fn serve(dir: &std::path::Path, port: u16, stderr: Stdio) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(dir)
-        .arg("--config")
-        .arg(dir.join("config.toml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap()
+    spawn_logging(dir, port, "info", stderr)
 }
 
 /// Waits for `child` to exit, up to `secs`; its status, or none if it still runs.
@@ -88,12 +74,7 @@ async fn a_log_output_that_goes_away_costs_lines_never_the_server() {
         .await;
         assert_eq!(text_of(&answer), "still here", "request {i}: {answer}");
     }
-    let metrics: Value = reqwest::get(format!("{base}/a2a/api/metrics"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let metrics: Value = get_json(&format!("{base}/a2a/api/metrics")).await;
     assert!(
         metrics["log"]["droppedLines"].as_u64().unwrap() > 0,
         "the lines that could not be written are counted: {}",
@@ -229,13 +210,16 @@ async fn a_graceful_stop_leaves_one_consistent_file_and_a_backup_copies_a_live_d
     }
     // A backup while it runs.
     let copy = dir.path().join("copy.db");
-    let out = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
-        .arg("backup")
-        .arg(&copy)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let backup = || {
+        Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+            .arg("backup")
+            .arg(&copy)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = backup();
     assert!(
         out.status.success(),
         "{}",
@@ -245,13 +229,7 @@ async fn a_graceful_stop_leaves_one_consistent_file_and_a_backup_copies_a_live_d
         String::from_utf8_lossy(&out.stdout).trim(),
         "backed up 20 tasks"
     );
-    let again = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
-        .arg("backup")
-        .arg(&copy)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let again = backup();
     assert!(
         !again.status.success()
             && String::from_utf8_lossy(&again.stderr).contains("exists already"),
@@ -315,12 +293,7 @@ async fn a_full_disk_settles_every_acknowledged_task_once_it_has_room_again() {
     }
     // The turns end while it is full: their final writes fail.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let snapshot: Value = reqwest::get(format!("{base}/a2a/api"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let snapshot: Value = get_json(&format!("{base}/a2a/api")).await;
     let store = &snapshot["store"];
     assert!(
         store["failures"].as_u64().unwrap() > 0
@@ -328,12 +301,7 @@ async fn a_full_disk_settles_every_acknowledged_task_once_it_has_room_again() {
         "the store's health says what failed: {store}"
     );
     assert_eq!(store["healthy"], false, "{store}");
-    let metrics: Value = reqwest::get(format!("{base}/a2a/api/metrics"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let metrics: Value = get_json(&format!("{base}/a2a/api/metrics")).await;
     assert!(
         metrics["store"]["failures"].as_u64().unwrap() > 0,
         "{}",
@@ -361,12 +329,7 @@ async fn a_full_disk_settles_every_acknowledged_task_once_it_has_room_again() {
     }
     // Healthy again once calls succeed for a while after the latest failure.
     loop {
-        let snapshot: Value = reqwest::get(format!("{base}/a2a/api"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let snapshot: Value = get_json(&format!("{base}/a2a/api")).await;
         if snapshot["store"]["healthy"] == true {
             break;
         }

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 mod common;
 use common::{
-    Fault, Proxy, Served, Sse, Webhook, call, free_port, fresh_postgres, numbered, ready,
-    spawn_binary, state,
+    Fault, Served, Sse, Webhook, behind_proxy, call, free_port, fresh_postgres, numbered, ready,
+    spawn_binary, spawn_logging, state,
 };
 
 /// The cluster key every test node reads (the same file, as every node of a cluster must).
@@ -605,10 +605,7 @@ async fn a_database_outage_at_the_end_of_turns_leaves_no_task_working() {
     let Some(url) = fresh_postgres().await else {
         return;
     };
-    let (proxy, through) = Proxy::to_postgres(&url).await;
-    let mut config = on(&through);
-    config.storage.timeout_ms = 1000;
-    let a = Served::start_with(config).await;
+    let (proxy, a) = behind_proxy(&url, on).await;
     let mut tasks = Vec::new();
     for i in 0..3 {
         tasks.push(start_task(&a.base(), "ticker", &format!("outage-{i}")).await);
@@ -632,10 +629,7 @@ async fn a_hung_database_is_answered_503_with_retry_after_and_recovers_by_itself
     let Some(url) = fresh_postgres().await else {
         return;
     };
-    let (proxy, through) = Proxy::to_postgres(&url).await;
-    let mut config = on(&through);
-    config.storage.timeout_ms = 1000;
-    let a = Served::start_with(config).await;
+    let (proxy, a) = behind_proxy(&url, on).await;
     assert_eq!(
         rpc(&a.base(), "SendMessage", send("hung-0")).await["result"]["task"]["status"]["state"],
         "TASK_STATE_COMPLETED"
@@ -863,21 +857,8 @@ async fn webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log() {
     std::fs::write(dir.path().join("config.toml"), toml).unwrap();
     let log = dir.path().join("log.txt");
     let port = free_port();
-    let mut node = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(dir.path())
-        .arg("--config")
-        .arg(dir.path().join("config.toml"))
-        .env("RUST_LOG", "debug")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let log_file = std::fs::File::create(&log).unwrap();
+    let mut node = spawn_logging(dir.path(), port, "debug", log_file);
     let base = format!("http://127.0.0.1:{port}");
     ready(&reqwest::Client::new(), &base).await;
     let (token, credentials) = (

@@ -130,12 +130,12 @@ impl<'de> Deserialize<'de> for Names {
 /// `clear: true` removes it. An empty or blank token is refused (it would silently remove auth,
 /// e.g. from `echo "$UNSET" | …`); so is one shorter than `min_len` unless `allow_weak`. At most
 /// 4096 characters, no spaces or control characters.
-pub fn auth_change<'a>(
-    token: Option<&'a Str>,
+pub fn auth_change(
+    token: Option<&Str>,
     clear: Option<Flag>,
     allow_weak: Option<Flag>,
     min_len: usize,
-) -> Result<Option<&'a str>, Refusal> {
+) -> Result<Option<&str>, Refusal> {
     match (token.map(|t| t.0.as_str()), clear.is_some_and(|c| c.0)) {
         (Some(_), true) => Err("give either \"token\" or \"clear\": true, not both".into()),
         (None, _) => Ok(None),

@@ -64,6 +64,11 @@ pub fn free_port() -> u16 {
 
 /// Runs `a2a-edge serve` on `port` over `dir` (with `dir/config.toml`); its output discarded.
 pub fn spawn_binary(dir: &Path, port: u16) -> Child {
+    spawn_logging(dir, port, "warn", Stdio::null())
+}
+
+/// [`spawn_binary`] logging at `filter` (`RUST_LOG`) to `stderr`.
+pub fn spawn_logging(dir: &Path, port: u16, filter: &str, stderr: impl Into<Stdio>) -> Child {
     Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
         .args([
             "serve",
@@ -74,11 +79,43 @@ pub fn spawn_binary(dir: &Path, port: u16) -> Child {
         .arg(dir)
         .arg("--config")
         .arg(dir.join("config.toml"))
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", filter)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap()
+}
+
+/// The answer of the control action `body` at `base`.
+pub async fn action(base: &str, body: Value) -> Value {
+    post_json(format!("{base}/a2a/api"), &body).await
+}
+
+/// The JSON a POST of `body` to `url` answers.
+async fn post_json(url: String, body: &Value) -> Value {
+    reqwest::Client::new()
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The JSON a GET of `url` answers.
+pub async fn get_json(url: &str) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+/// A node in this process whose database calls go through a fault proxy (calls time out after
+/// 1 s): the proxy and the node.
+pub async fn behind_proxy(url: &str, config: impl FnOnce(&str) -> Config) -> (Proxy, Served) {
+    let (proxy, through) = Proxy::to_postgres(url).await;
+    let mut c = config(&through);
+    c.storage.timeout_ms = 1000;
+    (proxy, Served::start_with(c).await)
 }
 
 /// Waits until the demo instance's card answers at `base`.
@@ -337,15 +374,7 @@ pub fn state(event: &Value) -> &str {
 /// A JSON-RPC call of `method` on the instance `instance` at `base`; the whole answer.
 pub async fn call(base: &str, instance: &str, method: &str, params: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    reqwest::Client::new()
-        .post(format!("{base}/a2a/{instance}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    post_json(format!("{base}/a2a/{instance}"), &body).await
 }
 
 /// What a [`Proxy`] does with its connections.
