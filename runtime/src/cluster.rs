@@ -77,7 +77,7 @@ async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
                 .split_once('/')
                 .is_some_and(|(_, id)| renewed.iter().any(|r| r == id));
             if !held && settle.sessions.cancel_task(key) {
-                tracing::warn!(task = %key, "stopped the turn of a task this node no longer holds: another node settled it");
+                tracing::warn!(task = %key, "stopped the turn of a task this node no longer holds: settled elsewhere, or its lease ran out");
             }
         }
         before = running;

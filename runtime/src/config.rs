@@ -485,6 +485,11 @@ impl Config {
 
     /// Checks cross-field rules.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.sessions.max_live == 0 || self.sessions.idle_secs == 0 {
+            anyhow::bail!(
+                "[sessions] maxLive and idleSecs must be at least 1 (defaults 10000 and 600)"
+            );
+        }
         for p in &self.presets {
             if p.skills.len() > a2a_protocol::bounds::MAX_SKILLS {
                 anyhow::bail!(

@@ -12,12 +12,9 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 
+use crate::sealing::KEY_CHECK;
 pub use crate::sealing::SecretKey;
 use crate::store::Store;
-
-/// The name of the value sealed at a shared database's first start (not a valid secret name,
-/// so it never meets one).
-const KEY_CHECK: &str = "a2a-edge/key-check";
 
 /// The credentials layer.
 pub struct Credentials {
@@ -77,19 +74,30 @@ impl Credentials {
     /// node on a database stores a check value sealed with its key; a node whose key cannot open
     /// it is refused here, before it writes anything the others could not read.
     pub async fn shared(store: Arc<dyn Store>, key: SecretKey) -> anyhow::Result<Credentials> {
+        let wrong_key = || {
+            anyhow::anyhow!(
+                "this node's cluster key is not the key the shared database was first started with: every node needs the same [cluster] secretKeyFile (or A2A_EDGE_SECRET_KEY)"
+            )
+        };
+        // Every value there must open first: a database from before the check value (or a
+        // wrong key) is caught before this node writes one.
         let secrets = store.secrets().await?;
-        match secrets.iter().find(|s| s.name == KEY_CHECK) {
-            Some(check) => {
-                key.open(check).map_err(|_| {
-                    anyhow::anyhow!(
-                        "this node's cluster key is not the key the shared database was first started with: every node needs the same [cluster] secretKeyFile (or A2A_EDGE_SECRET_KEY)"
-                    )
-                })?;
-            }
-            None => store
+        for s in &secrets {
+            key.open(s).map_err(|_| wrong_key())?;
+        }
+        if !secrets.iter().any(|s| s.name == KEY_CHECK) {
+            // The store never replaces a check value: of nodes starting together, the first
+            // one's stays, and the others read it back below.
+            store
                 .put_secret(KEY_CHECK.into(), Some(key.seal(KEY_CHECK, KEY_CHECK)))
                 .await
-                .context("cannot store the cluster key's check value")?,
+                .context("cannot store the cluster key's check value")?;
+            let check = store.secrets().await?;
+            let check = check.iter().find(|s| s.name == KEY_CHECK);
+            check
+                .map(|c| key.open(c))
+                .transpose()
+                .map_err(|_| wrong_key())?;
         }
         let c = Credentials {
             layer: Layer::Shared { store, key },

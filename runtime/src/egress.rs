@@ -29,8 +29,9 @@ pub struct Reach {
 }
 
 /// The address a request to `ip` really reaches: the IPv4 address an IPv6 form carries
-/// (IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96`, NAT64 `64:ff9b::/96`, 6to4
-/// `2002::/16`), so every form is judged by the IPv4 rules; other addresses as they are.
+/// (IPv4-mapped `::ffff:0:0/96`, IPv4-translated `::ffff:0:0:0/96`, IPv4-compatible `::/96`,
+/// NAT64 `64:ff9b::/96`, 6to4 `2002::/16`), so every form is judged by the IPv4 rules; other
+/// addresses as they are.
 fn reached(ip: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = ip.to_canonical() else {
         return ip.to_canonical();
@@ -39,7 +40,8 @@ fn reached(ip: IpAddr) -> IpAddr {
     let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     let compatible = s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified();
     let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
-    if compatible || nat64 {
+    let translated = s[..6] == [0, 0, 0, 0, 0xffff, 0];
+    if compatible || nat64 || translated {
         return IpAddr::V4(low);
     }
     if s[0] == 0x2002 {
@@ -92,7 +94,9 @@ pub fn is_internal(ip: IpAddr) -> bool {
         }
         IpAddr::V6(v6) => {
             let s = v6.segments();
-            v6.is_loopback()
+            // Global unicast is 2000::/3; the rest of the space is not.
+            (s[0] & 0xe000) != 0x2000
+                || v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00
@@ -323,7 +327,11 @@ mod tests {
             "2002:7f00:1::",
             "2002:a9fe:a9fe::1",
             "2002:c0a8:101::",
+            "::ffff:0:a9fe:a9fe",
+            "::ffff:0:7f00:1",
             // Not global in themselves.
+            "400::1",
+            "4000::1",
             "64:ff9b:1::8.8.8.8",
             "fec0::1",
             "2001:db8::1",
@@ -365,6 +373,7 @@ mod tests {
             "64:ff9b::a9fe:a9fe",
             "::169.254.169.254",
             "2002:a9fe:a9fe::",
+            "::ffff:0:a9fe:a9fe",
         ] {
             assert!(always_refused(metadata.parse().unwrap()), "{metadata}");
         }

@@ -19,6 +19,11 @@ pub struct SealedSecret {
     pub sealed: Vec<u8>,
 }
 
+/// The name of the value the first node on a shared database seals with its key, so a node with
+/// another key is refused at start (not a valid secret name: it never meets one). Once written it
+/// is never replaced.
+pub const KEY_CHECK: &str = "a2a-edge/key-check";
+
 /// How a sealed text starts (then the nonce and the ciphertext, base64, `:`-separated).
 const SEALED_TEXT: &str = "sealed:v1:";
 

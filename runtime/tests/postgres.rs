@@ -825,7 +825,7 @@ async fn a_node_with_another_cluster_key_is_refused_on_a_fresh_database() {
     config.runtime.cache_dir = Some(common::cache_dir());
     let dir = tempfile::tempdir().unwrap();
     let refused = a2a_edge::Running::start(
-        config,
+        config.clone(),
         dir.path().to_owned(),
         "127.0.0.1:0".parse().unwrap(),
     )
@@ -837,6 +837,33 @@ async fn a_node_with_another_cluster_key_is_refused_on_a_fresh_database() {
         refused.contains("not the key the shared database was first started with"),
         "{refused}"
     );
+    // A database from before the check value: its secrets catch the other key, which writes
+    // nothing.
+    let token =
+        json!({"action": "inbound.setAuth", "id": "demo", "token": "keycheck-token-0123456789"});
+    assert_eq!(common::action(&a.base(), token).await["ok"], true);
+    let db = database(&url).await;
+    db.execute("DELETE FROM secrets WHERE name = 'a2a-edge/key-check'", &[])
+        .await
+        .unwrap();
+    let again = a2a_edge::Running::start(
+        config,
+        dir.path().to_owned(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .err()
+    .expect("refused at start")
+    .to_string();
+    assert!(again.contains("not the key"), "{again}");
+    let checks = db
+        .query(
+            "SELECT 1 FROM secrets WHERE name = 'a2a-edge/key-check'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(checks.is_empty(), "the refused node wrote no check value");
     drop(a);
 }
 

@@ -750,6 +750,12 @@ async fn inbound_create_takes_a_chosen_id_and_refuses_a_name_in_use() {
             "{bad:?}: {m}"
         );
     }
+    ok(&s, create(json!({"id": "a-b", "name": "AB"}))).await;
+    let m = refused(&s, create(json!({"id": "A_B", "name": "AB2"}))).await;
+    assert!(
+        m.contains("would share the token secret A2A_INBOUND_A_B with inbound server a-b"),
+        "{m}"
+    );
     let twin = ok(&s, create(json!({"allowDuplicateName": true}))).await;
     assert!(
         twin["id"].as_str().unwrap().starts_with("reports-"),

@@ -122,6 +122,17 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
     if app.record(&id).is_some() {
         return Err(format!("inbound server {id} already exists"));
     }
+    let secret = crate::credentials::inbound_name(&id);
+    if let Some(other) = app
+        .records()
+        .iter()
+        .find(|r| crate::credentials::inbound_name(&r.id) == secret)
+    {
+        return Err(format!(
+            "field \"id\" {id:?} would share the token secret {secret} with inbound server {}: choose another id",
+            other.id
+        ));
+    }
     if !a.allow_duplicate_name.is_some_and(|f| f.0)
         && let Some(other) = app.records().iter().find(|r| r.name == name)
     {

@@ -143,9 +143,13 @@ impl Settle {
         {
             Ok(Some(row)) => row,
             Ok(None) => return Settled::Moot,
-            Err(_) => {
+            Err(StoreError::Unavailable(_)) => {
                 self.owed.owe(t);
                 return Settled::Owed;
+            }
+            Err(e) => {
+                tracing::error!(instance = %t.instance_id, task = %t.task_id, error = %e, "cannot read a task to settle");
+                return Settled::Moot;
             }
         };
         // A newer version was written by another request, which now owns the task.
@@ -171,23 +175,20 @@ impl Settle {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
-            let owed: Vec<OwedTask> = self
-                .owed
-                .0
-                .lock()
-                .unwrap()
-                .drain()
-                .map(|(_, t)| t)
-                .collect();
-            let (mut settled, mut waiting) = (0, 0);
+            let owed: Vec<OwedTask> = self.owed.0.lock().unwrap().values().cloned().collect();
+            let mut settled = 0;
             for t in owed {
+                let key = task_key(&t.instance_id, &t.task_id);
+                self.owed.0.lock().unwrap().remove(&key);
                 match self.settle_owed(t).await {
                     Settled::Done => settled += 1,
-                    Settled::Owed => waiting += 1,
+                    // Still down: the rest waits for the next pass, not a timeout each.
+                    Settled::Owed => break,
                     Settled::Moot => {}
                 }
             }
             if settled > 0 {
+                let waiting = self.owed.len();
                 tracing::warn!(
                     tasks = settled,
                     still_waiting = waiting,

@@ -300,6 +300,7 @@ impl Sessions {
 
     /// [`Sessions::evict`] down to `cap` sessions.
     fn evict_to(&self, now: u64, cap: usize) -> usize {
+        let cap = cap.max(1);
         let mut live = self.live.lock().unwrap();
         let before = live.len();
         let idle_ms = self.limits.idle_secs.saturating_mul(1000);
@@ -550,5 +551,23 @@ mod tests {
         let left = sessions.live_count();
         assert_eq!(sessions.evict(later), left);
         assert_eq!(sessions.live_count(), 0, "idle past idleSecs");
+        let none = Sessions::new(
+            &[Preset::builtin("echo", "Echo", "", preset::Backend::Echo)],
+            None,
+        )
+        .limited(SessionSettings {
+            idle_secs: 600,
+            max_live: 0,
+        });
+        for n in 0..3 {
+            let mut input = TurnInput::sample("hi", Vec::new());
+            input.context_id = format!("z{n}");
+            drop(none.start("echo", input).unwrap());
+        }
+        assert_eq!(
+            none.live_count(),
+            1,
+            "a cap of 0 keeps the newest, never panics"
+        );
     }
 }

@@ -41,14 +41,18 @@ fn sealed_name(p: &PushConfig) -> String {
     format!("push:{}/{}/{}", p.instance_id, p.task_id, p.id)
 }
 
-/// A push config read from the database, its body opened.
-fn opened(key: &Option<Arc<SecretKey>>, p: &mut PushConfig) -> Result<(), StoreError> {
-    if let Some(key) = key {
-        p.body = key
-            .open_text(&sealed_name(p), &p.body)
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+/// A push config read from the database, its body opened. One that does not open (damaged, or
+/// sealed under another key) fails alone: its body is left empty, which its readers take as an
+/// unreadable config (a delivery gives it up), and the others go on.
+fn opened(key: &Option<Arc<SecretKey>>, p: &mut PushConfig) {
+    let Some(key) = key else { return };
+    match key.open_text(&sealed_name(p), &p.body) {
+        Ok(body) => p.body = body,
+        Err(e) => {
+            tracing::error!(instance = %p.instance_id, task = %p.task_id, config = %p.id, error = %e, "a push config does not open");
+            p.body = String::new();
+        }
     }
-    Ok(())
 }
 
 /// What went wrong, with the server's message when it sent one (the plain `Display` of an error
@@ -339,7 +343,7 @@ impl Store for PostgresStore {
         let key = self.key.clone();
         self.run(op!(c => {
             let mut configs = c.push_configs(&instance_id, &task_id).await?;
-            configs.iter_mut().try_for_each(|p| opened(&key, p))?;
+            configs.iter_mut().for_each(|p| opened(&key, p));
             Ok(configs)
         }))
     }
@@ -348,7 +352,7 @@ impl Store for PostgresStore {
         let key = self.key.clone();
         self.run(op!(c => {
             let mut due = c.due(now, limit).await?;
-            due.due.iter_mut().try_for_each(|d| opened(&key, &mut d.config))?;
+            due.due.iter_mut().for_each(|d| opened(&key, &mut d.config));
             Ok(due)
         }))
     }
@@ -365,7 +369,7 @@ impl Store for PostgresStore {
         let key = self.key.clone();
         self.run(op!(c => {
             let mut status = c.push_status(&instance_id, task_id.as_deref()).await?;
-            status.iter_mut().try_for_each(|s| opened(&key, &mut s.config))?;
+            status.iter_mut().for_each(|s| opened(&key, &mut s.config));
             Ok(status)
         }))
     }

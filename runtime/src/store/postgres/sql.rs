@@ -411,10 +411,12 @@ impl Conn {
     ) -> Result<(), StoreError> {
         self.write(async |tx| {
             match sealed {
+                // The cluster key's check value is written once and never replaced.
                 Some(s) => tx.exec(
                     "INSERT INTO secrets (name, nonce, sealed) VALUES ($1, $2, $3)
-                     ON CONFLICT (name) DO UPDATE SET nonce = excluded.nonce, sealed = excluded.sealed",
-                    &[&name, &s.nonce, &s.sealed],
+                     ON CONFLICT (name) DO UPDATE SET nonce = excluded.nonce, sealed = excluded.sealed
+                     WHERE secrets.name <> $4",
+                    &[&name, &s.nonce, &s.sealed, &crate::sealing::KEY_CHECK],
                 )
                 .await?,
                 None => tx.exec("DELETE FROM secrets WHERE name = $1", &[&name]).await?,
