@@ -138,12 +138,6 @@ shared_fields! {
     }
     /// `inbound.create`.
     InboundCreate {
-        /// The id (default `<slug(name)>-<8 hex>`): 1-64 letters, digits, `-` or `_`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub id: Option<Text>,
-        /// Create it although another instance has the same name.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub allow_duplicate_name: Option<Flag>,
         /// Agent name.
         pub name: Text,
         /// Agent description.
@@ -153,6 +147,12 @@ shared_fields! {
         /// Whether it serves at once (default true).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub enabled: Option<Flag>,
+        /// The id (default `<slug(name)>-<8 hex>`): 1-64 letters, digits, `-` or `_`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub id: Option<Text>,
+        /// Create it although another instance has the same name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub allow_duplicate_name: Option<Flag>,
     }
     /// `inbound.update` (never `enabled`: that is `inbound.enable` / `inbound.disable`).
     InboundUpdate {
