@@ -459,6 +459,10 @@ async fn webhooks_to_internal_addresses_are_refused_unless_allowed() {
                         why.contains("internal") || why.contains("link-local"),
                         "{why}"
                     );
+                    assert!(
+                        !why.contains("task store") && !why.contains("allowPrivateTargets"),
+                        "the caller is told neither the store nor the operator's settings: {why}"
+                    );
                 }
             }
         }

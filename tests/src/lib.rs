@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use a2a_edge::config::Config;
+use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
 use serde_json::{Value, json};
 
 /// The test-only misbehaving component.
@@ -227,6 +228,25 @@ impl Server {
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// A FAILED task's two accounts: the status text the remote caller read in `answer` (a
+    /// SendMessage result) and the operator's reason the control API's task view shows.
+    pub async fn failure(&self, answer: &Value) -> (String, String) {
+        let task = &answer["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{answer}");
+        let said = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let id = task["id"].as_str().unwrap();
+        let (status, record) = self.get(&format!("/a2a/api/task?id={id}")).await;
+        assert_eq!(status, 200, "{record}");
+        let detail = record["error"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (said, detail)
+    }
+
     /// Writes a component file into the data directory's components folder.
     pub fn put_component(&self, name: &str, bytes: &[u8]) {
         put_component(self.dir.path(), name, bytes);
@@ -263,6 +283,22 @@ pub fn config_with(instances: &[(&str, &str, Option<u64>)]) -> Config {
         config.instances.push(decl);
     }
     config
+}
+
+/// A preset `id` running `sh -c script` per turn, killed after `timeout_ms`.
+pub fn command_preset(id: &str, script: &str, timeout_ms: Option<u64>) -> Preset {
+    Preset {
+        id: id.into(),
+        name: None,
+        description: None,
+        skills: Vec::new(),
+        default: false,
+        backend: Backend::Command(CommandSettings {
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            working_dir: None,
+            timeout_ms,
+        }),
+    }
 }
 
 /// An instance declaration `id` on `preset` with the default limits.

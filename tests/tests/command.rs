@@ -4,25 +4,8 @@
 use std::time::Duration;
 
 use a2a_edge::config::Config;
-use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
-use a2a_edge_tests::{Server, instance, message};
+use a2a_edge_tests::{Server, command_preset as preset, instance, message};
 use serde_json::json;
-
-fn preset(id: &str, script: &str, timeout_ms: Option<u64>) -> Preset {
-    let settings = CommandSettings {
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        working_dir: None,
-        timeout_ms,
-    };
-    Preset {
-        id: id.into(),
-        name: None,
-        description: None,
-        skills: Vec::new(),
-        default: false,
-        backend: Backend::Command(settings),
-    }
-}
 
 /// A sleep duration unique to this test process, so leftovers of other runs never match.
 fn nap(whole: u32) -> String {
@@ -99,7 +82,7 @@ async fn ids_are_in_the_environment() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_exit_fails_the_task_with_the_tail_of_stderr() {
+async fn a_failing_exit_fails_the_task_and_only_the_operator_reads_its_stderr() {
     let s = server().await;
     let r = s
         .ok(
@@ -108,13 +91,12 @@ async fn a_failing_exit_fails_the_task_with_the_tail_of_stderr() {
             json!({"message": message("m3", "x")}),
         )
         .await;
-    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_FAILED");
-    let text = r["task"]["status"]["message"]["parts"][0]["text"]
-        .as_str()
-        .unwrap();
+    let (said, detail) = s.failure(&r).await;
+    assert_eq!(said, "the agent is not available", "{r}");
+    assert!(!r.to_string().contains("it went wrong"), "{r}");
     assert!(
-        text.contains("exit status: 3") && text.contains("it went wrong"),
-        "{text}"
+        detail.contains("exit status: 3") && detail.contains("it went wrong"),
+        "{detail}"
     );
     assert_eq!(
         r["task"]["artifacts"][0]["parts"][0]["text"], "partial\n",
@@ -177,13 +159,9 @@ async fn a_command_over_its_timeout_is_killed_and_fails_the_task() {
             json!({"message": message("m6", "x")}),
         )
         .await;
-    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_FAILED");
-    assert!(
-        r["task"]["status"]["message"]["parts"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("500 ms timeout")
-    );
+    let (said, detail) = s.failure(&r).await;
+    assert_eq!(said, "the agent is not available", "{r}");
+    assert!(detail.contains("500 ms timeout"), "{detail}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(sleepers(&format!("sleep {}", nap(38))), 0);
 }

@@ -288,7 +288,8 @@ async fn history_carries_across_messages_of_a_context_and_errors_are_clear() {
     .collect();
     assert_eq!(messages, expected, "the history is rebuilt after a restart");
 
-    // No key: FAILED, naming the secret to set.
+    // No key: FAILED; the caller is told the agent is not available, the operator which
+    // secret to set.
     std::fs::write(s.dir.path().join("credentials.json"), "{}").unwrap();
     s.restart().await;
     let failed = s
@@ -298,10 +299,9 @@ async fn history_carries_across_messages_of_a_context_and_errors_are_clear() {
             json!({"message": message("h-3", "x")}),
         )
         .await;
-    assert_eq!(failed["task"]["status"]["state"], "TASK_STATE_FAILED");
-    let why = failed["task"]["status"]["message"]["parts"][0]["text"]
-        .as_str()
-        .unwrap();
+    let (said, why) = s.failure(&failed).await;
+    assert_eq!(said, "the agent is not available");
+    assert!(!failed.to_string().contains("A2A_TEST_LLM_KEY"), "{failed}");
     assert!(why.contains("A2A_TEST_LLM_KEY"), "{why}");
     // A wrong key: FAILED with the API's status.
     std::fs::write(
@@ -317,9 +317,9 @@ async fn history_carries_across_messages_of_a_context_and_errors_are_clear() {
             json!({"message": message("h-4", "x")}),
         )
         .await;
-    let why = failed["task"]["status"]["message"]["parts"][0]["text"]
-        .as_str()
-        .unwrap();
+    let (said, why) = s.failure(&failed).await;
+    assert_eq!(said, "the agent is not available");
+    assert!(!failed.to_string().contains("HTTP 401"), "{failed}");
     assert!(why.contains("HTTP 401"), "{why}");
 }
 

@@ -64,24 +64,23 @@ impl From<TurnEvent> for Progress {
 }
 
 /// A store failure as the JSON-RPC error a client reads (INTERNAL, or INVALID_PARAMS for a bad
-/// argument such as a page token).
+/// argument such as a page token). The text never names the store: it is the caller's to read.
 impl From<StoreError> for RpcError {
     fn from(e: StoreError) -> RpcError {
-        let (kind, msg) = match e {
-            StoreError::Invalid(m) => (ErrorKind::InvalidParams, m),
+        match e {
+            StoreError::Invalid(m) => RpcError::new(ErrorKind::InvalidParams, m),
             // The cause (a database error) is the operator's: the host logged it.
-            StoreError::Unavailable(_) => return RpcError::unavailable(),
-            StoreError::NotFound => (ErrorKind::Internal, "not found".into()),
-            StoreError::DuplicateMessage(r) => (
+            StoreError::Unavailable(_) => RpcError::unavailable(),
+            StoreError::NotFound => RpcError::new(ErrorKind::Internal, "the task is not stored"),
+            StoreError::DuplicateMessage(r) => RpcError::new(
                 ErrorKind::Internal,
                 format!("message already recorded for task {}", r.task_id),
             ),
-            StoreError::Conflict(row) => (
+            StoreError::Conflict(row) => RpcError::new(
                 ErrorKind::Internal,
-                format!("task {} changed concurrently", row.id),
+                format!("task {} changed concurrently: retry", row.id),
             ),
-        };
-        RpcError::new(kind, format!("task store: {msg}"))
+        }
     }
 }
 

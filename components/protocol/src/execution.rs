@@ -11,6 +11,10 @@ use crate::types::*;
 /// The artifact id of the assistant's text.
 pub const TEXT_ARTIFACT: &str = "response";
 
+/// What a remote caller reads when the agent could not run: the operator's reason (a missing
+/// key, a path, a model URL) stays on the operator's side.
+pub const UNAVAILABLE: &str = "the agent is not available";
+
 /// One thing a session turn reports.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Progress {
@@ -39,8 +43,11 @@ pub enum Progress {
     Completed,
     /// The executor rejected the task.
     Rejected(String),
-    /// The turn failed.
+    /// The turn failed; what the agent says.
     Failed(String),
+    /// The agent could not run; the operator's reason, which is never projected (the task
+    /// FAILS with [`UNAVAILABLE`]).
+    Unavailable(String),
 }
 
 impl Progress {
@@ -185,6 +192,12 @@ impl Execution {
             Progress::Failed(t) => {
                 frames.extend(self.finish(TaskState::Failed, Some(t), now_ms, message_id)?)
             }
+            Progress::Unavailable(_) => frames.extend(self.finish(
+                TaskState::Failed,
+                Some(UNAVAILABLE.into()),
+                now_ms,
+                message_id,
+            )?),
         }
         Ok(frames)
     }
@@ -307,6 +320,24 @@ mod tests {
             all.extend(kinds(&ex.apply(e, 1000, || "m".into()).unwrap()));
         }
         all
+    }
+
+    #[test]
+    fn an_unavailable_agent_fails_the_task_without_its_reason() {
+        let mut ex = Execution::new(task(TaskState::Working));
+        let why = "the model API key is not set: store it as SECRET_KEY at /etc/a2a";
+        let frames = ex
+            .apply(Progress::Unavailable(why.into()), 1000, || "m".into())
+            .unwrap();
+        let json =
+            serde_json::to_string(&frames).unwrap() + &serde_json::to_string(ex.task()).unwrap();
+        assert_eq!(ex.task().status.state, TaskState::Failed);
+        assert!(json.contains(UNAVAILABLE), "{json}");
+        assert!(
+            !json.contains("SECRET_KEY") && !json.contains("/etc"),
+            "{json}"
+        );
+        assert!(Progress::Unavailable(why.into()).is_final());
     }
 
     #[test]

@@ -152,7 +152,16 @@ pub async fn task(app: &App, id: Option<&str>) -> Response<Body> {
         return refusal(400, "give the task: /a2a/api/task?id=<task id>");
     };
     match app.store.get_task(id.to_owned(), None).await {
-        Ok(Some(row)) => answer(200, &views::task_record(&row)),
+        Ok(Some(row)) => {
+            // The operator's reason for a failure (never the caller's to read), when one was kept.
+            let note = app
+                .store
+                .task_note(row.instance_id.clone(), row.id.clone())
+                .await
+                .ok()
+                .flatten();
+            answer(200, &views::with_note(views::task_record(&row), note))
+        }
         Ok(None) => refusal(404, &format!("no task {id:?}")),
         Err(e) => refusal(503, &format!("the store cannot read tasks: {e}")),
     }

@@ -89,6 +89,14 @@ pub fn task_record(row: &TaskRow) -> Value {
     })
 }
 
+/// A TaskRecord with the operator's reason for its failure as `error.detail`.
+pub fn with_note(mut record: Value, note: Option<String>) -> Value {
+    if let (Some(error), Some(note)) = (record.get_mut("error").filter(|e| e.is_object()), note) {
+        error["detail"] = json!(note);
+    }
+    record
+}
+
 /// One session row: a conversation on an instance (`instances` are the stored records) with its
 /// live and streaming flags.
 pub fn session(

@@ -73,6 +73,10 @@ impl From<Progress> for TurnEvent {
             Progress::Completed => TurnEvent::Completed,
             Progress::Rejected(t) => TurnEvent::Rejected(t),
             Progress::Failed(t) => TurnEvent::Failed(t),
+            // The reason stays with the operator (the host noted and logged it).
+            Progress::Unavailable(_) => {
+                TurnEvent::Failed(a2a_protocol::execution::UNAVAILABLE.into())
+            }
         }
     }
 }

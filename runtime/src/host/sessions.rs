@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use a2a_protocol::execution::{Progress, UNAVAILABLE};
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 
@@ -23,6 +24,30 @@ pub struct SessionsCtx {
     pub instance_id: String,
     /// Its preset.
     pub preset: String,
+}
+
+/// The longest note kept on a task, bytes.
+const MAX_NOTE_BYTES: usize = 4 << 10;
+
+impl SessionsCtx {
+    /// A turn of `task_id` could not run: the caller is told [`UNAVAILABLE`]; the reason goes to
+    /// the log and to the task's note, where the control API and the panel show it.
+    fn unavailable(&self, task_id: &str, mut why: String) {
+        tracing::warn!(instance = %self.instance_id, task = task_id, %why, "the agent is not available");
+        if why.len() > MAX_NOTE_BYTES {
+            let cut = why.floor_char_boundary(MAX_NOTE_BYTES);
+            why.truncate(cut);
+        }
+        let noted = self
+            .store
+            .note_task(self.instance_id.clone(), task_id.to_owned(), why);
+        // Queued now, before the component's own write of the FAILED task; nothing waits on it.
+        tokio::spawn(async move {
+            if let Err(e) = noted.await {
+                tracing::debug!(error = %e, "the task's note was not kept");
+            }
+        });
+    }
 }
 
 #[wasmtime_wasi::async_trait]
@@ -50,15 +75,19 @@ impl Host for View<'_, SessionsCtx> {
             history,
             instance_id: c.instance_id.clone(),
             context_id: req.context_id,
-            task_id: task_key(&c.instance_id, &req.task_id),
+            task_id: req.task_id,
             message_id: req.message_id,
             skill: req.skill,
             prompt: req.prompt,
             message: req.message,
         };
+        let task_id = input.task_id.clone();
         match c.sessions.start(&c.preset, input) {
             Ok(turn) => Ok(Ok(self.table.push(turn)?)),
-            Err(e) => Ok(Err(e)),
+            Err(why) => {
+                c.unavailable(&task_id, why);
+                Ok(Err(UNAVAILABLE.into()))
+            }
         }
     }
 
@@ -76,7 +105,12 @@ impl HostTurn for View<'_, SessionsCtx> {
     }
 
     fn next(&mut self, this: Resource<Turn>) -> wasmtime::Result<Option<TurnEvent>> {
-        Ok(self.table.get_mut(&this)?.try_next().map(Into::into))
+        let turn = self.table.get_mut(&this)?;
+        let event = turn.try_next();
+        if let Some(Progress::Unavailable(why)) = &event {
+            self.ctx.unavailable(turn.task_id(), why.clone());
+        }
+        Ok(event.map(Into::into))
     }
 
     fn cancel(&mut self, this: Resource<Turn>) -> wasmtime::Result<()> {
@@ -175,6 +209,43 @@ mod tests {
         assert!(
             matches!(&last, TurnEvent::Failed(why) if why == "canceled"),
             "{last:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_cannot_run_tells_the_component_only_that_and_notes_why() {
+        let store = Arc::new(MemoryStore::default());
+        store
+            .create_task(crate::store::contract::row("t1", 1), None, None)
+            .await
+            .unwrap();
+        let mut ctx = SessionsCtx {
+            sessions: Arc::new(Sessions::new(&[], None)),
+            store: store.clone(),
+            toolbox: Arc::new(NoHost),
+            instance_id: "i".into(),
+            preset: "gone-preset".into(),
+        };
+        let mut table = ResourceTable::new();
+        let mut view = View {
+            ctx: &mut ctx,
+            table: &mut table,
+        };
+        let refused = view.start_turn(request("t1", "hello")).await.unwrap();
+        assert_eq!(refused.err().as_deref(), Some(UNAVAILABLE));
+        let noted = loop {
+            match store.task_note("i".into(), "t1".into()).await.unwrap() {
+                Some(n) => break n,
+                None => tokio::task::yield_now().await,
+            }
+        };
+        assert!(noted.contains("gone-preset"), "{noted}");
+        assert!(
+            matches!(
+                TurnEvent::from(Progress::Unavailable("key K at /etc".into())),
+                TurnEvent::Failed(said) if said == UNAVAILABLE
+            ),
+            "the reason never reaches the component"
         );
     }
 }

@@ -38,11 +38,7 @@ impl Webhooks {
 
     /// The webhook's URI and the checked addresses to connect to.
     pub async fn resolve(&self, url: &str) -> Result<(http::Uri, Vec<SocketAddr>), Refusal> {
-        let (host, port) =
-            a2a_protocol::push::webhook(url).map_err(|e| Refusal::Refused(e.message))?;
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|e| Refusal::Refused(format!("the webhook URL is not valid: {e}")))?;
+        let (uri, host, port) = target(url).map_err(Refusal::Refused)?;
         let addrs = egress::lookup(&host, port, self.dns_timeout)
             .await
             .map_err(|e| Refusal::Unresolved(format!("{host} does not resolve: {e}")))?;
@@ -51,13 +47,28 @@ impl Webhooks {
     }
 
     /// Registration: refuses what [`Webhooks::resolve`] refuses. A host that does not resolve
-    /// now is taken: every delivery resolves and checks it again.
+    /// now is taken: every delivery resolves and checks it again. The refusal is the remote
+    /// caller's: a refused address is named neither by its IP nor by the setting that would allow
+    /// it (both go to the log).
     pub async fn admit(&self, url: &str) -> Result<(), String> {
-        match self.resolve(url).await {
-            Ok(_) | Err(Refusal::Unresolved(_)) => Ok(()),
-            Err(Refusal::Refused(why)) => Err(why),
-        }
+        let (_, host, port) = target(url)?;
+        let Ok(addrs) = egress::lookup(&host, port, self.dns_timeout).await else {
+            return Ok(());
+        };
+        self.reach.check(&host, &addrs).map_err(|why| {
+            tracing::info!(%host, %why, "refused a webhook registration");
+            format!("the webhook URL is refused: {host} resolves to an internal address, which webhooks may not reach")
+        })
     }
+}
+
+/// A webhook URL's form (the protocol crate's rule): its URI, host and port.
+fn target(url: &str) -> Result<(http::Uri, String, u16), String> {
+    let (host, port) = a2a_protocol::push::webhook(url).map_err(|e| e.message)?;
+    let uri = url
+        .parse()
+        .map_err(|e| format!("the webhook URL is not valid: {e}"))?;
+    Ok((uri, host, port))
 }
 
 #[cfg(test)]
@@ -86,7 +97,14 @@ mod tests {
             assert!(guard.admit(url).await.is_err(), "{url}");
         }
         let why = guard.admit("http://10.0.0.1/x").await.unwrap_err();
-        assert!(why.contains("push.allowPrivateTargets"), "{why}");
+        assert!(
+            why.contains("internal address") && !why.contains("allowPrivateTargets"),
+            "the caller is not told the operator's settings: {why}"
+        );
+        let Err(Refusal::Refused(detail)) = guard.resolve("http://10.0.0.1/x").await else {
+            panic!("refused at delivery");
+        };
+        assert!(detail.contains("push.allowPrivateTargets"), "{detail}");
         let open = Webhooks::new(true, Duration::from_secs(2));
         let (_, addrs) = open.resolve("http://127.0.0.1:9/x").await.unwrap();
         assert_eq!(addrs, ["127.0.0.1:9".parse().unwrap()]);

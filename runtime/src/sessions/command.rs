@@ -45,7 +45,7 @@ impl Backend for Command {
         Box::pin(async move {
             let outcome = match run(&argv, dir, timeout, &input, &events, &cancel, &groups).await {
                 Ok(o) => o,
-                Err(e) => Progress::Failed(format!("could not run {:?}: {e}", argv[0])),
+                Err(e) => Progress::Unavailable(format!("could not run {:?}: {e}", argv[0])),
             };
             let _ = events.send(outcome);
         })
@@ -72,21 +72,19 @@ const HISTORY_BYTES: usize = 64 * 1024;
 /// The process of one turn: the program in a process group of its own that dies with the
 /// runtime, the turn's ids and history in its environment.
 fn command(argv: &[String], dir: Option<PathBuf>, input: &TurnInput) -> tokio::process::Command {
+    let key = crate::records::task_key(&input.instance_id, &input.task_id);
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env("A2A_CONTEXT_ID", &input.context_id)
-        .env(
-            "A2A_TASK_ID",
-            input.task_id.rsplit('/').next().unwrap_or(&input.task_id),
-        )
+        .env("A2A_TASK_ID", &input.task_id)
         .env("A2A_MESSAGE_ID", &input.message_id)
         .env("A2A_SKILL", &input.skill)
         .env("A2A_INSTANCE_ID", &input.instance_id)
         .env("A2A_HISTORY", history_json(&input.history))
-        .env(TURN_MARKER, &input.task_id)
+        .env(TURN_MARKER, &key)
         .process_group(0)
         .kill_on_drop(true);
     // SAFETY: the closure only calls prctl, which is async-signal-safe.
@@ -141,7 +139,10 @@ async fn run(
     let mut child = command(argv, dir, input).spawn()?;
     let group = child.id().map(|id| id as i32);
     if let Some(pgid) = group {
-        groups.started(pgid, &input.task_id);
+        groups.started(
+            pgid,
+            &crate::records::task_key(&input.instance_id, &input.task_id),
+        );
     }
     let mut stdin = child.stdin.take().expect("piped");
     let stdout = child.stdout.take().expect("piped");
@@ -175,7 +176,7 @@ async fn run(
                 Ok(Progress::Completed)
             } else {
                 let tail = err_tail.await.unwrap_or_default();
-                Ok(Progress::Failed(format!("the command {status}{}{tail}", if tail.is_empty() { "" } else { ": " })))
+                Ok(Progress::Unavailable(format!("the command {status}{}{tail}", if tail.is_empty() { "" } else { ": " })))
             }
         }
         _ = cancel.cancelled() => {
@@ -184,7 +185,7 @@ async fn run(
         }
         _ = tokio::time::sleep(timeout) => {
             kill();
-            Ok(Progress::Failed(format!("the command ran longer than its {} ms timeout and was killed", timeout.as_millis())))
+            Ok(Progress::Unavailable(format!("the command ran longer than its {} ms timeout and was killed", timeout.as_millis())))
         }
     }
 }

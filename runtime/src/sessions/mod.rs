@@ -81,7 +81,7 @@ pub struct TurnInput {
     pub instance_id: String,
     /// Conversation key.
     pub context_id: String,
-    /// Task id.
+    /// Task id (of the instance).
     pub task_id: String,
     /// Message id.
     pub message_id: String,
@@ -143,9 +143,24 @@ pub struct Turn {
     pending: Option<Progress>,
     finished: bool,
     cancel: CancellationToken,
+    task_id: String,
 }
 
 impl Turn {
+    fn new(
+        events: mpsc::UnboundedReceiver<Progress>,
+        cancel: CancellationToken,
+        task_id: String,
+    ) -> Turn {
+        Turn {
+            events,
+            pending: None,
+            finished: false,
+            cancel,
+            task_id,
+        }
+    }
+
     /// The next event if one is ready. Text deltas that are already queued come as one (up to
     /// [`COALESCE_BYTES`]), so a backend streaming many small pieces costs one crossing per
     /// batch, not per piece. A backend that stopped without a final event reads as failed, once.
@@ -173,9 +188,7 @@ impl Turn {
         match self.events.try_recv() {
             Ok(e) => Some(e),
             Err(mpsc::error::TryRecvError::Empty) => None,
-            Err(mpsc::error::TryRecvError::Disconnected) => Some(Progress::Failed(
-                "the session ended without an answer".into(),
-            )),
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(ended()),
         }
     }
 
@@ -186,18 +199,24 @@ impl Turn {
         }
         match self.events.recv().await {
             Some(e) => self.pending = Some(e),
-            None => {
-                self.pending = Some(Progress::Failed(
-                    "the session ended without an answer".into(),
-                ))
-            }
+            None => self.pending = Some(ended()),
         }
+    }
+
+    /// The task the turn runs (an id of its instance).
+    pub fn task_id(&self) -> &str {
+        &self.task_id
     }
 
     /// Asks the backend to stop.
     pub fn cancel(&self) {
         self.cancel.cancel();
     }
+}
+
+/// The event of a backend that stopped without a final one.
+fn ended() -> Progress {
+    Progress::Unavailable("the session ended without an answer".into())
 }
 
 /// A turn its reader dropped before its final event (the request ended: a store write failed,
@@ -379,7 +398,8 @@ impl Sessions {
         }
         let cancel = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
-        let task_id = input.task_id.clone();
+        let task_id = crate::records::task_key(&input.instance_id, &input.task_id);
+        let reported = input.task_id.clone();
         self.running
             .lock()
             .unwrap()
@@ -397,12 +417,7 @@ impl Sessions {
                 running.lock().unwrap().remove(&task_id);
             });
         }
-        Ok(Turn {
-            events: rx,
-            pending: None,
-            finished: false,
-            cancel,
-        })
+        Ok(Turn::new(rx, cancel, reported))
     }
 
     /// Cancels a task's running turn; true if one ran.
@@ -455,12 +470,7 @@ mod tests {
     #[test]
     fn queued_text_deltas_come_as_one_in_order() {
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut turn = Turn {
-            events: rx,
-            pending: None,
-            finished: false,
-            cancel: CancellationToken::new(),
-        };
+        let mut turn = Turn::new(rx, CancellationToken::new(), "t".into());
         for w in ["a ", "b ", "c"] {
             tx.send(Progress::TextDelta(w.into())).unwrap();
         }
@@ -478,12 +488,7 @@ mod tests {
             ]
         );
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut turn = Turn {
-            events: rx,
-            pending: None,
-            finished: false,
-            cancel: CancellationToken::new(),
-        };
+        let mut turn = Turn::new(rx, CancellationToken::new(), "t".into());
         let piece = "x".repeat(1000);
         for _ in 0..40 {
             tx.send(Progress::TextDelta(piece.clone())).unwrap();
@@ -501,22 +506,12 @@ mod tests {
     #[test]
     fn a_turn_dropped_before_its_end_is_canceled() {
         let (tx, rx) = mpsc::unbounded_channel();
-        let turn = Turn {
-            events: rx,
-            pending: None,
-            finished: false,
-            cancel: CancellationToken::new(),
-        };
+        let turn = Turn::new(rx, CancellationToken::new(), "t".into());
         let cancel = turn.cancel.clone();
         drop(turn);
         assert!(cancel.is_cancelled(), "nobody reads it any more");
         let (tx2, rx2) = mpsc::unbounded_channel();
-        let mut ended = Turn {
-            events: rx2,
-            pending: None,
-            finished: false,
-            cancel: CancellationToken::new(),
-        };
+        let mut ended = Turn::new(rx2, CancellationToken::new(), "t".into());
         tx2.send(Progress::Completed).unwrap();
         assert_eq!(ended.try_next(), Some(Progress::Completed));
         let cancel = ended.cancel.clone();

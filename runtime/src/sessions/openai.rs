@@ -198,7 +198,7 @@ impl OpenAi {
         cancel: &CancellationToken,
     ) -> Progress {
         let Some(key) = input.host.secret(&self.key_env) else {
-            return Progress::Failed(format!(
+            return Progress::Unavailable(format!(
                 "the model API key is not set: store it as {} (credentials file or environment)",
                 self.key_env
             ));
@@ -217,7 +217,7 @@ impl OpenAi {
             };
             let step = match step {
                 Ok(s) => s,
-                Err(e) => return Progress::Failed(e),
+                Err(e) => return Progress::Unavailable(e),
             };
             if step.calls.is_empty() {
                 return Progress::Completed;
@@ -237,7 +237,7 @@ impl OpenAi {
                 messages.push(json!({ "role": "tool", "tool_call_id": c.id, "content": content }));
             }
         }
-        Progress::Failed(format!(
+        Progress::Unavailable(format!(
             "the model kept calling tools: stopped after {} requests (maxSteps)",
             self.max_steps
         ))

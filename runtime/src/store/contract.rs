@@ -31,6 +31,7 @@ pub async fn check(s: &dyn Store) {
     frame_logs_follow_their_writes(s).await;
     running_tasks_hold_a_lease_until_settled(s).await;
     unsettled_tasks_fail_on_recovery(s).await;
+    notes_stay_beside_their_task(s).await;
     records_and_counts(s).await;
     push_configs_queue_every_write_in_order(s).await;
 }
@@ -225,6 +226,39 @@ async fn unsettled_tasks_fail_on_recovery(s: &dyn Store) {
     assert_eq!(log.frames.len(), 1, "the FAILED status is logged with it");
     assert_eq!(log.frames[0].kind, Member::StatusUpdate);
     assert!(log.frames[0].json.contains("TASK_STATE_FAILED"));
+}
+
+async fn notes_stay_beside_their_task(s: &dyn Store) {
+    let note = |i: &str, t: &str| s.task_note(i.into(), t.into());
+    assert_eq!(note("i", "noted").await.unwrap(), None);
+    // A turn may fail before its task is first written.
+    s.note_task("i".into(), "noted".into(), "the key is not set".into())
+        .await
+        .unwrap();
+    s.create_task(row("noted", 1), None, None).await.unwrap();
+    assert_eq!(
+        note("i", "noted").await.unwrap().as_deref(),
+        Some("the key is not set")
+    );
+    assert_eq!(
+        note("other", "noted").await.unwrap(),
+        None,
+        "scoped to its instance"
+    );
+    let t = s.get_task("noted".into(), None).await.unwrap().unwrap();
+    assert!(!t.body.contains("the key is not set"), "never in the task");
+    let mut later = t.clone();
+    later.state = TaskState::Failed;
+    later.version = 2;
+    s.update_task(later, 1, None, vec![]).await.unwrap();
+    s.note_task("i".into(), "noted".into(), "the model answered 401".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        note("i", "noted").await.unwrap().as_deref(),
+        Some("the model answered 401"),
+        "the latest note is kept"
+    );
 }
 
 fn frame(kind: Member, n: usize) -> NewFrame {

@@ -34,6 +34,8 @@ struct Data {
     logs: BTreeMap<String, (Vec<Frame>, u64)>,
     /// When each running task's lease ends.
     leases: BTreeMap<String, u64>,
+    /// The operator's notes on tasks, by instance and task.
+    notes: BTreeMap<(String, String), String>,
 }
 
 impl Data {
@@ -509,6 +511,14 @@ impl Store for MemoryStore {
 
     fn flush(&self) -> Pending<()> {
         Pending::ready(Ok(()))
+    }
+
+    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
+        self.with(|d| Ok(drop(d.notes.insert((instance_id, task_id), note))))
+    }
+
+    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>> {
+        self.with(|d| Ok(d.notes.get(&(instance_id, task_id)).cloned()))
     }
 
     fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {

@@ -110,6 +110,14 @@ const MIGRATIONS: &[&str] = &[
         json TEXT NOT NULL,
         PRIMARY KEY (task_id, seq)
     ) WITHOUT ROWID;",
+    // 8: the operator's note on a task (why it failed, which the caller is not told), kept
+    // apart from the task: a turn may fail before its task is first written.
+    "CREATE TABLE task_notes (
+        instance_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        note TEXT NOT NULL,
+        PRIMARY KEY (instance_id, task_id)
+    ) WITHOUT ROWID;",
 ];
 
 /// Brings a database up to the newest schema and checks it is that schema; refuses a database

@@ -634,6 +634,11 @@ pub trait Store: Send + Sync {
     fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64>;
     /// Answers once every write queued before it is committed.
     fn flush(&self) -> Pending<()>;
+    /// Keeps the operator's account of why a task of an instance failed (never part of the task
+    /// a caller reads); the task need not be written yet.
+    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()>;
+    /// The account [`Store::note_task`] kept, if any.
+    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>>;
     /// One task; scoped to an instance when `instance_id` is given.
     fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>>;
     /// A filtered page of tasks.

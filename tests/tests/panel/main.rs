@@ -5,7 +5,7 @@
 mod browser;
 
 use a2a_edge::config::Config;
-use a2a_edge_tests::{Server, answer_head, instance, put_component, scripted};
+use a2a_edge_tests::{Server, answer_head, command_preset, instance, put_component, scripted};
 use browser::Browser;
 use fantoccini::Locator;
 use serde_json::{Value, json};
@@ -271,6 +271,34 @@ async fn a_long_running_task_is_canceled_from_the_task_view() {
     b.click("Filter").await;
     b.find_text("td a", &task).await;
     b.find_text(".pager", "1–1 of 1").await;
+    b.finish(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_view_tells_the_operator_why_an_agent_was_not_available() {
+    if !browser::available() {
+        return;
+    }
+    let script = "echo 'cannot open /srv/agent/model.bin' >&2; exit 2";
+    let s = Server::start(Config {
+        presets: vec![command_preset("broken", script, None)],
+        instances: vec![instance("broken", "broken")],
+        ..Config::default()
+    })
+    .await;
+    let answer = s
+        .ok(
+            "/a2a/broken",
+            "SendMessage",
+            json!({"message": {"messageId": "why-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}),
+        )
+        .await;
+    let task = answer["task"]["id"].as_str().unwrap();
+    let (b, _turn) = Browser::open("unavailable-task", 1280, 800).await;
+    b.goto(&ui(&s, &format!("task/{task}"))).await;
+    b.find_text("p.error", "the agent is not available").await;
+    b.find_text(".error-detail", "cannot open /srv/agent/model.bin")
+        .await;
     b.finish(&[]).await;
 }
 

@@ -102,6 +102,7 @@ export function taskDetail(id) {
           h("p", {}, cancel, " ", h("a", { class: "button", href: `#/console/${encodeURIComponent(r.serverId)}`, text: "Console" })),
           box,
           r.error ? h("p", { class: "error", text: `${r.error.code}: ${r.error.message}` }) : null,
+          r.error?.detail ? h("p", { class: "error-detail" }, h("strong", { text: "Why (operators only): " }), h("span", { text: r.error.detail })) : null,
         ),
         section("Timeline", timeline(r, task)),
         section("Push notifications", table([["Config", (c) => h("code", { text: c.id })], ["Webhook", (c) => c.url], ["Delivered", (c) => String(c.delivered)], ["Failed", (c) => String(c.failed)], ["Waiting", (c) => String(c.pending)], ["Last attempt", (c) => (c.lastAttemptAt ? h("span", {}, c.lastStatus || "", " · ", time(c.lastAttemptAt)) : "—")], ["Next retry", (c) => (c.nextRetryAt ? time(c.nextRetryAt) : "—")]], push.configs || [], "No webhooks registered for this task.")),

@@ -406,6 +406,14 @@ impl Store for PostgresStore {
         Pending::ready(Ok(()))
     }
 
+    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
+        self.run(op!(c => c.note_task(&instance_id, &task_id, &note).await))
+    }
+
+    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>> {
+        self.run(op!(c => c.task_note(&instance_id, &task_id).await))
+    }
+
     fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
         self.run(op!(c => c.get_task(&id, instance_id.as_deref()).await))
     }

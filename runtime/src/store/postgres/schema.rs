@@ -76,6 +76,14 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (task_id, seq)
     );
     CREATE TABLE secrets (name TEXT PRIMARY KEY, nonce BYTEA NOT NULL, sealed BYTEA NOT NULL);",
+    // 3: the operator's note on a task (why it failed, which the caller is not told), kept
+    // apart from the task: a turn may fail before its task is first written.
+    "CREATE TABLE task_notes (
+        instance_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        note TEXT NOT NULL,
+        PRIMARY KEY (instance_id, task_id)
+    );",
 ];
 
 /// Brings the database up to the newest schema; refuses one from a newer runtime.

@@ -642,6 +642,40 @@ impl Conn {
         .await
     }
 
+    pub async fn note_task(
+        &mut self,
+        instance_id: &str,
+        task_id: &str,
+        note: &str,
+    ) -> Result<(), StoreError> {
+        self.write(async |tx| {
+            tx.exec(
+                "INSERT INTO task_notes VALUES ($1, $2, $3)
+                 ON CONFLICT (instance_id, task_id) DO UPDATE SET note = EXCLUDED.note",
+                &[&instance_id, &task_id, &note],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn task_note(
+        &mut self,
+        instance_id: &str,
+        task_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .read(
+                "SELECT note FROM task_notes WHERE task_id = $1 AND instance_id = $2",
+                &[&task_id, &instance_id],
+                |r| Ok(r.get::<_, String>(0)),
+            )
+            .await?
+            .into_iter()
+            .next())
+    }
+
     pub async fn delete_record(&mut self, table: &str, id: &str) -> Result<(), StoreError> {
         self.write(async |tx| {
             tx.exec(&format!("DELETE FROM {table} WHERE id = $1"), &[&id])

@@ -342,6 +342,14 @@ impl Store for SqliteStore {
         self.send(Write::Flush)
     }
 
+    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
+        self.send(|r| Write::NoteTask(instance_id, task_id, note, r))
+    }
+
+    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>> {
+        self.read_here(|c| reads::task_note(c, &instance_id, &task_id))
+    }
+
     fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
         self.read_here(|c| reads::get_task(c, &id, instance_id.as_deref()))
     }

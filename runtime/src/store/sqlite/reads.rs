@@ -56,6 +56,19 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
     })
 }
 
+/// The operator's note on a task of an instance.
+pub fn task_note(
+    c: &Connection,
+    instance_id: &str,
+    task_id: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        c.prepare_cached("SELECT note FROM task_notes WHERE task_id = ?1 AND instance_id = ?2")?
+            .query_row(params![task_id, instance_id], |r| r.get(0))
+            .optional()?,
+    )
+}
+
 pub fn get_task(
     c: &Connection,
     id: &str,

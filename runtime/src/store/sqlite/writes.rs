@@ -34,6 +34,7 @@ pub enum Write {
     Attempted(u64, u64, Attempt, Reply<()>),
     PutRecord(Table, String, String, Reply<()>),
     DeleteRecord(Table, String, Reply<()>),
+    NoteTask(String, String, String, Reply<()>),
     FailUnsettled(u64, String, Reply<u64>),
     Flush(Reply<()>),
 }
@@ -186,6 +187,11 @@ fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group
                 )?;
                 Ok(())
             })),
+            Write::NoteTask(instance, task, note, reply) => replies.push(run(&tx, reply, |c| {
+                c.prepare_cached("INSERT OR REPLACE INTO task_notes VALUES (?1, ?2, ?3)")?
+                    .execute(params![instance, task, note])?;
+                Ok(())
+            })),
             Write::FailUnsettled(now, text, reply) => {
                 replies.push(run(&tx, reply, |c| fail_unsettled(c, outbox, now, &text)))
             }
@@ -228,6 +234,7 @@ fn fail(w: Write, e: StoreError) {
         Write::CreateTask(.., r)
         | Write::PutRecord(.., r)
         | Write::DeleteRecord(.., r)
+        | Write::NoteTask(.., r)
         | Write::PutPushConfig(.., r)
         | Write::DeletePushConfig(.., r)
         | Write::Attempted(.., r)
