@@ -123,16 +123,19 @@ impl App {
             Some(key) => Credentials::shared(store.clone(), key).await?,
             None => Credentials::open(&data_dir)?,
         });
-        let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone()))?;
+        let exit = crate::egress::Exit::new(&config.egress)?;
+        let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone(), exit.clone()))?;
         let outbound = Arc::new(Outbound::new(store.clone(), credentials.clone(), client).await?);
-        let sessions =
-            Arc::new(Sessions::new(&config.all_presets(), Some(run_dir)).limited(config.sessions));
+        let sessions = Arc::new(
+            Sessions::new(&config.all_presets(), Some(run_dir), &exit).limited(config.sessions),
+        );
         let services = services(
             &config,
             &data_dir,
             store.clone(),
             sessions,
             outbound.clone(),
+            exit,
         );
         let host = tokio::task::block_in_place(|| Host::new(engine, &data_dir, services))?;
         crate::declared::seed_instances(&config, &*store, |c| host.registry.get(c).is_some())
@@ -319,6 +322,7 @@ fn services(
     store: Arc<dyn Store>,
     sessions: Arc<Sessions>,
     outbound: Arc<Outbound>,
+    exit: crate::egress::Exit,
 ) -> Services {
     Services {
         store,
@@ -329,10 +333,13 @@ fn services(
             data_dir,
             config.attachments.clone(),
         )),
-        webhooks: Arc::new(crate::push::Webhooks::new(
-            config.push.allow_private_targets,
-            Duration::from_millis(config.push.timeout_ms),
-        )),
+        webhooks: Arc::new(
+            crate::push::Webhooks::new(
+                config.push.allow_private_targets,
+                Duration::from_millis(config.push.timeout_ms),
+            )
+            .through(exit),
+        ),
         activity: Arc::default(),
         holds: Default::default(),
         owed: Arc::default(),

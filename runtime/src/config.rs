@@ -44,6 +44,8 @@ pub struct Config {
     pub well_known_instance: Option<String>,
     /// Where the update check looks.
     pub update: UpdateSettings,
+    /// What the runtime's own requests trust and go through (CA file, proxy).
+    pub egress: crate::egress::EgressSettings,
     /// The file this was read from (named in errors about its declarations).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -415,6 +417,9 @@ impl Config {
     /// Makes the relative paths of command presets (a program named with a `/`, `workingDir`)
     /// relative to `dir`, the config file's directory, not to where `serve` was started.
     fn resolve_paths(&mut self, dir: &Path) {
+        if let Some(ca) = self.egress.ca_file.as_mut().filter(|f| f.is_relative()) {
+            *ca = dir.join(&*ca);
+        }
         for p in &mut self.presets {
             let Backend::Command(c) = &mut p.backend else {
                 continue;

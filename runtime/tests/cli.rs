@@ -885,3 +885,63 @@ async fn send_shows_data_and_file_parts_saves_files_and_gives_up_at_its_timeout(
         .await;
     assert!(slow.contains("no whole answer within 1 s"), "{slow}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_the_proxy_from_the_environment_and_the_ca_file_from_the_config() {
+    use common::network::{ForwardProxy, TlsFront};
+    let front = TlsFront::start().await;
+    let mut behind = a2a_edge::config::Config::default();
+    behind.public_base_url = Some(format!("https://127.0.0.2:{}", front.port));
+    let b = Served::start_with(behind).await;
+    front.forward_to(b.running.addr);
+    let proxy = ForwardProxy::start().await;
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("ca.pem"), &front.ca_pem).unwrap();
+    let config = site.path().join("edge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[runtime]\ncacheDir = {:?}\n[egress]\ncaFile = \"ca.pem\"\n",
+            common::cache_dir()
+        ),
+    )
+    .unwrap();
+    let card = format!("https://localhost:{}/a2a/demo/agent-card.json", front.port);
+    let endpoint = format!("CONNECT 127.0.0.2:{} HTTP/1.1", front.port);
+    let through = |data: &std::path::Path, no_proxy: Option<&str>| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data)
+            .arg("--config")
+            .arg(&config)
+            .env("HTTPS_PROXY", proxy.url())
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy");
+        if let Some(n) = no_proxy {
+            cmd.env("NO_PROXY", n);
+        }
+        cmd
+    };
+    for (no_proxy, proxied) in [(None, true), (Some("localhost,127.0.0.0/8"), false)] {
+        let before = proxy.seen().len();
+        let data = tempfile::tempdir().unwrap();
+        let (_child, base) = started(through(data.path(), no_proxy)).await;
+        let create = serde_json::json!({"action": "outbound.create", "name": "site", "agentCardUrl": card, "allowPrivate": true});
+        let id = common::action(&base, create).await["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("created (NO_PROXY {no_proxy:?})"))
+            .to_owned();
+        let call = serde_json::json!({"action": "outbound.call", "id": id, "skill": "chat", "prompt": "via the site's proxy"});
+        let answer = common::action(&base, call).await;
+        assert_eq!(answer["result"], "via the site's proxy", "{answer}");
+        let seen = &proxy.seen()[before..];
+        assert_eq!(
+            seen.iter().any(|l| *l == endpoint),
+            proxied,
+            "NO_PROXY {no_proxy:?}: {seen:?}"
+        );
+        if !proxied {
+            assert!(seen.is_empty(), "{seen:?}");
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! Test harness: the real runtime on an ephemeral port with a temporary data directory, talked
 //! to over real HTTP.
 
+pub mod network;
+
 use std::path::{Path, PathBuf};
 
 use a2a_edge::config::Config;

@@ -161,7 +161,12 @@ fn config(base: &str) -> Config {
 }
 
 async fn start(base: &str) -> Server {
-    Server::start_with(config(base), |dir| {
+    start_on(config(base)).await
+}
+
+/// A server on `config` holding the model key.
+async fn start_on(config: Config) -> Server {
+    Server::start_with(config, |dir| {
         use std::os::unix::fs::PermissionsExt;
         let file = dir.join("credentials.json");
         std::fs::write(&file, json!({"A2A_TEST_LLM_KEY": KEY}).to_string()).unwrap();
@@ -344,4 +349,40 @@ async fn cancel_drops_the_upstream_model_request() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     panic!("the upstream request stayed open after the cancel");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_is_reached_over_tls_signed_by_the_sites_ca_through_the_proxy() {
+    use a2a_edge_tests::network::{ForwardProxy, TlsFront};
+    let (base, _) = model().await;
+    let front = TlsFront::start().await;
+    let plain: url::Url = base.parse().unwrap();
+    front.forward_to(plain.socket_addrs(|| None).unwrap()[0]);
+    let proxy = ForwardProxy::start().await;
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("ca.pem"), &front.ca_pem).unwrap();
+    let mut c = config(&format!("https://localhost:{}/v1", front.port));
+    c.egress = a2a_edge::egress::EgressSettings {
+        ca_file: Some(site.path().join("ca.pem")),
+        proxy: Some(proxy.url()),
+        no_proxy: None,
+    };
+    let s = start_on(c).await;
+    let r = s
+        .ok(
+            "/a2a/bot",
+            "SendMessage",
+            json!({"message": message("tls-1", "over tls")}),
+        )
+        .await;
+    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(
+        r["task"]["artifacts"][0]["parts"][0]["text"],
+        "You said: over tls"
+    );
+    assert_eq!(
+        proxy.seen(),
+        [format!("CONNECT localhost:{} HTTP/1.1", front.port)],
+        "the model's URL is the operator's: asked for by name"
+    );
 }

@@ -30,8 +30,7 @@ async fn connection(s: &Server, id: &str) -> Value {
 }
 
 async fn call(s: &Server, id: &str, prompt: &str) -> (u16, Value) {
-    s.action(json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": prompt}))
-        .await
+    call_skill(s, id, "echo", prompt).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,4 +320,79 @@ async fn another_a2a_edge_is_a_remote_agent_too_declared_in_the_config() {
     let (_, snap) = b.get("/a2a/api").await;
     assert_eq!(snap["taskTotal"], 1, "the task ran on edge b");
     assert_eq!(snap["tasks"][0]["parts"][0]["text"], "hello from edge a");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_behind_the_sites_ca_is_reached_through_the_proxy_at_the_address_the_guard_checked()
+ {
+    use a2a_edge::egress::EgressSettings;
+    use a2a_edge_tests::network::{ForwardProxy, TlsFront};
+    // Edge B behind TLS signed by the site's own CA; its card announces the front at an
+    // address of its own (127.0.0.2), the card URL names it localhost (127.0.0.1).
+    let front = TlsFront::start().await;
+    let mut behind = a2a_edge::config::Config::default();
+    behind.public_base_url = Some(format!("https://127.0.0.2:{}", front.port));
+    let b = Server::start(behind).await;
+    front.forward_to(b.running.as_ref().unwrap().addr);
+    let proxy = ForwardProxy::start().await;
+    let card = format!("https://localhost:{}/a2a/demo/agent-card.json", front.port);
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("ca.pem"), &front.ca_pem).unwrap();
+    let egress = |ca: bool| {
+        let mut c = a2a_edge::config::Config::default();
+        c.egress = EgressSettings {
+            ca_file: ca.then(|| site.path().join("ca.pem")),
+            proxy: Some(proxy.url()),
+            no_proxy: None,
+        };
+        c
+    };
+
+    // Trusting only public roots, the site's certificate is refused.
+    let a = Server::start(egress(false)).await;
+    let m = refused(
+        &a,
+        json!({"action": "outbound.discover", "agentCardUrl": card}),
+    )
+    .await;
+    assert!(m.to_lowercase().contains("certificate"), "{m}");
+    drop(a);
+
+    let a = Server::start(egress(true)).await;
+    let create = |allow: bool| json!({"action": "outbound.create", "name": format!("site {allow}"), "agentCardUrl": card, "allowPrivate": allow});
+    let guarded = ok(&a, create(false)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let endpoint = format!("CONNECT 127.0.0.2:{} ", front.port);
+    let to_endpoint =
+        |p: &ForwardProxy| p.seen().iter().filter(|l| l.starts_with(&endpoint)).count();
+    // The endpoint the card announces is internal and not the card's host: refused by the guard
+    // before the proxy is asked for it.
+    let (status, v) = call_skill(&a, &guarded, "chat", "hello").await;
+    assert_ne!(status, 200, "{v}");
+    assert!(v.to_string().contains("internal address"), "{v}");
+    assert_eq!(to_endpoint(&proxy), 0, "{:?}", proxy.seen());
+
+    let open = ok(&a, create(true)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, v) = call_skill(&a, &open, "chat", "through the proxy").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"], "through the proxy");
+    let seen = proxy.seen();
+    let card_host = format!("CONNECT 127.0.0.1:{} ", front.port);
+    assert!(
+        to_endpoint(&proxy) > 0
+            && seen
+                .iter()
+                .all(|l| l.starts_with(&endpoint) || l.starts_with(&card_host)),
+        "every tunnel asked for a checked address, never the name localhost: {seen:?}"
+    );
+}
+
+async fn call_skill(s: &Server, id: &str, skill: &str, prompt: &str) -> (u16, Value) {
+    s.action(json!({"action": "outbound.call", "id": id, "skill": skill, "prompt": prompt}))
+        .await
 }

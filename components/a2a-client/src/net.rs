@@ -227,6 +227,12 @@ fn describe(code: &wasip2::http::types::ErrorCode) -> String {
             "timed out".into()
         }
         E::HttpRequestDenied => "refused by the runtime's outbound policy".into(),
+        E::DestinationIpProhibited => {
+            "the host resolves to an internal address the egress guard refuses (allowPrivate on the connection allows it; link-local never)".into()
+        }
+        E::TlsCertificateError => {
+            "its TLS certificate is not trusted (a site's own CA goes in [egress] caFile)".into()
+        }
         E::HttpResponseBodySize(_) => "the response is larger than the runtime allows".into(),
         E::InternalError(Some(m)) => m.clone(),
         other => format!("{other:?}"),

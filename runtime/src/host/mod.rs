@@ -406,7 +406,7 @@ pub fn test_services(data_dir: &Path) -> Services {
     Services {
         store: Arc::new(crate::store::memory::MemoryStore::default()),
         events: Arc::default(),
-        sessions: Arc::new(Sessions::new(&[], None)),
+        sessions: Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
         admission: Arc::default(),
         attachments: Arc::new(Attachments::new(data_dir, attachments)),
         webhooks: Arc::new(crate::push::Webhooks::new(true, Duration::from_secs(1))),

@@ -151,6 +151,7 @@ mod tests {
             sessions: Arc::new(Sessions::new(
                 &[Preset::builtin("echo", "Echo", "", Backend::Echo), scripted],
                 None,
+                &crate::egress::Exit::direct(),
             )),
             store: Arc::new(MemoryStore::default()),
             toolbox: Arc::new(NoHost),
@@ -220,7 +221,7 @@ mod tests {
             .await
             .unwrap();
         let mut ctx = SessionsCtx {
-            sessions: Arc::new(Sessions::new(&[], None)),
+            sessions: Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
             store: store.clone(),
             toolbox: Arc::new(NoHost),
             instance_id: "i".into(),

@@ -271,7 +271,7 @@ mod tests {
     fn settle(store: Arc<dyn Store>) -> Settle {
         Settle {
             store,
-            sessions: Arc::new(Sessions::new(&[], None)),
+            sessions: Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
             events: Arc::default(),
             activity: Arc::default(),
             owed: Arc::default(),

@@ -101,11 +101,13 @@ impl outbound::Host for ClientState {
 pub struct ClientHost {
     engine: Arc<Engine>,
     pre: OutboundClientPre<ClientState>,
+    exit: crate::egress::Exit,
 }
 
 impl ClientHost {
     /// Links and pre-instantiates the embedded client component.
-    pub fn new(engine: Arc<Engine>) -> anyhow::Result<ClientHost> {
+    /// Its requests leave through `exit`.
+    pub fn new(engine: Arc<Engine>, exit: crate::egress::Exit) -> anyhow::Result<ClientHost> {
         let mut linker: Linker<ClientState> = Linker::new(&engine.wasm);
         wt(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
         wt(wasmtime_wasi_http::p2::add_only_http_to_linker_async(
@@ -116,7 +118,7 @@ impl ClientHost {
         let pre = wt(OutboundClientPre::new(wt(
             linker.instantiate_pre(&component)
         )?))?;
-        Ok(ClientHost { engine, pre })
+        Ok(ClientHost { engine, pre, exit })
     }
 
     async fn instance(
@@ -130,6 +132,7 @@ impl ClientHost {
             timeout: Duration::from_millis(target.info.timeout_ms.max(1)),
             max_response_bytes: MAX_RESPONSE_BYTES,
             reach: target.reach,
+            exit: self.exit.clone(),
         };
         let state = ClientState {
             table: ResourceTable::new(),

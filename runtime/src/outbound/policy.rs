@@ -27,6 +27,8 @@ pub struct Rules {
     pub max_response_bytes: u64,
     /// Which addresses requests may reach (the SSRF guard).
     pub reach: crate::egress::Reach,
+    /// How they leave (TLS roots, proxy).
+    pub exit: crate::egress::Exit,
 }
 
 /// The outbound policy of a client component's store: its requests, under its rules.
@@ -65,10 +67,14 @@ impl WasiHttpHooks for Policy {
                     .min()
             })
             .map_or(rules.timeout, |d| d.min(rules.timeout));
-        let (cap, reach) = (rules.max_response_bytes, rules.reach.clone());
+        let (cap, reach, exit) = (
+            rules.max_response_bytes,
+            rules.reach.clone(),
+            rules.exit.clone(),
+        );
         Box::new(async move {
             let addrs = crate::egress::resolve(request.uri(), &reach, t).await?;
-            let (response, io) = crate::egress::send(request, addrs, t).await?;
+            let (response, io) = exit.send(request, addrs, t).await?;
             let response = response.map(|body| {
                 Capped {
                     inner: body,

@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use super::guard::{Refusal, Webhooks};
 use crate::clock::now_ms;
 use crate::config::PushSettings;
-use crate::egress;
 use crate::store::{Attempt, Delivery, Store};
 use crate::telemetry::Metrics;
 
@@ -267,7 +266,10 @@ impl Worker {
             request.headers_mut().insert(name, value);
         }
         let timeout = Duration::from_millis(self.settings.timeout_ms);
-        let (response, _connection) = egress::send(request, addrs, timeout)
+        let (response, _connection) = self
+            .webhooks
+            .exit()
+            .send(request, addrs, timeout)
             .await
             .map_err(|e| Refusal::Unresolved(format!("{e:?}")))?;
         Ok(response.status().as_u16())

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::egress::{self, Reach};
+use crate::egress::{self, Exit, Reach};
 
 /// Why a webhook is not reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,11 +16,12 @@ pub enum Refusal {
     Unresolved(String),
 }
 
-/// The guard of every webhook.
-#[derive(Clone, Debug)]
+/// The guard of every webhook, and the way out to them.
+#[derive(Clone)]
 pub struct Webhooks {
     reach: Reach,
     dns_timeout: Duration,
+    exit: Exit,
 }
 
 impl Webhooks {
@@ -33,7 +34,18 @@ impl Webhooks {
                 allow_with: "webhooks may not reach internal addresses (the runtime setting push.allowPrivateTargets allows them)",
             },
             dns_timeout,
+            exit: Exit::direct(),
         }
+    }
+
+    /// These webhooks, reached through `exit`.
+    pub fn through(self, exit: Exit) -> Webhooks {
+        Webhooks { exit, ..self }
+    }
+
+    /// How deliveries leave (TLS roots, proxy).
+    pub fn exit(&self) -> &Exit {
+        &self.exit
     }
 
     /// The webhook's URI and the checked addresses to connect to.

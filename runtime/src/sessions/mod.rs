@@ -244,7 +244,11 @@ pub struct SessionInfo {
 }
 
 /// The backend a preset names, with its settings.
-fn backend(preset: &Preset, groups: &Arc<groups::Groups>) -> Arc<dyn Backend> {
+fn backend(
+    preset: &Preset,
+    groups: &Arc<groups::Groups>,
+    exit: &crate::egress::Exit,
+) -> Arc<dyn Backend> {
     match &preset.backend {
         Settings::Echo => Arc::new(echo::Echo),
         Settings::Scripted => Arc::new(scripted::Scripted),
@@ -254,7 +258,7 @@ fn backend(preset: &Preset, groups: &Arc<groups::Groups>) -> Arc<dyn Backend> {
             timeout: std::time::Duration::from_millis(c.timeout_ms.unwrap_or(300_000)),
             groups: groups.clone(),
         }),
-        Settings::OpenAi(o) => Arc::new(openai::OpenAi::new(o)),
+        Settings::OpenAi(o) => Arc::new(openai::OpenAi::new(o, exit)),
     }
 }
 
@@ -290,12 +294,16 @@ pub struct Sessions {
 
 impl Sessions {
     /// Sessions over the given presets; command turns record their process groups under
-    /// `run_dir` (see [`groups`]).
-    pub fn new(presets: &[Preset], run_dir: Option<std::path::PathBuf>) -> Sessions {
+    /// `run_dir` (see [`groups`]); model requests leave through `exit`.
+    pub fn new(
+        presets: &[Preset],
+        run_dir: Option<std::path::PathBuf>,
+        exit: &crate::egress::Exit,
+    ) -> Sessions {
         let groups = Arc::new(groups::Groups::new(run_dir));
         let backends = presets
             .iter()
-            .map(|p| (p.id.clone(), backend(p, &groups)))
+            .map(|p| (p.id.clone(), backend(p, &groups, exit)))
             .collect();
         Sessions {
             backends,
@@ -526,10 +534,11 @@ mod tests {
     #[tokio::test]
     async fn idle_sessions_are_evicted_and_the_live_table_is_capped() {
         let echo = Preset::builtin("echo", "Echo", "", preset::Backend::Echo);
-        let sessions = Sessions::new(&[echo], None).limited(SessionSettings {
-            idle_secs: 600,
-            max_live: 100,
-        });
+        let sessions =
+            Sessions::new(&[echo], None, &crate::egress::Exit::direct()).limited(SessionSettings {
+                idle_secs: 600,
+                max_live: 100,
+            });
         for n in 0..1000 {
             let mut input = TurnInput::sample("hi", Vec::new());
             input.context_id = format!("c{n}");
@@ -549,6 +558,7 @@ mod tests {
         let none = Sessions::new(
             &[Preset::builtin("echo", "Echo", "", preset::Backend::Echo)],
             None,
+            &crate::egress::Exit::direct(),
         )
         .limited(SessionSettings {
             idle_secs: 600,

@@ -37,10 +37,12 @@ pub struct OpenAi {
 
 impl OpenAi {
     /// The backend with a preset's settings.
-    pub fn new(preset: &OpenAiSettings) -> OpenAi {
+    /// Its requests leave through `exit` (TLS roots, proxy).
+    pub fn new(preset: &OpenAiSettings, exit: &crate::egress::Exit) -> OpenAi {
         let timeout = Duration::from_millis(preset.timeout_ms.unwrap_or(120_000));
         OpenAi {
-            http: reqwest::Client::builder()
+            http: exit
+                .client(reqwest::Client::builder())
                 .connect_timeout(Duration::from_secs(10))
                 .read_timeout(timeout)
                 .build()

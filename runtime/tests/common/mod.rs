@@ -2,6 +2,11 @@
 //! a webhook receiver.
 #![allow(dead_code)] // each test file uses its own part of it
 
+/// The site network helpers of the black-box tests (a TLS front on a private CA, a forward
+/// proxy), shared rather than copied.
+#[path = "../../../tests/src/network.rs"]
+pub mod network;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

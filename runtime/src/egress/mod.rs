@@ -1,7 +1,8 @@
 //! Where the runtime's own requests may connect (the SSRF guard), and the connection itself: the
 //! host is resolved once, every address is checked, and the request goes to exactly the checked
 //! address, so a DNS answer that changes between the check and the connect (rebinding) cannot
-//! slip through. Outbound connections and push webhooks both go through it.
+//! slip through. Outbound connections and push webhooks both go through it, and out through the
+//! [`Exit`] (TLS roots, proxy).
 //!
 //! For an outbound connection, the operator-configured card URL is trusted as given; anything
 //! else a guest asks for (an endpoint a remote card announces, a redirect) may not reach
@@ -9,13 +10,14 @@
 //! URL's host or the connection sets `allowPrivate`. Webhooks are never trusted hosts. Link-local
 //! addresses (cloud metadata lives there) are always refused.
 
+mod exit;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
-use http::Request;
-use http_body_util::BodyExt;
-use wasmtime_wasi_http::{Error, WasiBody};
+use wasmtime_wasi_http::Error;
+
+pub use exit::{EgressSettings, Exit, Sent};
 
 /// Where a connection's requests may go.
 #[derive(Clone, Debug, Default)]
@@ -196,100 +198,6 @@ pub async fn lookup(host: &str, port: u16, timeout: Duration) -> Result<Vec<Sock
         return Err(Error::DestinationNotFound);
     }
     Ok(addrs)
-}
-
-/// A response head and the future driving the rest of the connection.
-pub type Sent = (
-    http::Response<WasiBody>,
-    Box<dyn Future<Output = Result<(), Error>> + Send>,
-);
-
-/// Sends `request` over a new connection to the first of `addrs` that answers (TLS for
-/// `https`, verified against the web PKI roots for the URI's host), within `timeout` for the
-/// connect and for the response head.
-pub async fn send(
-    mut request: Request<WasiBody>,
-    addrs: Vec<SocketAddr>,
-    timeout: Duration,
-) -> Result<Sent, Error> {
-    let (host, _) = host_port(request.uri()).ok_or(Error::HttpRequestUriInvalid)?;
-    let https = request.uri().scheme_str() == Some("https");
-    let tcp = tokio::time::timeout(timeout, connect(&addrs))
-        .await
-        .map_err(|_| Error::ConnectionTimeout)?
-        .map_err(Error::Connect)?;
-    let _ = tcp.set_nodelay(true);
-    let io: Box<dyn Io> = if https {
-        let name = match host.parse::<IpAddr>() {
-            Ok(ip) => rustls::pki_types::ServerName::from(ip),
-            Err(_) => rustls::pki_types::ServerName::try_from(host.clone())
-                .map_err(|_| Error::HttpRequestUriInvalid)?,
-        };
-        let tls = tokio::time::timeout(timeout, tls_connector().connect(name, tcp))
-            .await
-            .map_err(|_| Error::ConnectionTimeout)?;
-        Box::new(tls.map_err(Error::Tls)?)
-    } else {
-        Box::new(tcp)
-    };
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)).await?;
-    // The request line carries only the path: the authority travels in the Host header.
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_owned();
-    let authority = request.uri().authority().map(|a| a.as_str().to_owned());
-    if let (Some(a), false) = (
-        authority,
-        request.headers().contains_key(http::header::HOST),
-    ) && let Ok(v) = http::HeaderValue::from_str(&a)
-    {
-        request.headers_mut().insert(http::header::HOST, v);
-    }
-    *request.uri_mut() = path.parse().map_err(|_| Error::HttpRequestUriInvalid)?;
-    let driver = tokio::spawn(conn);
-    let response = tokio::time::timeout(timeout, sender.send_request(request))
-        .await
-        .map_err(|_| Error::ConnectionReadTimeout)??;
-    let response = response.map(|body| body.map_err(Error::from).boxed_unsync());
-    let io = async move {
-        match driver.await {
-            Ok(r) => r.map_err(Error::from),
-            Err(_) => Err(Error::ConnectionTerminated),
-        }
-    };
-    Ok((response, Box::new(io)))
-}
-
-trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
-
-async fn connect(addrs: &[SocketAddr]) -> std::io::Result<tokio::net::TcpStream> {
-    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
-    for a in addrs {
-        match tokio::net::TcpStream::connect(a).await {
-            Ok(s) => return Ok(s),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
-}
-
-fn tls_connector() -> tokio_rustls::TlsConnector {
-    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default TLS versions");
-        Arc::new(builder.with_root_certificates(roots).with_no_client_auth())
-    });
-    tokio_rustls::TlsConnector::from(config.clone())
 }
 
 #[cfg(test)]
