@@ -39,6 +39,12 @@ async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
                             .headers()
                             .get("authorization")
                             .is_some_and(|v| v == format!("Bearer {KEY}").as_str());
+                        let given = req
+                            .headers()
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned();
                         let path_ok = req.uri().path() == "/v1/chat/completions";
                         let body: Value = serde_json::from_slice(
                             &req.into_body().collect().await.unwrap().to_bytes(),
@@ -50,9 +56,9 @@ async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
                                 hyper::Response::builder()
                                     .status(401)
                                     .body(
-                                        Full::new(Bytes::from(
-                                            "{\"error\":{\"message\":\"bad key\"}}",
-                                        ))
+                                        Full::new(Bytes::from(format!(
+                                            "{{\"error\":{{\"message\":\"bad key: {given}\"}}}}"
+                                        )))
                                         .boxed(),
                                     )
                                     .unwrap(),
@@ -311,7 +317,7 @@ async fn history_carries_across_messages_of_a_context_and_errors_are_clear() {
     // A wrong key: FAILED with the API's status.
     std::fs::write(
         s.dir.path().join("credentials.json"),
-        json!({"A2A_TEST_LLM_KEY": "wrong"}).to_string(),
+        json!({"A2A_TEST_LLM_KEY": "wrong-key-7f3a"}).to_string(),
     )
     .unwrap();
     s.restart().await;
@@ -326,6 +332,10 @@ async fn history_carries_across_messages_of_a_context_and_errors_are_clear() {
     assert_eq!(said, "the agent is not available");
     assert!(!failed.to_string().contains("HTTP 401"), "{failed}");
     assert!(why.contains("HTTP 401"), "{why}");
+    assert!(
+        !why.contains("wrong-key-7f3a"),
+        "the key the API quoted is not kept: {why}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,20 +144,22 @@ mod tests {
         }
     }
 
+    /// The capability of instance `i` on `preset`, over sessions of `presets`.
+    fn ctx(presets: &[Preset], store: Arc<MemoryStore>, preset: &str) -> SessionsCtx {
+        SessionsCtx {
+            sessions: Arc::new(Sessions::new(presets, None, &crate::egress::Exit::direct())),
+            store,
+            toolbox: Arc::new(NoHost),
+            instance_id: "i".into(),
+            preset: preset.into(),
+        }
+    }
+
     #[tokio::test]
     async fn a_turn_runs_on_the_preset_and_a_task_cancel_stops_it() {
         let scripted = Preset::builtin("scripted", "Scripted", "", Backend::Scripted);
-        let mut ctx = SessionsCtx {
-            sessions: Arc::new(Sessions::new(
-                &[Preset::builtin("echo", "Echo", "", Backend::Echo), scripted],
-                None,
-                &crate::egress::Exit::direct(),
-            )),
-            store: Arc::new(MemoryStore::default()),
-            toolbox: Arc::new(NoHost),
-            instance_id: "i".into(),
-            preset: "echo".into(),
-        };
+        let presets = [Preset::builtin("echo", "Echo", "", Backend::Echo), scripted];
+        let mut ctx = ctx(&presets, Arc::new(MemoryStore::default()), "echo");
         let mut table = ResourceTable::new();
         let mut view = View {
             ctx: &mut ctx,
@@ -216,17 +218,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_that_cannot_run_tells_the_component_only_that_and_notes_why() {
         let store = Arc::new(MemoryStore::default());
-        store
-            .create_task(crate::store::contract::row("t1", 1), None, None)
-            .await
-            .unwrap();
-        let mut ctx = SessionsCtx {
-            sessions: Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
-            store: store.clone(),
-            toolbox: Arc::new(NoHost),
-            instance_id: "i".into(),
-            preset: "gone-preset".into(),
-        };
+        let mut ctx = ctx(&[], store.clone(), "gone-preset");
         let mut table = ResourceTable::new();
         let mut view = View {
             ctx: &mut ctx,

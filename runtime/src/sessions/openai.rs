@@ -162,6 +162,8 @@ impl OpenAi {
                 .chars()
                 .take(300)
                 .collect();
+            // Some APIs quote the key they refused: it never reaches a log or a note.
+            let text = text.replace(key, "[the key]");
             return Err(format!("the model API answered HTTP {status}: {text}"));
         }
         let mut step = Step::default();
