@@ -1,4 +1,4 @@
-//! The TOML configuration (SPEC §11): presets, defaults, runtime limits, and instances as code.
+//! The TOML configuration (README "Configuration"): presets, defaults, runtime limits, and instances as code.
 
 use std::path::{Path, PathBuf};
 
@@ -246,7 +246,7 @@ impl StorageSettings {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct ProtocolSettings {
-    /// Emit the seed's error numbers (SPEC §13).
+    /// Emit the seed's error numbers (README "Configuration", `[protocol] legacyErrorCodes`).
     pub legacy_error_codes: bool,
 }
 

@@ -98,7 +98,7 @@ async fn return_freed_memory(app: Arc<app::App>, shutdown: CancellationToken) {
     }
 }
 
-/// Where the runtime listens (SPEC §1).
+/// Where the runtime listens (README "Control API").
 #[derive(Clone, Copy, Debug)]
 pub struct Listen {
     /// The A2A endpoints (and the control surface, without `control`).
@@ -108,7 +108,7 @@ pub struct Listen {
 }
 
 impl Listen {
-    /// Refuses what SPEC §1 forbids: beyond loopback without `publicBaseUrl`, a control listener
+    /// Refuses what README "Control API" forbids: beyond loopback without `publicBaseUrl`, a control listener
     /// beyond loopback. Whether the public listener reaches beyond loopback.
     fn check(&self, config: &config::Config) -> anyhow::Result<bool> {
         let exposed = !server::guard::listens_on_loopback(self.public.ip());
@@ -261,7 +261,7 @@ impl Running {
     }
 
     /// Where the control surface answers, as a browser on this host must name it: a wildcard
-    /// listener is reached (and only accepted, SPEC §1) as loopback.
+    /// listener is reached (and only accepted, README "Control API") as loopback.
     fn control_origin(&self) -> String {
         let mut addr = self.control_addr.unwrap_or(self.addr);
         if addr.ip().is_unspecified() {

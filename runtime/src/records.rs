@@ -107,7 +107,7 @@ pub struct InstanceRecord {
     pub updated_at: u64,
 }
 
-/// A stored outbound connection (SPEC §2.2).
+/// A stored outbound connection (README "Control API › Actions").
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionRecord {

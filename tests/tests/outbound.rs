@@ -1,4 +1,4 @@
-//! Outbound A2A (SPEC §2.2, §7) against third-party servers started here: the Python a2a-sdk 1.3
+//! Outbound A2A (README "Outbound connections") against third-party servers started here: the Python a2a-sdk 1.3
 //! agent (streaming and non-streaming cards) and a second a2a-edge.
 
 use std::time::Duration;

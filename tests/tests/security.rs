@@ -1,5 +1,5 @@
 //! What a stranger, a web page in the operator's browser or a proxy on the same host can and
-//! cannot do, and how the control surface refuses bad input (SPEC §1, §2, §3, §7).
+//! cannot do, and how the control surface refuses bad input (README "Control API", "What is served", "Outbound connections").
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The streaming methods: SendStreamingMessage and SubscribeToTask (SPEC §5).
+//! The streaming methods: SendStreamingMessage and SubscribeToTask (README "A2A methods").
 
 use a2a_protocol::{ErrorKind, RpcError, TaskIdRequest, jsonrpc, sse};
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! `ListTasks` (SPEC §4): params, validation and the answer's shape.
+//! `ListTasks` (README "A2A methods"): params, validation and the answer's shape.
 
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! Which methods exist, on which transport (SPEC §4, §5).
+//! Which methods exist, on which transport (README "A2A methods").
 
 use crate::errors::{ErrorKind, RpcError};
 

@@ -1,4 +1,4 @@
-//! Server-sent events framing (SPEC §5).
+//! Server-sent events framing (README "A2A methods").
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! The outbound tool contract (SPEC §7): how a remote skill is named and described as a tool.
+//! The outbound tool contract (README "Outbound connections"): how a remote skill is named and described as a tool.
 
 use serde_json::{Value, json};
 
@@ -22,7 +22,7 @@ pub fn base_name(connection: &str, skill: &str) -> String {
 
 /// Tool names for a connection's skills, in order: each its [`base_name`]; a name already taken
 /// (by an earlier skill) becomes its first 55 characters + `_` + 8 hex of the skill id's hash.
-/// (SPEC §7 says 56, which makes 65 characters: over the 64 that function-calling APIs accept.)
+/// (the seed says 56, which makes 65 characters: over the 64 that function-calling APIs accept.)
 pub fn names(connection: &str, skills: &[&str]) -> Vec<String> {
     let mut taken: Vec<String> = Vec::with_capacity(skills.len());
     for skill in skills {

@@ -1,4 +1,4 @@
-//! The `A2A-Version` service parameter (SPEC §3).
+//! The `A2A-Version` service parameter (README "What is served").
 
 /// The protocol version this service speaks (major.minor).
 pub const SUPPORTED: &str = "1.0";

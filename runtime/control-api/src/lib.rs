@@ -1,4 +1,4 @@
-//! The control API's actions (SPEC §2.2) as typed values, shared by the server (which parses
+//! The control API's actions (README "Control API › Actions") as typed values, shared by the server (which parses
 //! bodies) and the CLI (which writes them). A wrong type, a missing field or an unknown one is a
 //! message naming the field, never a crash. Pure (serde only), so the parser is fuzzed and
 //! property-tested on its own.

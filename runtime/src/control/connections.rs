@@ -1,4 +1,4 @@
-//! The outbound actions of SPEC §2.2: connections to remote A2A agents.
+//! The outbound actions (README "Outbound connections"): connections to remote A2A agents.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The reads of SPEC §2.1.
+//! The reads of README "Control API › Reads".
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! The control API's own shapes (SPEC §2.1): inbound views, TaskRecords (never the protocol
+//! The control API's own shapes (README "Control API › Reads"): inbound views, TaskRecords (never the protocol
 //! Task), session rows.
 
 use std::collections::HashSet;

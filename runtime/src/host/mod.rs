@@ -78,7 +78,7 @@ pub struct Services {
     pub toolbox: Arc<dyn Toolbox>,
     /// Provider shown on every card.
     pub provider: Option<Provider>,
-    /// Emit the seed's error numbers (SPEC §13).
+    /// Emit the seed's error numbers (README "Configuration", `[protocol] legacyErrorCodes`).
     pub legacy_error_codes: bool,
     /// How long a request waits for a free component instance.
     pub instance_wait: Duration,

@@ -1,4 +1,4 @@
-//! Outbound connections (SPEC §2.2, §7): remote A2A agents whose skills become tools. Records
+//! Outbound connections (README "Outbound connections"): remote A2A agents whose skills become tools. Records
 //! live in the store (and a copy here); the connection state (connected, failed with the last
 //! error, the remote card) lives here. Every remote exchange goes through the outbound client
 //! component ([`client`]), whose requests pass the outbound policy ([`policy`]) and the SSRF

@@ -1,4 +1,4 @@
-//! The HTTP server: hyper 1 over TCP with NODELAY, the routing of the two surfaces (SPEC §1),
+//! The HTTP server: hyper 1 over TCP with NODELAY, the routing of the two surfaces (README "Control API"),
 //! bearer auth and body limits before any component runs, and graceful shutdown.
 
 mod a2a;
@@ -22,7 +22,7 @@ use crate::responses::{Body, Holding, json};
 
 pub use guard::is_loopback;
 
-/// Which surfaces a listener serves (SPEC §1).
+/// Which surfaces a listener serves (README "Control API").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Surfaces {
     /// The A2A endpoints and the control surface (no `--control-listen`).

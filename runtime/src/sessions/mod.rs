@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use preset::{Backend as Settings, Preset};
 
-/// A tool a turn may call (an outbound remote skill, SPEC §7).
+/// A tool a turn may call (an outbound remote skill, README "Outbound connections").
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {
     /// Its name.

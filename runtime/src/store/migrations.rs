@@ -46,7 +46,7 @@ const MIGRATIONS: &[&str] = &[
         id TEXT PRIMARY KEY,
         body TEXT NOT NULL
     );",
-    // 4: what makes a resend a retry: the digest of its taskId and parts (SPEC §4). Rows from
+    // 4: what makes a resend a retry: the digest of its taskId and parts (README "A2A methods"). Rows from
     // before have none, so a resend of such a message counts as a new message.
     "ALTER TABLE message_ids ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';",
     // 5: task counts by instance and state, kept by triggers, so a listing's `totalSize` and the
