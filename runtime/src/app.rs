@@ -135,7 +135,7 @@ impl App {
             store.clone(),
             sessions,
             outbound.clone(),
-            exit,
+            exit.clone(),
         );
         let host = tokio::task::block_in_place(|| Host::new(engine, &data_dir, services))?;
         crate::declared::seed_instances(&config, &*store, |c| host.registry.get(c).is_some())
@@ -146,7 +146,7 @@ impl App {
             .unwrap_or_else(|| format!("http://{listen}"))
             .trim_end_matches('/')
             .to_owned();
-        let update = crate::update::UpdateCheck::new(config.update.clone());
+        let update = crate::update::UpdateCheck::new(config.update.clone(), &exit);
         let app = Arc::new(App {
             config,
             data_dir,

@@ -24,9 +24,10 @@ pub struct UpdateCheck {
 }
 
 impl UpdateCheck {
-    /// A checker over the configured sources.
-    pub fn new(settings: UpdateSettings) -> UpdateCheck {
-        let client = reqwest::Client::builder()
+    /// A checker over the configured sources, reached through `exit`.
+    pub fn new(settings: UpdateSettings, exit: &crate::egress::Exit) -> UpdateCheck {
+        let client = exit
+            .client(reqwest::Client::builder())
             .user_agent(concat!(
                 "a2a-edge/",
                 env!("CARGO_PKG_VERSION"),

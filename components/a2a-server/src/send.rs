@@ -437,9 +437,8 @@ impl Run {
         let turn = match sessions::start_turn(&request) {
             Ok(t) => t,
             Err(e) => {
-                self.progress(Progress::Failed(format!(
-                    "the session could not start: {e}"
-                )));
+                // The host's text for the caller (the reason is in its log and the task's note).
+                self.progress(Progress::Failed(e));
                 return;
             }
         };

@@ -144,7 +144,7 @@ impl RpcError {
             retry_after_ms: Some(2000),
             ..RpcError::new(
                 ErrorKind::Unavailable,
-                "the agent's task store is unavailable right now: retry in a few seconds",
+                "the agent cannot keep tasks right now: retry in a few seconds",
             )
         }
     }

@@ -16,7 +16,7 @@ use hyper_util::client::proxy::matcher::{Intercept, Matcher};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, WasiBody};
 
@@ -43,8 +43,8 @@ pub struct EgressSettings {
 pub struct Exit {
     tls: Arc<rustls::ClientConfig>,
     proxy: Arc<Matcher>,
-    /// `[egress] proxy` for a client of its own (unset: such a client reads the environment).
-    client_proxy: Option<reqwest::Proxy>,
+    /// The same rules for a client of its own (the model's).
+    client_proxies: Vec<reqwest::Proxy>,
 }
 
 impl Exit {
@@ -74,32 +74,11 @@ impl Exit {
             .expect("ring supports the default TLS versions")
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let no_proxy = settings.no_proxy.clone().unwrap_or_default();
-        let (proxy, client_proxy) = match &settings.proxy {
-            Some(url) => {
-                let uri: http::Uri = url
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("[egress] proxy {url:?} is not a URL: {e}"))?;
-                if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                    anyhow::bail!(
-                        "[egress] proxy {url:?}: give an http:// or https:// proxy URL with its host"
-                    );
-                }
-                let client = reqwest::Proxy::all(url.as_str())
-                    .map_err(|e| anyhow::anyhow!("[egress] proxy {url:?}: {e}"))?
-                    .no_proxy(reqwest::NoProxy::from_string(&no_proxy));
-                let matcher = Matcher::builder().all(url.clone()).no(no_proxy).build();
-                (matcher, Some(client))
-            }
-            None if settings.no_proxy.is_some() => anyhow::bail!(
-                "[egress] noProxy is set without proxy: set proxy too, or use the NO_PROXY variable with HTTPS_PROXY"
-            ),
-            None => (Matcher::from_env(), None),
-        };
+        let urls = ProxyUrls::of(settings)?;
         Ok(Exit {
             tls: Arc::new(tls),
-            proxy: Arc::new(proxy),
-            client_proxy,
+            proxy: Arc::new(urls.matcher()),
+            client_proxies: urls.for_client()?,
         })
     }
 
@@ -109,6 +88,7 @@ impl Exit {
         DIRECT
             .get_or_init(|| Exit {
                 proxy: Arc::new(Matcher::builder().build()),
+                client_proxies: Vec::new(),
                 ..Exit::new(&EgressSettings::default()).expect("no file to read")
             })
             .clone()
@@ -117,11 +97,12 @@ impl Exit {
     /// `builder` trusting these roots and going through this proxy: an HTTP client of its own
     /// (the model's), whose requests the guard does not judge (the operator gave their URL).
     pub fn client(&self, builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
-        let builder = builder.use_preconfigured_tls((*self.tls).clone());
-        match &self.client_proxy {
-            Some(proxy) => builder.proxy(proxy.clone()),
-            None => builder,
-        }
+        let builder = builder
+            .use_preconfigured_tls((*self.tls).clone())
+            .no_proxy();
+        self.client_proxies
+            .iter()
+            .fold(builder, |b, p| b.proxy(p.clone()))
     }
 
     /// The proxy URL a request to `uri` goes through, if any (with its credentials).
@@ -190,7 +171,8 @@ impl Exit {
                         .headers_mut()
                         .insert(http::header::PROXY_AUTHORIZATION, auth.clone());
                 }
-                let first = addrs.first().ok_or(Error::DestinationNotFound)?;
+                let first = ipv4_first(&addrs);
+                let first = first.first().ok_or(Error::DestinationNotFound)?;
                 format!("http://{}{path}", SocketAddr::new(first.ip(), port))
             }
             _ => path,
@@ -223,23 +205,13 @@ impl Exit {
             tracing::warn!(proxy = %proxy.uri().authority().map_or("", |a| a.as_str()), %why, "the proxy did not connect");
             Error::Connect(std::io::Error::other(why))
         };
-        let secure = match proxy.uri().scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => {
-                return Err(refused(
-                    "only http:// and https:// proxies are supported".into(),
-                ));
-            }
-        };
+        // Only http:// and https:// proxies are taken (`ProxyUrls::of`).
+        let secure = proxy.uri().scheme_str() == Some("https");
         let (host, port) = host_port(proxy.uri()).ok_or(Error::HttpRequestUriInvalid)?;
         let at = lookup(&host, port, timeout).await?;
         let mut last = None;
-        for target in if https {
-            addrs
-        } else {
-            &addrs[..addrs.len().min(1)]
-        } {
+        let targets = ipv4_first(addrs);
+        for target in targets.iter().take(if https { targets.len() } else { 1 }) {
             let tcp = connect(&at).await.map_err(Error::Connect)?;
             let _ = tcp.set_nodelay(true);
             let mut stream: Box<dyn Io> = if secure {
@@ -264,6 +236,129 @@ impl Exit {
     }
 }
 
+/// Where requests are proxied: `[egress] proxy` (its `noProxy`, else `NO_PROXY`), else the
+/// environment's `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and `NO_PROXY`.
+struct ProxyUrls {
+    http: Option<String>,
+    https: Option<String>,
+    all: Option<String>,
+    no: String,
+}
+
+impl ProxyUrls {
+    /// The rules of `settings`: a configured proxy that is not an http:// or https:// URL is
+    /// refused; such a proxy in the environment (a SOCKS one other programs use) is left out,
+    /// with a warning.
+    fn of(settings: &EgressSettings) -> anyhow::Result<ProxyUrls> {
+        let env = |names: [&str; 2]| {
+            names
+                .iter()
+                .find_map(|n| std::env::var(n).ok())
+                .filter(|v| !v.is_empty())
+        };
+        let no = settings
+            .no_proxy
+            .clone()
+            .or_else(|| env(["NO_PROXY", "no_proxy"]))
+            .unwrap_or_default();
+        if let Some(url) = &settings.proxy {
+            if !usable(url) {
+                anyhow::bail!(
+                    "[egress] proxy {}: give an http:// or https:// proxy URL with its host",
+                    shown(url)
+                );
+            }
+            return Ok(ProxyUrls {
+                http: None,
+                https: None,
+                all: Some(url.clone()),
+                no,
+            });
+        }
+        if settings.no_proxy.is_some() {
+            anyhow::bail!(
+                "[egress] noProxy is set without proxy: set proxy too, or use the NO_PROXY variable with HTTPS_PROXY"
+            );
+        }
+        let from = |names: [&str; 2]| {
+            env(names).filter(|url| {
+                let ok = usable(url);
+                if !ok {
+                    tracing::warn!(variable = names[0], proxy = %shown(url), "left out: only http:// and https:// proxies are supported");
+                }
+                ok
+            })
+        };
+        Ok(ProxyUrls {
+            http: from(["HTTP_PROXY", "http_proxy"]),
+            https: from(["HTTPS_PROXY", "https_proxy"]),
+            all: from(["ALL_PROXY", "all_proxy"]),
+            no,
+        })
+    }
+
+    fn matcher(&self) -> Matcher {
+        let mut m = Matcher::builder().no(self.no.clone());
+        if let Some(u) = &self.http {
+            m = m.http(u.clone());
+        }
+        if let Some(u) = &self.https {
+            m = m.https(u.clone());
+        }
+        if let Some(u) = &self.all {
+            m = m.all(u.clone());
+        }
+        m.build()
+    }
+
+    /// The same rules as reqwest proxies, the scheme-specific ones first.
+    fn for_client(&self) -> anyhow::Result<Vec<reqwest::Proxy>> {
+        let no = || reqwest::NoProxy::from_string(&self.no);
+        let make = |url: &Option<String>, kind: fn(&str) -> reqwest::Result<reqwest::Proxy>| {
+            url.as_deref()
+                .map(|u| {
+                    kind(u)
+                        .map(|p| p.no_proxy(no()))
+                        .map_err(|e| anyhow::anyhow!("proxy {}: {e}", shown(u)))
+                })
+                .transpose()
+        };
+        Ok([
+            make(&self.http, |u| reqwest::Proxy::http(u))?,
+            make(&self.https, |u| reqwest::Proxy::https(u))?,
+            make(&self.all, |u| reqwest::Proxy::all(u))?,
+        ]
+        .into_iter()
+        .flatten()
+        .collect())
+    }
+}
+
+/// Whether `url` is a proxy this runtime speaks to: http:// or https://, with a host.
+fn usable(url: &str) -> bool {
+    url.parse::<http::Uri>()
+        .is_ok_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some())
+}
+
+/// A proxy URL as logs and errors show it: without its credentials.
+fn shown(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
+/// `addrs`, IPv4 ones first: a proxy asked for one address is likelier to reach that.
+fn ipv4_first(addrs: &[SocketAddr]) -> Vec<SocketAddr> {
+    let mut ordered = addrs.to_vec();
+    ordered.sort_by_key(SocketAddr::is_ipv6);
+    ordered
+}
+
 /// Asks the proxy on `stream` for a tunnel to `target`; the refusal says what it answered.
 async fn tunnel(
     stream: &mut Box<dyn Io>,
@@ -279,25 +374,22 @@ async fn tunnel(
         .write_all(head.as_bytes())
         .await
         .map_err(|e| e.to_string())?;
-    // The answer's head, read a byte at a time so nothing of the tunnel is consumed.
-    let mut reader = tokio::io::BufReader::with_capacity(1, stream);
+    // The answer's head, read a byte at a time so nothing of the tunnel is consumed, and at
+    // most MAX_PROXY_HEAD bytes of it.
+    let mut reader = tokio::io::BufReader::with_capacity(1, stream).take(MAX_PROXY_HEAD);
     let mut status = String::new();
-    reader
-        .read_line(&mut status)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut read = status.len();
     loop {
         let mut line = String::new();
         let n = reader
             .read_line(&mut line)
             .await
             .map_err(|e| e.to_string())?;
-        read += n;
-        if n == 0 || read > MAX_PROXY_HEAD {
+        if n == 0 || !line.ends_with('\n') {
             return Err("the proxy's answer ended early or is too long".into());
         }
-        if line == "\r\n" || line == "\n" {
+        if status.is_empty() {
+            status = line;
+        } else if line.trim_end().is_empty() {
             break;
         }
     }
@@ -326,7 +418,7 @@ fn tls_failed(e: std::io::Error) -> Error {
 }
 
 /// The longest proxy answer head read, bytes.
-const MAX_PROXY_HEAD: usize = 16 << 10;
+const MAX_PROXY_HEAD: u64 = 16 << 10;
 
 /// The certificates of an operator's CA file.
 fn ca_file(file: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
@@ -420,5 +512,59 @@ mod tests {
                 .proxy_for(&"https://x.example/".parse().unwrap())
                 .is_none()
         );
+        let socks = Exit::new(&EgressSettings {
+            proxy: Some("socks5://user:secret@proxy.example:1080".into()),
+            ..EgressSettings::default()
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            socks.contains("http:// or https://") && !socks.contains("secret"),
+            "refused without its password: {socks}"
+        );
+        assert_eq!(shown("http://u:p@h:1/x@y"), "http://***@h:1/x@y");
+        assert_eq!(shown("http://h:1/a@b"), "http://h:1/a@b");
+    }
+
+    #[tokio::test]
+    async fn a_proxy_answer_is_read_within_its_bound_and_nothing_past_it() {
+        use tokio::io::AsyncReadExt;
+        let target: SocketAddr = "203.0.113.7:443".parse().unwrap();
+        let talk = |answer: Vec<u8>| async move {
+            let (ours, mut theirs) = tokio::io::duplex(1 << 20);
+            let mut ours: Box<dyn Io> = Box::new(ours);
+            let asked = tokio::spawn(async move {
+                let mut head = vec![0; 64];
+                let n = theirs.read(&mut head).await.unwrap();
+                theirs.write_all(&answer).await.unwrap();
+                (String::from_utf8_lossy(&head[..n]).into_owned(), theirs)
+            });
+            let result = tunnel(&mut ours, target, None).await;
+            let (head, _theirs) = asked.await.unwrap();
+            let mut rest = vec![0; 5];
+            let next = if result.is_ok() {
+                ours.read_exact(&mut rest).await.map(|_| rest).ok()
+            } else {
+                None
+            };
+            (head, result, next)
+        };
+        let (head, ok, after) =
+            talk(b"HTTP/1.1 200 Connection established\r\nVia: p\r\n\r\nhello".to_vec()).await;
+        assert!(
+            head.starts_with("CONNECT 203.0.113.7:443 HTTP/1.1\r\n"),
+            "{head}"
+        );
+        assert!(ok.is_ok());
+        assert_eq!(
+            after.as_deref(),
+            Some(&b"hello"[..]),
+            "the tunnel's bytes are left"
+        );
+        let (_, refused, _) = talk(b"HTTP/1.1 403 Forbidden\r\n\r\n".to_vec()).await;
+        assert!(refused.unwrap_err().contains("403"));
+        let (_, endless, _) = talk(vec![b'x'; 64 << 10]).await;
+        assert!(endless.unwrap_err().contains("too long"));
     }
 }

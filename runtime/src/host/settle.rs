@@ -54,7 +54,7 @@ impl Written {
                 e.lines().next().unwrap_or("trap")
             ),
             None if self.store_failed.load(std::sync::atomic::Ordering::Relaxed) => {
-                "the task could not be stored: the task store failed during the turn".to_owned()
+                "the task could not be stored while it ran".to_owned()
             }
             None => "the agent component ended before the task settled".to_owned(),
         }

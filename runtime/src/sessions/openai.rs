@@ -24,6 +24,18 @@ pub const DEFAULT_KEY_ENV: &str = "DEEPSEEK_API_KEY";
 /// Largest model answer read (bytes of the event stream).
 const MAX_STREAM_BYTES: usize = 8 << 20;
 
+/// The most of a refusal's body read, bytes.
+const MAX_ERROR_BYTES: usize = 16 << 10;
+
+/// `text` without `key`: some APIs quote the key they refused, and it never reaches a log or a
+/// task's note.
+fn redacted(text: &str, key: &str) -> String {
+    if key.is_empty() {
+        return text.to_owned();
+    }
+    text.replace(key, "[the key]")
+}
+
 /// The backend of one preset.
 #[derive(Clone)]
 pub struct OpenAi {
@@ -155,15 +167,16 @@ impl OpenAi {
             .map_err(|e| format!("the model API at {} is unreachable: {e}", self.url))?;
         if !r.status().is_success() {
             let status = r.status().as_u16();
-            let text: String = r
-                .text()
-                .await
-                .unwrap_or_default()
-                .chars()
-                .take(300)
-                .collect();
-            // Some APIs quote the key they refused: it never reaches a log or a note.
-            let text = text.replace(key, "[the key]");
+            let mut body = Vec::new();
+            let mut stream = r.bytes_stream();
+            while let Some(Ok(chunk)) = stream.next().await {
+                body.extend_from_slice(&chunk);
+                if body.len() >= MAX_ERROR_BYTES {
+                    break;
+                }
+            }
+            let text = redacted(&String::from_utf8_lossy(&body), key);
+            let text: String = text.chars().take(300).collect();
             return Err(format!("the model API answered HTTP {status}: {text}"));
         }
         let mut step = Step::default();
@@ -221,7 +234,7 @@ impl OpenAi {
             };
             let step = match step {
                 Ok(s) => s,
-                Err(e) => return Progress::Unavailable(e),
+                Err(e) => return Progress::Unavailable(redacted(&e, &key)),
             };
             if step.calls.is_empty() {
                 return Progress::Completed;
@@ -265,6 +278,15 @@ impl Backend for OpenAi {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quoted_key_is_redacted_and_an_empty_one_changes_nothing() {
+        assert_eq!(
+            redacted("bad key: Bearer sk-123", "sk-123"),
+            "bad key: Bearer [the key]"
+        );
+        assert_eq!(redacted("bad key", ""), "bad key");
+    }
 
     #[test]
     fn chunks_assemble_text_and_tool_calls() {
