@@ -29,7 +29,7 @@ enum Layer {
     /// The shared store, sealed.
     Shared {
         store: Arc<dyn Store>,
-        key: SecretKey,
+        key: Box<SecretKey>,
     },
 }
 
@@ -100,7 +100,10 @@ impl Credentials {
                 .map_err(|_| wrong_key())?;
         }
         let c = Credentials {
-            layer: Layer::Shared { store, key },
+            layer: Layer::Shared {
+                store,
+                key: Box::new(key),
+            },
             values: RwLock::default(),
         };
         c.refresh().await?;

@@ -170,7 +170,7 @@ impl Subscription {
     /// The next frame after the cursor, if it has been read.
     pub fn try_next(&mut self) -> Option<Frame> {
         if self.buffer.is_empty() {
-            self.from_ring();
+            self.take_ringed();
         }
         self.buffer.pop_front()
     }
@@ -203,7 +203,7 @@ impl Subscription {
                 return;
             }
             self.signal.borrow_and_update();
-            if self.from_ring() {
+            if self.take_ringed() {
                 return;
             }
             match self
@@ -229,7 +229,7 @@ impl Subscription {
     }
 
     /// Moves the frames after the cursor that the ring holds into the buffer; whether any.
-    fn from_ring(&mut self) -> bool {
+    fn take_ringed(&mut self) -> bool {
         let Some(log) = &self.log else { return false };
         let ring = log.ring.lock().unwrap();
         let before = self.buffer.len();

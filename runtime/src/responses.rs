@@ -88,23 +88,21 @@ pub fn holding_stream<T: Unpin + Send + 'static>(
     slot: Option<T>,
 ) -> Response<Body> {
     match slot {
-        Some(slot) if is_event_stream(&response) => response.map(|b| Holding::new(b, slot)),
+        Some(slot) if is_event_stream(&response) => response.map(|b| holding(b, slot)),
         _ => response,
     }
 }
 
 /// A response body that holds something (an open-stream slot, a busy count) until it ends or
 /// is dropped.
-pub struct Holding<T> {
+struct Holding<T> {
     body: Body,
     _held: T,
 }
 
-impl<T: Unpin + Send + 'static> Holding<T> {
-    /// `body`, holding `held` for as long as it lasts.
-    pub fn new(body: Body, held: T) -> Body {
-        Holding { body, _held: held }.boxed_unsync()
-    }
+/// `body`, holding `held` for as long as it lasts.
+pub fn holding<T: Unpin + Send + 'static>(body: Body, held: T) -> Body {
+    Holding { body, _held: held }.boxed_unsync()
 }
 
 impl<T: Unpin> hyper::body::Body for Holding<T> {

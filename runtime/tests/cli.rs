@@ -890,8 +890,10 @@ async fn send_shows_data_and_file_parts_saves_files_and_gives_up_at_its_timeout(
 async fn serve_takes_the_proxy_from_the_environment_and_the_ca_file_from_the_config() {
     use common::network::{ForwardProxy, TlsFront};
     let front = TlsFront::start().await;
-    let mut behind = a2a_edge::config::Config::default();
-    behind.public_base_url = Some(format!("https://127.0.0.2:{}", front.port));
+    let behind = a2a_edge::config::Config {
+        public_base_url: Some(format!("https://127.0.0.2:{}", front.port)),
+        ..Default::default()
+    };
     let b = Served::start_with(behind).await;
     front.forward_to(b.running.addr);
     let proxy = ForwardProxy::start().await;
@@ -936,7 +938,7 @@ async fn serve_takes_the_proxy_from_the_environment_and_the_ca_file_from_the_con
         assert_eq!(answer["result"], "via the site's proxy", "{answer}");
         let seen = &proxy.seen()[before..];
         assert_eq!(
-            seen.iter().any(|l| *l == endpoint),
+            seen.contains(&endpoint),
             proxied,
             "NO_PROXY {no_proxy:?}: {seen:?}"
         );

@@ -330,22 +330,23 @@ async fn a_remote_behind_the_sites_ca_is_reached_through_the_proxy_at_the_addres
     // Edge B behind TLS signed by the site's own CA; its card announces the front at an
     // address of its own (127.0.0.2), the card URL names it localhost (127.0.0.1).
     let front = TlsFront::start().await;
-    let mut behind = a2a_edge::config::Config::default();
-    behind.public_base_url = Some(format!("https://127.0.0.2:{}", front.port));
+    let behind = a2a_edge::config::Config {
+        public_base_url: Some(format!("https://127.0.0.2:{}", front.port)),
+        ..Default::default()
+    };
     let b = Server::start(behind).await;
     front.forward_to(b.running.as_ref().unwrap().addr);
     let proxy = ForwardProxy::start().await;
     let card = format!("https://localhost:{}/a2a/demo/agent-card.json", front.port);
     let site = tempfile::tempdir().unwrap();
     std::fs::write(site.path().join("ca.pem"), &front.ca_pem).unwrap();
-    let egress = |ca: bool| {
-        let mut c = a2a_edge::config::Config::default();
-        c.egress = EgressSettings {
+    let egress = |ca: bool| a2a_edge::config::Config {
+        egress: EgressSettings {
             ca_file: ca.then(|| site.path().join("ca.pem")),
             proxy: Some(proxy.url()),
             no_proxy: None,
-        };
-        c
+        },
+        ..Default::default()
     };
 
     // Trusting only public roots, the site's certificate is refused.

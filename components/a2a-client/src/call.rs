@@ -43,10 +43,11 @@ pub fn run(ctx: &Ctx, req: CallRequest) -> Result<String, CallError> {
     let result = drive(ctx, &ep.url, ep.streaming, message, &mut remote);
     if let Err(e) = result {
         // An abort or timeout with a known remote task cancels it there too.
-        if matches!(e, CallError::Aborted | CallError::Transport(_)) && !remote.settled() {
-            if let Some(id) = remote.task_id() {
-                let _ = rpc(&Ctx::cleanup(), &ep.url, "CancelTask", json!({ "id": id }));
-            }
+        if matches!(e, CallError::Aborted | CallError::Transport(_))
+            && !remote.settled()
+            && let Some(id) = remote.task_id()
+        {
+            let _ = rpc(&Ctx::cleanup(), &ep.url, "CancelTask", json!({ "id": id }));
         }
         return Err(e);
     }

@@ -43,14 +43,11 @@ impl Request {
             None => (target, String::new()),
         };
         let mut body = Vec::new();
-        if let Ok(incoming) = req.consume() {
-            if let Ok(stream) = incoming.stream() {
-                loop {
-                    match stream.blocking_read(64 * 1024) {
-                        Ok(chunk) => body.extend_from_slice(&chunk),
-                        Err(_) => break,
-                    }
-                }
+        if let Ok(incoming) = req.consume()
+            && let Ok(stream) = incoming.stream()
+        {
+            while let Ok(chunk) = stream.blocking_read(64 * 1024) {
+                body.extend_from_slice(&chunk);
             }
         }
         Request {

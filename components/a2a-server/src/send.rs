@@ -28,8 +28,8 @@ use crate::stored::load as load_task;
 pub enum Begin {
     /// Answer at once (an idempotent resend).
     Answer(Value),
-    /// A task to drive.
-    Run(Run),
+    /// A task to drive (boxed: it is most of what a send carries).
+    Run(Box<Run>),
 }
 
 /// A task being driven by this request.
@@ -379,7 +379,7 @@ impl Run {
         if self.settled() {
             Begin::Answer(self.answer())
         } else {
-            Begin::Run(self)
+            Begin::Run(Box::new(self))
         }
     }
 
@@ -465,7 +465,7 @@ impl Run {
                     break 'turn;
                 }
                 seen += 1;
-                if seen % 16 == 0 && monotonic_clock::now() >= deadline_at {
+                if seen.is_multiple_of(16) && monotonic_clock::now() >= deadline_at {
                     timed_out(self);
                     break 'turn;
                 }

@@ -43,10 +43,8 @@ impl Sse {
             .body
             .as_ref()
             .is_some_and(|(_, stream)| http::write_all(stream, text.as_bytes()).is_err());
-        if failed {
-            if let Some(started) = self.body.take() {
-                http::abandon(started);
-            }
+        if failed && let Some(started) = self.body.take() {
+            http::abandon(started);
         }
     }
 

@@ -18,7 +18,7 @@ pub enum Inbound {
         /// Agent name (the id is derived from it unless --id is given).
         #[arg(long)]
         name: String,
-        /// The instance id (1-64 letters, digits, - or _; default <slug of name>-<8 hex>).
+        /// The instance id (1-64 letters, digits, - or _; default `<slug of name>-<8 hex>`).
         #[arg(long)]
         id: Option<String>,
         /// Create it although another instance has the same name.
@@ -30,7 +30,7 @@ pub enum Inbound {
         /// Agent version.
         #[arg(long, default_value = "0.1.0")]
         version: String,
-        /// JSON-RPC endpoint path (default /a2a/<id>).
+        /// JSON-RPC endpoint path (default `/a2a/<id>`).
         #[arg(long)]
         endpoint_path: Option<String>,
         /// Session preset.

@@ -227,7 +227,7 @@ impl Printer {
     }
 }
 
-/// A task's artifacts as [`render`] shows them (files not written), if any.
+/// A task's artifacts as `send` prints them (files not written), if any.
 pub fn output_text(task: &Value) -> Option<String> {
     output(task, None).ok().flatten()
 }

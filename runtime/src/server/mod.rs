@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app::App;
 use crate::control;
 use crate::host::CallNote;
-use crate::responses::{Body, Holding, json};
+use crate::responses::{Body, holding, json};
 
 pub use guard::is_loopback;
 
@@ -102,7 +102,7 @@ async fn connection(
         let (app, guard) = (app.clone(), Busy::new(&counted));
         async move {
             let response = route(&app, peer, surfaces, req).await;
-            Ok::<_, Infallible>(response.map(|body| Holding::new(body, guard)))
+            Ok::<_, Infallible>(response.map(|body| holding(body, guard)))
         }
     });
     // The header timeout also runs while a kept-alive connection waits for its next request, so

@@ -1,7 +1,7 @@
 //! The store's health as its calls find it: every call that fails as unavailable is counted,
-//! its cause kept, and logged at error at most once per [`LOG_EVERY`] (with how many failed
+//! its cause kept, and logged at error at most once per `LOG_EVERY` (with how many failed
 //! since the last line). The store is unhealthy from its first failure until a call succeeds
-//! [`HEALTHY_AFTER`] after the latest failure (on a full disk reads still succeed while every
+//! `HEALTHY_AFTER` after the latest failure (on a full disk reads still succeed while every
 //! write fails). One store per server process, so these are the process's.
 
 use std::sync::Mutex;

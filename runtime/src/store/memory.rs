@@ -475,19 +475,31 @@ impl Store for MemoryStore {
     }
 
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
-        self.with(|d| Ok(drop(d.instances.insert(record.id.clone(), record))))
+        self.with(|d| {
+            d.instances.insert(record.id.clone(), record);
+            Ok(())
+        })
     }
 
     fn delete_instance(&self, id: String) -> Pending<()> {
-        self.with(|d| Ok(drop(d.instances.remove(&id))))
+        self.with(|d| {
+            d.instances.remove(&id);
+            Ok(())
+        })
     }
 
     fn put_connection(&self, record: ConnectionRecord) -> Pending<()> {
-        self.with(|d| Ok(drop(d.connections.insert(record.id.clone(), record))))
+        self.with(|d| {
+            d.connections.insert(record.id.clone(), record);
+            Ok(())
+        })
     }
 
     fn delete_connection(&self, id: String) -> Pending<()> {
-        self.with(|d| Ok(drop(d.connections.remove(&id))))
+        self.with(|d| {
+            d.connections.remove(&id);
+            Ok(())
+        })
     }
 
     fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
@@ -514,7 +526,10 @@ impl Store for MemoryStore {
     }
 
     fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
-        self.with(|d| Ok(drop(d.notes.insert((instance_id, task_id), note))))
+        self.with(|d| {
+            d.notes.insert((instance_id, task_id), note);
+            Ok(())
+        })
     }
 
     fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>> {
@@ -573,7 +588,7 @@ impl Store for MemoryStore {
                 );
             }
             let mut all: Vec<ContextSummary> = by.into_values().collect();
-            all.sort_by(|a, b| b.last_seen.cmp(&a.last_seen));
+            all.sort_by_key(|c| std::cmp::Reverse(c.last_seen));
             all.truncate(limit as usize);
             Ok(all)
         })

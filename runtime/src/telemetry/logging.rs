@@ -27,7 +27,7 @@ pub fn dropped_lines() -> u64 {
 }
 
 /// The filter `directives` (`RUST_LOG`, or the default) make, with the drivers of
-/// [`QUIET_DRIVERS`] kept at info unless a directive names them.
+/// `QUIET_DRIVERS` (the database drivers) kept at info unless a directive names them.
 pub fn filter(directives: &str) -> tracing_subscriber::EnvFilter {
     let mut all = directives.to_owned();
     for driver in QUIET_DRIVERS.iter().filter(|d| !directives.contains(**d)) {

@@ -469,7 +469,9 @@ async fn the_panel_its_feed_and_its_console_are_refused_to_anyone_but_the_operat
         assert_eq!(r.status().as_u16(), 403, "{method} {path} from 127.0.0.2");
     }
     let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"evil","role":"ROLE_USER","parts":[{"text":"x"}]}}}"#;
-    let cases: [(Method, &str, Vec<(&str, &str)>, u16); 5] = [
+    /// A request (method, path, headers) and the status it must get.
+    type Case<'a> = (Method, &'a str, Vec<(&'a str, &'a str)>, u16);
+    let cases: [Case; 5] = [
         (
             Method::GET,
             "/a2a/ui",
