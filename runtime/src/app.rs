@@ -14,9 +14,9 @@ use crate::clock::now_ms;
 use crate::config::{Config, StorageBackend};
 use crate::credentials::{Credentials, SecretKey};
 use crate::engine::Engine;
-use crate::host::{Host, Services};
+use crate::hosts::client::ClientHost;
+use crate::hosts::server::{Host, Services};
 use crate::instances::{Instance, Routes};
-use crate::outbound::client::ClientHost;
 use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
 use crate::responses::{Body, Framing, rpc_error};
@@ -218,37 +218,6 @@ impl App {
         self.table.read().unwrap().instances.clone()
     }
 
-    /// On a shared database, takes up what other nodes change: every [`FOLLOW`] the secrets,
-    /// the connection records and the instance records are read again; the instance table is
-    /// reassembled when a record or a secret differs. Runs until `stop`.
-    pub async fn follow(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(FOLLOW) => {}
-            }
-            let secrets_changed = match self.credentials.refresh().await {
-                Ok(changed) => changed,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the shared secrets");
-                    false
-                }
-            };
-            if let Err(e) = self.outbound.follow().await {
-                tracing::warn!(error = %e, "cannot take up the connections other nodes changed");
-            }
-            match self.store.instances().await {
-                Ok(stored) if secrets_changed || stored != self.records() => {
-                    if let Err(e) = self.reassemble().await {
-                        tracing::warn!(error = %e, "cannot take up the instances other nodes changed");
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "cannot read the instance records"),
-            }
-        }
-    }
-
     /// Every stored instance record (served or not), by id.
     pub fn records(&self) -> Vec<InstanceRecord> {
         self.table.read().unwrap().records.clone()
@@ -311,9 +280,6 @@ impl App {
         self.reassemble().await
     }
 }
-
-/// How often a node on a shared database looks for instance changes made on other nodes.
-pub const FOLLOW: Duration = Duration::from_millis(250);
 
 /// The services requests reach, over the store and the outbound connections.
 fn services(

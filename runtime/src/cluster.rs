@@ -39,7 +39,41 @@ pub fn start(app: &Arc<App>, stop: &CancellationToken) {
         }
     }));
     tokio::spawn(keep_leases(app.clone(), stop.clone()));
-    tokio::spawn(app.clone().follow(stop.clone()));
+    tokio::spawn(follow(app.clone(), stop.clone()));
+}
+
+/// How often a node on a shared database looks for instance changes made on other nodes.
+const FOLLOW: Duration = Duration::from_millis(250);
+
+/// On a shared database, takes up what other nodes change: every [`FOLLOW`] the secrets,
+/// the connection records and the instance records are read again; the instance table is
+/// reassembled when a record or a secret differs. Runs until `stop`.
+async fn follow(app: Arc<App>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(FOLLOW) => {}
+        }
+        let secrets_changed = match app.credentials.refresh().await {
+            Ok(changed) => changed,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the shared secrets");
+                false
+            }
+        };
+        if let Err(e) = app.outbound.follow().await {
+            tracing::warn!(error = %e, "cannot take up the connections other nodes changed");
+        }
+        match app.store.instances().await {
+            Ok(stored) if secrets_changed || stored != app.records() => {
+                if let Err(e) = app.reassemble().await {
+                    tracing::warn!(error = %e, "cannot take up the instances other nodes changed");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the instance records"),
+        }
+    }
 }
 
 /// Every third of the lease time: renews the leases of the tasks whose turns run here (a task

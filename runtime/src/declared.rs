@@ -6,8 +6,9 @@ use crate::clock::now_ms;
 use crate::config::{Config, ConnectionDecl, InstanceDecl};
 use crate::credentials::check_secret_name;
 use crate::instances::{self, DEFAULT_COMPONENT, default_preset, new_id, normalize_endpoint};
-use crate::outbound::{DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, check_card_url};
-use crate::records::{ConnectionRecord, InstanceRecord};
+use crate::records::{
+    ConnectionRecord, DEFAULT_TIMEOUT_MS, InstanceRecord, MAX_TIMEOUT_MS, check_card_url,
+};
 use crate::store::Store;
 
 /// Where a declaration sits, for errors: `config <file>: [[kind]] entry <n> ("<name>")`.

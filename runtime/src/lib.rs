@@ -2,14 +2,11 @@
 //! (`wasm32-wasip2`, WASI HTTP) and gives them storage, events, sessions and admission.
 //!
 //! A request's way: [`server`] accepts it, guards the surface and routes it; the A2A surface
-//! authenticates and bounds it before [`host::Host::handle`] prepares a store whose capabilities
-//! (one per `a2a:edge` interface, built from [`host::Services`]) reach the [`store`], the
+//! authenticates and bounds it before [`hosts::server::Host::handle`] prepares a store whose capabilities
+//! (one per `a2a:edge` interface, built from [`hosts::server::Services`]) reach the [`store`], the
 //! [`events`] logs, the [`sessions`] and the [`admission`] gate; the component decides, the host
 //! stores, schedules, limits and counts. The control surface runs [`control`] actions on the
-//! [`app::App`] assembly. The layers import only downwards: `server` → `control` → `app` →
-//! `declared` → `outbound` → `host` → `instances` → `engine` → `config` → `sessions` → `store` →
-//! the ground floor (`records`, `telemetry`, `events`, `feed`, `panel`, `credentials`,
-//! `responses`, `clock`, …).
+//! [`app::App`] assembly. The layers import only downwards; `docs/ARCHITECTURE.md` lists them.
 #![deny(missing_docs)]
 #![allow(
     clippy::result_large_err,
@@ -35,7 +32,7 @@ pub mod engine;
 pub mod events;
 pub mod feed;
 pub mod holds;
-pub mod host;
+pub mod hosts;
 pub mod instances;
 pub mod outbound;
 pub mod panel;

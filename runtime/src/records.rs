@@ -107,6 +107,25 @@ pub struct InstanceRecord {
     pub updated_at: u64,
 }
 
+/// Default time a remote call may take, ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+
+/// The longest `timeoutMs` a connection may set.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// Checks a card URL: http(s) with a host.
+pub fn check_card_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    a2a_protocol::client::split_url(url)
+        .map(|_| url.to_owned())
+        .map_err(|_| {
+            format!(
+                "must be an http(s) URL with a host, not {:?}",
+                url.chars().take(200).collect::<String>()
+            )
+        })
+}
+
 /// A stored outbound connection (README "Control API › Actions").
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use a2a_edge::host::{CallNote, Invocation, Route};
+use a2a_edge::hosts::server::{CallNote, Invocation, Route};
 use a2a_edge::instances::RouteKind;
 use a2a_edge_tests::{Server, config_with, put_component};
 use bytes::Bytes;

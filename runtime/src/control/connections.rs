@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::done;
 use crate::app::App;
 use crate::clock::now_ms;
-use crate::outbound::{self, context_for};
+use crate::outbound::context_for;
 use crate::records::{ConnectionRecord, SkillOverride};
 
 async fn save(app: &App, r: ConnectionRecord) -> Result<(), Refusal> {
@@ -83,7 +83,7 @@ fn apply(
 }
 
 fn card_url(url: &str) -> Result<String, Refusal> {
-    outbound::check_card_url(url).map_err(|e| format!("field \"agentCardUrl\" {e}"))
+    crate::records::check_card_url(url).map_err(|e| format!("field \"agentCardUrl\" {e}"))
 }
 
 /// `outbound.create`
@@ -95,7 +95,7 @@ pub async fn create(app: &Arc<App>, a: &OutboundCreate) -> Result<Value, Refusal
         id: id.clone(),
         agent_card_url: card_url(a.agent_card_url.as_str())?,
         enabled: a.enabled.is_none_or(|e| e.0),
-        timeout_ms: outbound::DEFAULT_TIMEOUT_MS,
+        timeout_ms: crate::records::DEFAULT_TIMEOUT_MS,
         created_at: now,
         updated_at: now,
         ..ConnectionRecord::default()

@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use super::{CONTROL_BODY_LIMIT, control_peer, refusal};
 use crate::app::App;
 use crate::body::read_body;
-use crate::host::{CallNote, Invocation, Route};
+use crate::hosts::server::{CallNote, Invocation, Route};
 use crate::responses::{Body, Framing, holding_stream};
 
 /// Runs one console request on the instance `id`.

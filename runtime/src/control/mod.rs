@@ -22,7 +22,7 @@ use control_api::{Action, Refusal};
 
 use crate::app::App;
 use crate::body::read_body;
-use crate::host::{CallNote, Invocation, Route};
+use crate::hosts::server::{CallNote, Invocation, Route};
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, json as answer};
 

@@ -1,11 +1,9 @@
 //! Outbound connections (README "Outbound connections"): remote A2A agents whose skills become tools. Records
 //! live in the store (and a copy here); the connection state (connected, failed with the last
 //! error, the remote card) lives here. Every remote exchange goes through the outbound client
-//! component ([`client`]), whose requests pass the outbound policy ([`policy`]) and the SSRF
+//! component ([`crate::hosts::client`]), whose requests pass its outbound policy and the SSRF
 //! guard ([`crate::egress`]).
 
-pub mod client;
-pub mod policy;
 mod tools;
 
 use std::collections::HashMap;
@@ -15,16 +13,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::credentials::{Credentials, outbound_name};
-use crate::host::bindings::client_world::exports::a2a::edge::client::CallRequest;
-use crate::host::bindings::outbound::ConnectionInfo;
+use crate::hosts::client::{CallRequest, ClientHost, ConnectionInfo, Target, origin};
 use crate::records::ConnectionRecord;
 use crate::store::{Store, StoreError};
-use client::{ClientHost, Target};
-use policy::origin;
 pub use tools::{SessionToolbox, Tool, context_for, tools};
-
-/// Default time a remote call may take, ms.
-pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 
 /// Where a connection stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -338,20 +330,4 @@ impl Outbound {
     pub fn secret(&self, name: &str) -> Option<String> {
         self.credentials.resolve(name)
     }
-}
-
-/// The longest `timeoutMs` a connection may set.
-pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
-
-/// Checks a card URL: http(s) with a host.
-pub fn check_card_url(url: &str) -> Result<String, String> {
-    let url = url.trim();
-    a2a_protocol::client::split_url(url)
-        .map(|_| url.to_owned())
-        .map_err(|_| {
-            format!(
-                "must be an http(s) URL with a host, not {:?}",
-                url.chars().take(200).collect::<String>()
-            )
-        })
 }

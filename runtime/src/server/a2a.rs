@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 
 use crate::app::App;
 use crate::body::read_body;
-use crate::host::{CallNote, Invocation, Route};
+use crate::hosts::server::{CallNote, Invocation, Route};
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, Framing, accepts_sse, holding_stream, rpc_failure};
 

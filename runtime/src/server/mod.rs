@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::control;
-use crate::host::CallNote;
+use crate::hosts::server::CallNote;
 use crate::responses::{Body, holding, json};
 
 pub use guard::is_loopback;

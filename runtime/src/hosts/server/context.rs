@@ -165,7 +165,7 @@ mod tests {
     #[test]
     fn the_guest_reads_the_record_never_its_secret_and_its_calls_are_counted() {
         let dir = tempfile::tempdir().unwrap();
-        let services = super::super::test_services(dir.path());
+        let services = super::super::services::test_services(dir.path());
         let record = InstanceRecord {
             id: "x".into(),
             name: "X".into(),

@@ -2,6 +2,13 @@
 //! connection it serves, the caller's abort signal and the outbound policy that injects the
 //! credential. The same path serves `outbound.discover`, `outbound.call` and session tools.
 
+mod bindings;
+mod policy;
+
+pub use bindings::a2a::edge::outbound::ConnectionInfo;
+pub use bindings::exports::a2a::edge::client::CallRequest;
+pub use policy::origin;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,11 +19,11 @@ use wasmtime_wasi::p2::{DynPollable, subscribe};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::policy::{Policy, Rules};
 use crate::engine::{Burst, Engine, Metered, wt};
-use crate::host::bindings::client_world::exports::a2a::edge::client::{CallError, CallRequest};
-use crate::host::bindings::client_world::{OutboundClient, OutboundClientPre};
-use crate::host::bindings::outbound::{self, ConnectionInfo};
+use bindings::a2a::edge::outbound;
+use bindings::exports::a2a::edge::client::CallError;
+use bindings::{OutboundClient, OutboundClientPre};
+use policy::{Policy, Rules};
 
 /// The outbound A2A client component (world `outbound-client`), built into the binary.
 const CLIENT_WASM: &[u8] = include_bytes!(env!("A2A_EDGE_CLIENT_WASM"));

@@ -17,12 +17,12 @@ mod drive;
 mod events;
 mod handoff;
 mod push;
+mod services;
 mod sessions;
 pub mod settle;
 mod state;
 mod storage;
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,76 +36,14 @@ use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::{IncomingRequest, ResponseOutparam, Scheme};
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 
-use crate::activity::Activity;
-use crate::admission::Admission;
-use crate::attachments::Attachments;
-use crate::config::Provider;
 use crate::engine::{Engine, Metered, Registry, trap_cause};
-use crate::events::EventHub;
-use crate::holds::Holds;
-use crate::instances::{Instance, RouteKind};
+use crate::instances::RouteKind;
 use crate::responses::{Body, Framing, is_event_stream, rpc_failure};
-use crate::sessions::{Sessions, Toolbox};
-use crate::store::Store as TaskStore;
 use crate::telemetry::Metrics;
 
 pub use context::{Call, CallNote};
+pub use services::{Invocation, Route, Services};
 pub use state::{State, View};
-
-/// The runtime services the capabilities reach, shared by every request.
-pub struct Services {
-    /// Durable state.
-    pub store: Arc<dyn TaskStore>,
-    /// Frame logs.
-    pub events: Arc<EventHub>,
-    /// Live sessions.
-    pub sessions: Arc<Sessions>,
-    /// Rate limits and slots.
-    pub admission: Arc<Admission>,
-    /// Stored attachments.
-    pub attachments: Arc<Attachments>,
-    /// The guard of push-notification webhooks.
-    pub webhooks: Arc<crate::push::Webhooks>,
-    /// Peers and open streams.
-    pub activity: Arc<Activity>,
-    /// Message ids reserved by the requests deciding them.
-    pub holds: Holds,
-    /// Settlements of abandoned tasks waiting for the store.
-    pub owed: Arc<settle::Owed>,
-    /// Counters.
-    pub metrics: Arc<Metrics>,
-    /// The tools and secrets of session turns.
-    pub toolbox: Arc<dyn Toolbox>,
-    /// Provider shown on every card.
-    pub provider: Option<Provider>,
-    /// Emit the seed's error numbers (README "Configuration", `[protocol] legacyErrorCodes`).
-    pub legacy_error_codes: bool,
-    /// How long a request waits for a free component instance.
-    pub instance_wait: Duration,
-    /// Component instances alive at once.
-    pub max_instances: u32,
-}
-
-/// How a request reached a component.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
-    /// An instance route hit over HTTP.
-    Http(RouteKind),
-    /// `inbound.sendTest`.
-    Internal,
-}
-
-/// One request for an instance's component.
-pub struct Invocation {
-    /// The instance serving it.
-    pub instance: Arc<Instance>,
-    /// How it arrived.
-    pub route: Route,
-    /// The TCP peer.
-    pub peer: SocketAddr,
-    /// What the component tells of the request, for the log.
-    pub note: CallNote,
-}
 
 /// The server world's host: its components, and the services their requests reach.
 pub struct Host {
@@ -393,31 +331,5 @@ async fn instantiate(
             }
             other => return other,
         }
-    }
-}
-
-/// Services over an in-memory store, for the capabilities' unit tests.
-#[cfg(test)]
-pub fn test_services(data_dir: &Path) -> Services {
-    let attachments = crate::config::AttachmentSettings {
-        enabled: true,
-        ..Default::default()
-    };
-    Services {
-        store: Arc::new(crate::store::memory::MemoryStore::default()),
-        events: Arc::default(),
-        sessions: Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
-        admission: Arc::default(),
-        attachments: Arc::new(Attachments::new(data_dir, attachments)),
-        webhooks: Arc::new(crate::push::Webhooks::new(true, Duration::from_secs(1))),
-        activity: Arc::default(),
-        holds: Holds::default(),
-        owed: Arc::default(),
-        metrics: Arc::default(),
-        toolbox: Arc::new(crate::sessions::NoHost),
-        provider: None,
-        legacy_error_codes: false,
-        instance_wait: Duration::from_millis(10),
-        max_instances: 1,
     }
 }

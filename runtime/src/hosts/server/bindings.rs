@@ -177,19 +177,3 @@ impl From<store::StoreError> for StoreError {
         }
     }
 }
-
-/// The outbound client's world: its `client` export, called by the host.
-pub mod client_world {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "a2a:edge/outbound-client",
-        imports: { default: trappable },
-        exports: { default: async },
-        require_store_data_send: true,
-        with: {
-            "wasi:io": wasmtime_wasi::p2::bindings::io,
-            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
-            "a2a:edge/outbound": super::outbound,
-        },
-    });
-}

@@ -28,7 +28,7 @@ mod tests {
     #[test]
     fn admitted_parts_become_references_and_refusals_say_why() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ctx = AttachmentsCtx(super::super::test_services(dir.path()).attachments);
+        let mut ctx = AttachmentsCtx(super::super::services::test_services(dir.path()).attachments);
         let png = ctx
             .admit(
                 Some("image/png".into()),
