@@ -12,6 +12,7 @@ use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
 use serde_json::{Value, json};
 
 mod common;
+use common::trials::flow;
 use common::{
     Fault, Served, Sse, Webhook, behind_proxy, call, free_port, fresh_postgres, numbered, ready,
     spawn_binary, spawn_logging, state,
@@ -88,27 +89,49 @@ fn write_config(dir: &std::path::Path, url: &str) {
     std::fs::write(dir.join("config.toml"), toml).unwrap();
 }
 
+/// Every test here needs PostgreSQL: without `A2A_EDGE_TEST_POSTGRES` they are reported ignored
+/// (failed under `A2A_EDGE_REQUIRE_POSTGRES`).
+fn main() -> std::process::ExitCode {
+    let flows = flows![
+        two_nodes_on_one_database_share_tasks_and_retries,
+        streams_follow_a_task_across_nodes_and_node_restarts,
+        a_cancel_on_one_node_stops_the_turn_on_another,
+        a_token_set_on_one_node_is_enforced_on_the_others_and_sealed_at_rest,
+        the_tasks_of_a_killed_node_are_settled_by_another_after_its_lease,
+        round_robin_load_over_nodes_loses_no_acknowledged_task_when_one_is_killed,
+        a_database_outage_at_the_end_of_turns_leaves_no_task_working,
+        a_hung_database_is_answered_503_with_retry_after_and_recovers_by_itself,
+        a_node_that_lost_its_lease_stops_the_turn_and_logs_nothing_after_the_final_frame,
+        a_blocking_send_resent_to_another_node_runs_one_turn,
+        a_node_with_another_cluster_key_is_refused_on_a_fresh_database,
+        webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log,
+    ];
+    common::trials::run(
+        common::postgres_missing(),
+        "A2A_EDGE_REQUIRE_POSTGRES",
+        flows,
+        Vec::new(),
+    )
+}
+
 async fn rpc(base: &str, method: &str, params: Value) -> Value {
     call(base, "demo", method, params).await
 }
 
 /// Two nodes in this process on a fresh database, and its URL (none: no test cluster).
-async fn two_nodes() -> Option<(String, Served, Served)> {
-    let url = fresh_postgres().await?;
+async fn two_nodes() -> (String, Served, Served) {
+    let url = fresh_postgres().await;
     let a = Served::start_with(on(&url)).await;
     let b = Served::start_with(on(&url)).await;
-    Some((url, a, b))
+    (url, a, b)
 }
 
 fn send(id: &str) -> Value {
     json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "hello pg"}]}})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_on_one_database_share_tasks_and_retries() {
-    let Some((url, a, b)) = two_nodes().await else {
-        return;
-    };
+    let (url, a, b) = two_nodes().await;
     let sent = rpc(&a.base(), "SendMessage", send("pg-1")).await;
     let task = sent["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
@@ -160,11 +183,8 @@ async fn two_nodes_on_one_database_share_tasks_and_retries() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_follow_a_task_across_nodes_and_node_restarts() {
-    let Some((url, a, mut b)) = two_nodes().await else {
-        return;
-    };
+    let (url, a, mut b) = two_nodes().await;
     // A runs a 4 s task for its caller; B's subscriber gets every frame, in order, live.
     let long = |id: &str| json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "go"}]}});
     let mut on_a = Sse::open(
@@ -272,11 +292,8 @@ fn sleepers() -> usize {
     String::from_utf8_lossy(&out.stdout).lines().count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_on_one_node_stops_the_turn_on_another() {
-    let Some((_, a, b)) = two_nodes().await else {
-        return;
-    };
+    let (_, a, b) = two_nodes().await;
     let message = json!({"messageId": "slow-1", "role": "ROLE_USER", "parts": [{"text": "nap"}]});
     let sent = call(
         &a.base(),
@@ -316,11 +333,8 @@ async fn a_cancel_on_one_node_stops_the_turn_on_another() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_set_on_one_node_is_enforced_on_the_others_and_sealed_at_rest() {
-    let Some((url, a, b)) = two_nodes().await else {
-        return;
-    };
+    let (url, a, b) = two_nodes().await;
     let token = "cluster-token-0123456789abcdef";
     let set: Value = reqwest::Client::new()
         .post(format!("{}/a2a/api", a.base()))
@@ -423,11 +437,8 @@ impl Drop for Node {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tasks_of_a_killed_node_are_settled_by_another_after_its_lease() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+    let url = fresh_postgres().await;
     let mut a = Node::start(&url).await;
     let b = Served::start_with(on(&url)).await;
     let message = json!({"messageId": "tck-long-running-kill", "role": "ROLE_USER", "parts": [{"text": "go"}]});
@@ -479,11 +490,8 @@ async fn the_tasks_of_a_killed_node_are_settled_by_another_after_its_lease() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_robin_load_over_nodes_loses_no_acknowledged_task_when_one_is_killed() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+    let url = fresh_postgres().await;
     let nodes = vec![
         Node::start(&url).await,
         Node::start(&url).await,
@@ -600,11 +608,8 @@ async fn database(url: &str) -> tokio_postgres::Client {
     client
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_outage_at_the_end_of_turns_leaves_no_task_working() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+    let url = fresh_postgres().await;
     let (proxy, a) = behind_proxy(&url, on).await;
     let mut tasks = Vec::new();
     for i in 0..3 {
@@ -624,11 +629,8 @@ async fn a_database_outage_at_the_end_of_turns_leaves_no_task_working() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_database_is_answered_503_with_retry_after_and_recovers_by_itself() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+    let url = fresh_postgres().await;
     let (proxy, a) = behind_proxy(&url, on).await;
     assert_eq!(
         rpc(&a.base(), "SendMessage", send("hung-0")).await["result"]["task"]["status"]["state"],
@@ -680,11 +682,8 @@ async fn a_hung_database_is_answered_503_with_retry_after_and_recovers_by_itself
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_lost_its_lease_stops_the_turn_and_logs_nothing_after_the_final_frame() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+    let url = fresh_postgres().await;
     let marker = format!("zombie-{}", uuid::Uuid::new_v4().simple());
     let dir = tempfile::tempdir().unwrap();
     let ticks = "for i in $(seq 1 60); do echo tick $i; sleep 0.25; done";
@@ -765,11 +764,8 @@ async fn a_node_that_lost_its_lease_stops_the_turn_and_logs_nothing_after_the_fi
     let _ = a.wait();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_send_resent_to_another_node_runs_one_turn() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+    let url = fresh_postgres().await;
     let runs = tempfile::NamedTempFile::new().unwrap();
     let with_counted = || {
         let mut c = on(&url);
@@ -808,11 +804,8 @@ async fn a_blocking_send_resent_to_another_node_runs_one_turn() {
     assert_eq!(lines.lines().count(), 1, "one turn, whatever the node");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_another_cluster_key_is_refused_on_a_fresh_database() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+    let url = fresh_postgres().await;
     let a = Served::start_with(on(&url)).await;
     let other = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
@@ -867,11 +860,8 @@ async fn a_node_with_another_cluster_key_is_refused_on_a_fresh_database() {
     drop(a);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+    let url = fresh_postgres().await;
     let hook = Webhook::start().await;
     let dir = tempfile::tempdir().unwrap();
     let toml = format!(

@@ -2,6 +2,7 @@
 //! to over real HTTP.
 
 pub mod network;
+pub mod trials;
 
 use std::path::{Path, PathBuf};
 

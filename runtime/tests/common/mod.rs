@@ -6,6 +6,9 @@
 /// proxy), shared rather than copied.
 #[path = "../../../tests/src/network.rs"]
 pub mod network;
+/// Tests run as trials that say when they cannot run (PostgreSQL missing).
+#[path = "../../../tests/src/trials.rs"]
+pub mod trials;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -271,17 +274,11 @@ impl Drop for Webhook {
     }
 }
 
-/// The URL of a fresh database on the test cluster (`A2A_EDGE_TEST_POSTGRES`), or none (the
-/// test then skips, unless `A2A_EDGE_REQUIRE_POSTGRES` says it must run).
-pub async fn fresh_postgres() -> Option<String> {
-    let Ok(url) = std::env::var("A2A_EDGE_TEST_POSTGRES") else {
-        assert!(
-            std::env::var_os("A2A_EDGE_REQUIRE_POSTGRES").is_none(),
-            "A2A_EDGE_REQUIRE_POSTGRES is set but A2A_EDGE_TEST_POSTGRES is not"
-        );
-        eprintln!("skipped: set A2A_EDGE_TEST_POSTGRES to a PostgreSQL URL to run this");
-        return None;
-    };
+/// The URL of a fresh database on the test cluster (`A2A_EDGE_TEST_POSTGRES`; run only where
+/// [`postgres_missing`] says nothing is missing).
+pub async fn fresh_postgres() -> String {
+    let url = std::env::var("A2A_EDGE_TEST_POSTGRES")
+        .expect("set A2A_EDGE_TEST_POSTGRES to the URL of a role that may create databases");
     let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -292,7 +289,17 @@ pub async fn fresh_postgres() -> Option<String> {
         .await
         .unwrap();
     let (base, _) = url.rsplit_once('/').unwrap();
-    Some(format!("{base}/{name}"))
+    format!("{base}/{name}")
+}
+
+/// What the PostgreSQL tests lack here, if anything.
+pub fn postgres_missing() -> Option<String> {
+    std::env::var_os("A2A_EDGE_TEST_POSTGRES")
+        .is_none()
+        .then(|| {
+            "set A2A_EDGE_TEST_POSTGRES to a PostgreSQL URL (.ci/postgres.sh start prints one)"
+                .into()
+        })
 }
 
 /// An SSE response read event by event: its `id:` and its data as JSON.

@@ -5,6 +5,7 @@
 mod browser;
 
 use a2a_edge::config::Config;
+use a2a_edge_tests::trials::flow;
 use a2a_edge_tests::{Server, answer_head, command_preset, instance, put_component, scripted};
 use browser::Browser;
 use fantoccini::Locator;
@@ -17,6 +18,34 @@ fn ui(s: &Server, hash: &str) -> String {
     format!("{}/a2a/ui#/{hash}", s.base())
 }
 
+/// The flows, ignored (or, under `A2A_EDGE_REQUIRE_BROWSER`, failed) without the browser.
+fn main() -> std::process::ExitCode {
+    let flows = a2a_edge_tests::flows![
+        overview_shows_the_instances_live_on_a_wide_and_a_narrow_window,
+        an_instance_created_in_the_panel_is_listed_and_served,
+        the_console_streams_frames_as_they_arrive_and_resubscribes_from_the_last_one,
+        a_long_running_task_is_canceled_from_the_task_view,
+        the_task_view_tells_the_operator_why_an_agent_was_not_available,
+        a_token_set_in_the_panel_puts_the_bearer_scheme_on_the_card_and_is_never_shown,
+        an_outbound_connection_to_a_second_edge_is_previewed_added_and_its_tool_called,
+        an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves,
+        sessions_and_metrics_views_show_what_ran,
+        an_offline_update_check_is_one_quiet_line_and_a_switched_off_one_shows_nothing,
+    ];
+    // The surface's refusals, its feed and its console need no browser.
+    let always = a2a_edge_tests::flows![
+        the_panel_its_feed_and_its_console_are_refused_to_anyone_but_the_operator,
+        the_event_feed_tells_task_writes_actions_and_metrics_and_bounds_its_watchers,
+        the_console_runs_json_rpc_on_an_instance_as_the_operator,
+    ];
+    a2a_edge_tests::trials::run(
+        browser::missing(),
+        "A2A_EDGE_REQUIRE_BROWSER",
+        flows,
+        always,
+    )
+}
+
 /// Opens the console of `instance` and sends `text` from it (streaming, the default).
 async fn send_in_console(b: &Browser, s: &Server, instance: &str, text: &str) {
     b.goto(&ui(s, &format!("console/{instance}"))).await;
@@ -24,11 +53,7 @@ async fn send_in_console(b: &Browser, s: &Server, instance: &str, text: &str) {
     b.click("Send").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overview_shows_the_instances_live_on_a_wide_and_a_narrow_window() {
-    if !browser::available() {
-        return;
-    }
     let s = Server::default().await;
     s.send("/a2a/demo", "m1", "hello").await;
     let (b, _turn) = Browser::open("overview", 1280, 800).await;
@@ -84,11 +109,7 @@ async fn overview_shows_the_instances_live_on_a_wide_and_a_narrow_window() {
     b.finish(&[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_created_in_the_panel_is_listed_and_served() {
-    if !browser::available() {
-        return;
-    }
     let s = Server::default().await;
     let (b, _turn) = Browser::open("create-instance", 1280, 800).await;
     b.goto(&ui(&s, "")).await;
@@ -129,11 +150,7 @@ async fn an_instance_created_in_the_panel_is_listed_and_served() {
     b.finish(&["409"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_streams_frames_as_they_arrive_and_resubscribes_from_the_last_one() {
-    if !browser::available() {
-        return;
-    }
     let s = Server::start(scripted(|_| {})).await;
     let (b, _turn) = Browser::open("console", 1280, 800).await;
     send_in_console(&b, &s, "tck", "tck-stream-artifact-chunked please").await;
@@ -223,11 +240,7 @@ async fn the_console_streams_frames_as_they_arrive_and_resubscribes_from_the_las
     b.finish(&[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_running_task_is_canceled_from_the_task_view() {
-    if !browser::available() {
-        return;
-    }
     let s = Server::start(scripted(|_| {})).await;
     let (b, _turn) = Browser::open("cancel-task", 1280, 800).await;
     send_in_console(&b, &s, "tck", "tck-long-running").await;
@@ -274,11 +287,7 @@ async fn a_long_running_task_is_canceled_from_the_task_view() {
     b.finish(&[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_task_view_tells_the_operator_why_an_agent_was_not_available() {
-    if !browser::available() {
-        return;
-    }
     let script = "echo 'cannot open /srv/agent/model.bin' >&2; exit 2";
     let s = Server::start(Config {
         presets: vec![command_preset("broken", script, None)],
@@ -302,11 +311,7 @@ async fn the_task_view_tells_the_operator_why_an_agent_was_not_available() {
     b.finish(&[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_set_in_the_panel_puts_the_bearer_scheme_on_the_card_and_is_never_shown() {
-    if !browser::available() {
-        return;
-    }
     let s = Server::default().await;
     let token = "panel-secret-0123456789";
     let (b, _turn) = Browser::open("token", 1280, 800).await;
@@ -356,11 +361,7 @@ async fn a_token_set_in_the_panel_puts_the_bearer_scheme_on_the_card_and_is_neve
     b.finish(&[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outbound_connection_to_a_second_edge_is_previewed_added_and_its_tool_called() {
-    if !browser::available() {
-        return;
-    }
     let remote = Server::default().await;
     let s = Server::default().await;
     let card = format!("{}/a2a/demo/agent-card.json", remote.base());
@@ -386,11 +387,7 @@ async fn an_outbound_connection_to_a_second_edge_is_previewed_added_and_its_tool
     b.finish(&[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves() {
-    if !browser::available() {
-        return;
-    }
     let mut decl = instance("swap", "echo");
     decl.component = Some("custom".into());
     let config = Config {
@@ -419,11 +416,7 @@ async fn an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves()
     b.finish(&["409"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_and_metrics_views_show_what_ran() {
-    if !browser::available() {
-        return;
-    }
     let s = Server::default().await;
     let answer: Value = s.send("/a2a/demo", "m-metrics", "count me").await;
     let context = answer["result"]["task"]["contextId"]
@@ -445,7 +438,6 @@ async fn sessions_and_metrics_views_show_what_ran() {
 }
 
 /// The panel's files, its feed and its console sit behind the control surface's guards.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_panel_its_feed_and_its_console_are_refused_to_anyone_but_the_operator() {
     use reqwest::Method;
     let s = Server::default().await;
@@ -575,7 +567,6 @@ async fn next_event(response: &mut reqwest::Response, buf: &mut String, kind: &s
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_event_feed_tells_task_writes_actions_and_metrics_and_bounds_its_watchers() {
     let s = Server::default().await;
     let events = format!("{}/a2a/api/events", s.base());
@@ -630,7 +621,6 @@ async fn the_event_feed_tells_task_writes_actions_and_metrics_and_bounds_its_wat
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_runs_json_rpc_on_an_instance_as_the_operator() {
     let s = Server::default().await;
     let (status, _) = s
@@ -691,11 +681,7 @@ async fn the_console_runs_json_rpc_on_an_instance_as_the_operator() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_offline_update_check_is_one_quiet_line_and_a_switched_off_one_shows_nothing() {
-    if !browser::available() {
-        return;
-    }
     let mut offline = Config::default();
     offline.update.registry_url = "http://127.0.0.1:9/registry".into();
     offline.update.manifest_url = "http://127.0.0.1:9/manifest".into();
