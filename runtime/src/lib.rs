@@ -113,7 +113,7 @@ impl Listen {
     /// Refuses what README "Control API" forbids: beyond loopback without `publicBaseUrl`, a control listener
     /// beyond loopback. Whether the public listener reaches beyond loopback.
     fn check(&self, config: &config::Config) -> anyhow::Result<bool> {
-        let exposed = !server::guard::listens_on_loopback(self.public.ip());
+        let exposed = !server::surface_guard::listens_on_loopback(self.public.ip());
         if exposed && config.public_base_url.is_none() {
             anyhow::bail!(
                 "listening on {} reaches beyond loopback, so cards need a URL clients can reach: set publicBaseUrl in the config (e.g. publicBaseUrl = \"https://agents.example.com\"), or listen on 127.0.0.1",
@@ -122,7 +122,7 @@ impl Listen {
         }
         if let Some(c) = self
             .control
-            .filter(|c| !server::guard::listens_on_loopback(c.ip()))
+            .filter(|c| !server::surface_guard::listens_on_loopback(c.ip()))
         {
             anyhow::bail!(
                 "--control-listen {c} must be a loopback address (127.0.0.1:PORT or [::1]:PORT): the control API is for this machine only"

@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Full};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::guard::{Refusal, Webhooks};
+use super::webhooks::{Unreachable, Webhooks};
 use crate::clock::now_ms;
 use crate::config::PushSettings;
 use crate::store::{Attempt, Delivery, Store};
@@ -210,11 +210,11 @@ impl Worker {
                 return Attempt::Delivered(status);
             }
             Ok(Ok(status)) => format!("HTTP {status}"),
-            Ok(Err(Refusal::Refused(why))) => {
+            Ok(Err(Unreachable::Refused(why))) => {
                 tracing::warn!(task = %d.config.task_id, config = %d.config.id, %why, "refused a webhook");
                 return self.ended("refused", why);
             }
-            Ok(Err(Refusal::Unresolved(why))) => why,
+            Ok(Err(Unreachable::Unresolved(why))) => why,
             Err(_) => format!("no answer within {} ms", self.settings.timeout_ms),
         };
         let tried = d.attempts + 1;
@@ -248,7 +248,7 @@ impl Worker {
         &self,
         config: &TaskPushNotificationConfig,
         payload: &str,
-    ) -> Result<u16, Refusal> {
+    ) -> Result<u16, Unreachable> {
         let (uri, addrs) = self.webhooks.resolve(&config.url).await?;
         let body = Full::new(Bytes::from(payload.to_owned()))
             .map_err(|never| match never {})
@@ -259,10 +259,10 @@ impl Worker {
                 concat!("a2a-edge/", env!("CARGO_PKG_VERSION")),
             )
             .body(body)
-            .map_err(|e| Refusal::Refused(format!("the request cannot be built: {e}")))?;
+            .map_err(|e| Unreachable::Refused(format!("the request cannot be built: {e}")))?;
         for (name, value) in config.headers() {
             let value = http::HeaderValue::from_str(&value)
-                .map_err(|_| Refusal::Refused(format!("the {name} header is not valid")))?;
+                .map_err(|_| Unreachable::Refused(format!("the {name} header is not valid")))?;
             request.headers_mut().insert(name, value);
         }
         let timeout = Duration::from_millis(self.settings.timeout_ms);
@@ -271,7 +271,7 @@ impl Worker {
             .exit()
             .send(request, addrs, timeout)
             .await
-            .map_err(|e| Refusal::Unresolved(format!("{e:?}")))?;
+            .map_err(|e| Unreachable::Unresolved(format!("{e:?}")))?;
         Ok(response.status().as_u16())
     }
 }

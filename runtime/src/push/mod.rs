@@ -2,7 +2,7 @@
 //! outbox (every task write queues one notification per config, in the write's transaction).
 
 pub mod deliver;
-pub mod guard;
+pub mod webhooks;
 
 pub use deliver::Worker;
-pub use guard::{Refusal, Webhooks};
+pub use webhooks::{Unreachable, Webhooks};

@@ -2,7 +2,7 @@
 //! bearer auth and body limits before any component runs, and graceful shutdown.
 
 mod a2a;
-pub mod guard;
+pub mod surface_guard;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -20,7 +20,7 @@ use crate::control;
 use crate::hosts::server::CallNote;
 use crate::responses::{Body, holding, json};
 
-pub use guard::is_loopback;
+pub use surface_guard::is_loopback;
 
 /// Which surfaces a listener serves (README "Control API").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,12 +308,12 @@ async fn control_request(
     req: Request<Incoming>,
 ) -> (Response<Body>, Option<String>, Option<&'static str>) {
     let refusal = if !is_loopback(peer.ip()) {
-        Err(guard::Refusal {
+        Err(surface_guard::Forbidden {
             status: 403,
             message: "the control API answers loopback callers only",
         })
     } else {
-        guard::check(req.method(), req.headers())
+        surface_guard::check(req.method(), req.headers())
     };
     if let Err(r) = refusal {
         return (control::refusal(r.status, r.message), None, Some(r.message));

@@ -16,7 +16,7 @@ pub fn is_loopback(ip: IpAddr) -> bool {
 
 /// Why a control request is refused: its HTTP status and message.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct Forbidden {
     /// 403 or 415.
     pub status: u16,
     /// What is wrong, and what to do.
@@ -26,9 +26,9 @@ pub struct Refusal {
 const FORWARDING: &[&str] = &["forwarded", "x-real-ip"];
 
 /// Checks a control request's headers (the peer was checked already).
-pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
+pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), Forbidden> {
     let forbidden = |message| {
-        Err(Refusal {
+        Err(Forbidden {
             status: 403,
             message,
         })
@@ -83,7 +83,7 @@ pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
                     .to_ascii_lowercase()
             });
         if media.as_deref() != Some("application/json") {
-            return Err(Refusal {
+            return Err(Forbidden {
                 status: 415,
                 message: "control actions must be sent with Content-Type: application/json",
             });

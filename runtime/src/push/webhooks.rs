@@ -9,7 +9,7 @@ use crate::egress::{self, Exit, Reach};
 
 /// Why a webhook is not reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum Unreachable {
     /// The URL or an address it resolves to is refused: no attempt will change that.
     Refused(String),
     /// The host does not resolve now (worth another try).
@@ -49,12 +49,12 @@ impl Webhooks {
     }
 
     /// The webhook's URI and the checked addresses to connect to.
-    pub async fn resolve(&self, url: &str) -> Result<(http::Uri, Vec<SocketAddr>), Refusal> {
-        let (uri, host, port) = target(url).map_err(Refusal::Refused)?;
+    pub async fn resolve(&self, url: &str) -> Result<(http::Uri, Vec<SocketAddr>), Unreachable> {
+        let (uri, host, port) = target(url).map_err(Unreachable::Refused)?;
         let addrs = egress::lookup(&host, port, self.dns_timeout)
             .await
-            .map_err(|e| Refusal::Unresolved(format!("{host} does not resolve: {e}")))?;
-        self.reach.check(&host, &addrs).map_err(Refusal::Refused)?;
+            .map_err(|e| Unreachable::Unresolved(format!("{host} does not resolve: {e}")))?;
+        self.reach.check(&host, &addrs).map_err(Unreachable::Refused)?;
         Ok((uri, addrs))
     }
 
@@ -100,7 +100,7 @@ mod tests {
             "http://224.0.0.1/x",
         ] {
             assert!(
-                matches!(guard.resolve(url).await, Err(Refusal::Refused(_))),
+                matches!(guard.resolve(url).await, Err(Unreachable::Refused(_))),
                 "{url}"
             );
             assert!(guard.admit(url).await.is_err(), "{url}");
@@ -113,7 +113,7 @@ mod tests {
             why.contains("internal address") && !why.contains("allowPrivateTargets"),
             "the caller is not told the operator's settings: {why}"
         );
-        let Err(Refusal::Refused(detail)) = guard.resolve("http://10.0.0.1/x").await else {
+        let Err(Unreachable::Refused(detail)) = guard.resolve("http://10.0.0.1/x").await else {
             panic!("refused at delivery");
         };
         assert!(detail.contains("push.allowPrivateTargets"), "{detail}");
@@ -128,7 +128,7 @@ mod tests {
         );
         assert!(matches!(
             guard.resolve("http://no-such-host.invalid/x").await,
-            Err(Refusal::Unresolved(_))
+            Err(Unreachable::Unresolved(_))
         ));
     }
 }
