@@ -22,64 +22,78 @@ async fn cross_site_requests_and_dns_rebinding_cannot_drive_the_control_api() {
     let s = Server::default().await;
     let create = r#"{"action":"inbound.create","name":"evil","description":"x","version":"1"}"#;
     let remove = r#"{"action":"inbound.remove","id":"demo"}"#;
-    // A cross-site form or fetch without preflight can only send text/plain (or form types).
-    let (status, v) = s
-        .control(
-            reqwest::Method::POST,
-            "/a2a/api",
-            &[
+    let post = reqwest::Method::POST;
+    /// Method, headers, body, status, what the refusal must say, why.
+    type Case<'a> = (
+        reqwest::Method,
+        Vec<(&'a str, &'a str)>,
+        Option<&'a str>,
+        u16,
+        &'a str,
+        &'a str,
+    );
+    let cases: [Case; 5] = [
+        // A cross-site form or fetch without preflight can only send text/plain (or form types).
+        (
+            post.clone(),
+            vec![
                 ("content-type", "text/plain"),
                 ("origin", "http://evil.example"),
             ],
             Some(create),
-        )
-        .await;
-    assert_eq!(status, 403, "{v}");
-    let (status, v) = s
-        .control(
-            reqwest::Method::POST,
-            "/a2a/api",
-            &[("content-type", "text/plain")],
+            403,
+            "",
+            "a text/plain POST from another origin",
+        ),
+        (
+            post.clone(),
+            vec![("content-type", "text/plain")],
             Some(remove),
-        )
-        .await;
-    assert_eq!(status, 415, "a POST must be application/json: {v}");
-    assert!(v["message"].as_str().unwrap().contains("application/json"));
-    let (status, _) = s
-        .control(
-            reqwest::Method::POST,
-            "/a2a/api",
-            &[
+            415,
+            "application/json",
+            "a POST must be application/json",
+        ),
+        (
+            post.clone(),
+            vec![
                 ("content-type", "application/json"),
                 ("origin", "http://evil.example"),
             ],
             Some(remove),
-        )
-        .await;
-    assert_eq!(status, 403, "a JSON POST from another origin");
-    let (status, _) = s
-        .control(
-            reqwest::Method::POST,
-            "/a2a/api",
-            &[
+            403,
+            "",
+            "a JSON POST from another origin",
+        ),
+        (
+            post,
+            vec![
                 ("content-type", "application/json"),
                 ("sec-fetch-site", "cross-site"),
             ],
             Some(remove),
-        )
-        .await;
-    assert_eq!(status, 403);
-    // DNS rebinding: the page's own name resolves to 127.0.0.1, so the Host header gives it away.
-    let (status, v) = s
-        .control(
+            403,
+            "",
+            "a JSON POST a browser marks cross-site",
+        ),
+        // DNS rebinding: the page's own name resolves to 127.0.0.1, so the Host header gives it
+        // away.
+        (
             reqwest::Method::GET,
-            "/a2a/api",
-            &[("host", "attacker.example:3080")],
+            vec![("host", "attacker.example:3080")],
             None,
-        )
-        .await;
-    assert_eq!(status, 403, "{v}");
-    assert!(v["message"].as_str().unwrap().contains("Host"), "{v}");
+            403,
+            "Host",
+            "a rebound name",
+        ),
+    ];
+    for (method, headers, body, status, says, why) in cases {
+        let (got, v) = s.control(method, "/a2a/api", &headers, body).await;
+        assert_eq!(got, status, "{why}: {v}");
+        assert!(
+            v["message"].as_str().unwrap_or("").contains(says),
+            "{why}: {v}"
+        );
+    }
     assert_eq!(
         instance_ids(&s).await,
         ["demo"],

@@ -54,7 +54,9 @@ impl Webhooks {
         let addrs = egress::lookup(&host, port, self.dns_timeout)
             .await
             .map_err(|e| Unreachable::Unresolved(format!("{host} does not resolve: {e}")))?;
-        self.reach.check(&host, &addrs).map_err(Unreachable::Refused)?;
+        self.reach
+            .check(&host, &addrs)
+            .map_err(Unreachable::Refused)?;
         Ok((uri, addrs))
     }
 
