@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use wasmtime::component::Resource;
 
-use super::View;
 use super::bindings::admission::{Host, HostSlot};
+use super::services::{Invocation, Services, View};
 use crate::admission::{Admission, Slot};
 use crate::records::Limits;
 use crate::telemetry::Metrics;
@@ -14,15 +14,28 @@ use crate::telemetry::Metrics;
 /// The admission capability of one request: its instance's limits and its caller.
 pub struct AdmissionCtx {
     /// Buckets and slots of every instance.
-    pub admission: Arc<Admission>,
+    admission: Arc<Admission>,
     /// Counts refusals.
-    pub metrics: Arc<Metrics>,
+    metrics: Arc<Metrics>,
     /// The instance.
-    pub instance_id: String,
+    instance_id: String,
     /// Its limits.
-    pub limits: Limits,
+    limits: Limits,
     /// The caller's address (its rate bucket).
-    pub source: IpAddr,
+    source: IpAddr,
+}
+
+impl AdmissionCtx {
+    /// The capability of `call`: its instance's limits, its caller's bucket.
+    pub fn prepare(s: &Services, call: &Invocation) -> AdmissionCtx {
+        AdmissionCtx {
+            admission: s.admission.clone(),
+            metrics: s.metrics.clone(),
+            instance_id: call.instance.record.id.clone(),
+            limits: call.instance.record.limits,
+            source: call.peer.ip(),
+        }
+    }
 }
 
 impl Host for View<'_, AdmissionCtx> {

@@ -3,10 +3,18 @@
 use std::sync::Arc;
 
 use super::bindings::attachments::Host;
+use super::services::Services;
 use crate::attachments::Attachments;
 
 /// The attachments capability.
-pub struct AttachmentsCtx(pub Arc<Attachments>);
+pub struct AttachmentsCtx(Arc<Attachments>);
+
+impl AttachmentsCtx {
+    /// The capability of a request: the runtime's attachments.
+    pub fn prepare(s: &Services) -> AttachmentsCtx {
+        AttachmentsCtx(s.attachments.clone())
+    }
+}
 
 impl Host for AttachmentsCtx {
     fn admit(

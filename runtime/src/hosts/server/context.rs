@@ -1,55 +1,13 @@
 //! `a2a:edge/request-context`: the instance record (never its secret), the peer, the route; and
 //! what the component tells of the request (its method and outcome) for the metrics and the log.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::bindings::request_context::{Host, InstanceInfo, Limits, PeerInfo, RouteKind, Skill};
-use super::{Invocation, Route, Services};
+use super::services::{Books, CallNote, Invocation, Route, Services};
 use crate::instances::{Instance, RouteKind as Kind};
 use crate::telemetry::Metrics;
-
-/// What a request turned out to be, as its component told the host: for the request log line.
-#[derive(Clone, Default)]
-pub struct CallNote(Arc<Mutex<Call>>);
-
-/// The contents of a [`CallNote`].
-#[derive(Clone, Debug, Default)]
-pub struct Call {
-    /// The A2A method.
-    pub method: Option<String>,
-    /// `ok`, or the error's reason.
-    pub outcome: Option<String>,
-    /// The first task the request read, created or changed.
-    pub task_id: Option<String>,
-}
-
-impl CallNote {
-    /// What was noted so far.
-    pub fn take(&self) -> Call {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-
-    /// Notes the first task the request read or wrote.
-    pub fn task(&self, id: &str) {
-        self.0
-            .lock()
-            .unwrap()
-            .task_id
-            .get_or_insert_with(|| id.to_owned());
-    }
-
-    /// Notes why the request was refused before any component ran (the outcome).
-    pub fn refused(&self, outcome: &str) {
-        self.0.lock().unwrap().outcome = Some(outcome.to_owned());
-    }
-
-    /// Notes the method and its outcome.
-    pub fn call(&self, method: &str, outcome: &str) {
-        let mut c = self.0.lock().unwrap();
-        (c.method, c.outcome) = (Some(method.to_owned()), Some(outcome.to_owned()));
-    }
-}
 
 /// The request-context capability.
 pub struct ContextCtx {
@@ -100,14 +58,8 @@ fn info(instance: &Instance, s: &Services) -> InstanceInfo {
 }
 
 impl ContextCtx {
-    /// The context of one call of `instance`.
-    pub fn new(
-        instance: Arc<Instance>,
-        s: &Services,
-        call: &Invocation,
-        peer_id: String,
-        started: Instant,
-    ) -> ContextCtx {
+    /// The context of `call`, which started at `started`.
+    pub fn prepare(s: &Services, call: &Invocation, books: &Books, started: Instant) -> ContextCtx {
         let route = match call.route {
             Route::Http(Kind::Card) => RouteKind::Card,
             Route::Http(Kind::Rpc) => RouteKind::Rpc,
@@ -115,11 +67,11 @@ impl ContextCtx {
             Route::Internal => RouteKind::Internal,
         };
         let peer = PeerInfo {
-            id: peer_id,
+            id: books.peer_id.clone(),
             source: call.peer.to_string(),
         };
         ContextCtx {
-            info: info(&instance, s),
+            info: info(&call.instance, s),
             peer,
             route,
             metrics: s.metrics.clone(),
@@ -196,13 +148,11 @@ mod tests {
             peer: "10.0.0.9:5000".parse().unwrap(),
             note: note.clone(),
         };
-        let mut ctx = ContextCtx::new(
-            instance,
-            &services,
-            &call,
-            "10.0.0.9@x".into(),
-            Instant::now(),
-        );
+        let books = Books {
+            peer_id: "10.0.0.9@x".into(),
+            ..Books::default()
+        };
+        let mut ctx = ContextCtx::prepare(&services, &call, &books, Instant::now());
         let info = ctx.instance().unwrap();
         assert!(info.auth_required && info.attachments);
         assert_eq!(

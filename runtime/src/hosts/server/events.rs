@@ -7,10 +7,10 @@ use std::time::Duration;
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 
-use super::View;
 use super::bindings::events::{Frame, Host, HostSubscription};
 use super::bindings::types::{FrameKind, StoreError};
 use super::handoff;
+use super::services::{Books, Invocation, Services, View};
 use crate::events::{EventHub, Subscription};
 use crate::records::task_key;
 use crate::store::{self, Store};
@@ -18,18 +18,30 @@ use crate::store::{self, Store};
 /// The events capability of one request.
 pub struct EventsCtx {
     /// Every live task's log.
-    pub hub: Arc<EventHub>,
+    hub: Arc<EventHub>,
     /// The store (a log is opened only for a task of the instance).
-    pub store: Arc<dyn Store>,
+    store: Arc<dyn Store>,
     /// The instance.
-    pub instance_id: String,
+    instance_id: String,
     /// Keep-alive interval of a handed-off stream.
-    pub keep_alive: Duration,
+    keep_alive: Duration,
     /// Where a handed-off stream waits for the host.
-    pub hand_off: handoff::Slot,
+    hand_off: handoff::Slot,
 }
 
 impl EventsCtx {
+    /// The capability of `call`, handing streams off through `books`.
+    pub fn prepare(s: &Services, call: &Invocation, books: &Books) -> EventsCtx {
+        let limits = &call.instance.record.limits;
+        EventsCtx {
+            hub: s.events.clone(),
+            store: s.store.clone(),
+            instance_id: call.instance.record.id.clone(),
+            keep_alive: Duration::from_millis(limits.keep_alive_ms.max(100)),
+            hand_off: books.hand_off.clone(),
+        }
+    }
+
     fn key(&self, task_id: &str) -> String {
         task_key(&self.instance_id, task_id)
     }

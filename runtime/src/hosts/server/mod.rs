@@ -41,9 +41,8 @@ use crate::instances::RouteKind;
 use crate::responses::{Body, Framing, is_event_stream, rpc_failure};
 use crate::telemetry::Metrics;
 
-pub use context::{Call, CallNote};
-pub use services::{Invocation, Route, Services};
-pub use state::{State, View};
+pub use services::{Books, Call, CallNote, Invocation, Route, Services, View};
+pub use state::State;
 
 /// The server world's host: its components, and the services their requests reach.
 pub struct Host {

@@ -7,20 +7,30 @@ use a2a_protocol::push::TaskPushNotificationConfig;
 
 use super::bindings::push::Host;
 use super::bindings::types::StoreError;
+use super::services::{Invocation, Services};
 use crate::push::Webhooks;
 use crate::store::{self, Store};
 
 /// The push capability of one request.
 pub struct PushCtx {
     /// The store.
-    pub store: Arc<dyn Store>,
+    store: Arc<dyn Store>,
     /// The webhook guard.
-    pub webhooks: Arc<Webhooks>,
+    webhooks: Arc<Webhooks>,
     /// The instance every call is scoped to.
-    pub instance_id: String,
+    instance_id: String,
 }
 
 impl PushCtx {
+    /// The capability of `call`, scoped to its instance.
+    pub fn prepare(s: &Services, call: &Invocation) -> PushCtx {
+        PushCtx {
+            store: s.store.clone(),
+            webhooks: s.webhooks.clone(),
+            instance_id: call.instance.record.id.clone(),
+        }
+    }
+
     /// `NotFound` unless this instance has the task.
     async fn own(&self, task_id: &str) -> Result<(), StoreError> {
         let task = self

@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::context::CallNote;
-use super::settle;
+use std::sync::Mutex;
+
+use super::{handoff, settle};
 use crate::activity::Activity;
 use crate::admission::Admission;
 use crate::attachments::Attachments;
@@ -17,6 +18,69 @@ use crate::instances::{Instance, RouteKind};
 use crate::sessions::{Sessions, Toolbox};
 use crate::store::Store as TaskStore;
 use crate::telemetry::Metrics;
+
+/// What a request turned out to be, as its component told the host: for the request log line.
+#[derive(Clone, Default)]
+pub struct CallNote(Arc<Mutex<Call>>);
+
+/// The contents of a [`CallNote`].
+#[derive(Clone, Debug, Default)]
+pub struct Call {
+    /// The A2A method.
+    pub method: Option<String>,
+    /// `ok`, or the error's reason.
+    pub outcome: Option<String>,
+    /// The first task the request read, created or changed.
+    pub task_id: Option<String>,
+}
+
+impl CallNote {
+    /// What was noted so far.
+    pub fn take(&self) -> Call {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    /// Notes the first task the request read or wrote.
+    pub fn task(&self, id: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .task_id
+            .get_or_insert_with(|| id.to_owned());
+    }
+
+    /// Notes why the request was refused before any component ran (the outcome).
+    pub fn refused(&self, outcome: &str) {
+        self.0.lock().unwrap().outcome = Some(outcome.to_owned());
+    }
+
+    /// Notes the method and its outcome.
+    pub fn call(&self, method: &str, outcome: &str) {
+        let mut c = self.0.lock().unwrap();
+        (c.method, c.outcome) = (Some(method.to_owned()), Some(outcome.to_owned()));
+    }
+}
+
+/// What a request's capabilities keep for the host, shared with it: the tasks it writes (settled
+/// if it leaves them running), where a stream is handed off, the contexts it works in, and the
+/// caller it records.
+#[derive(Default)]
+pub struct Books {
+    /// The tasks the invocation writes.
+    pub written: settle::Written,
+    /// Where a stream is handed off.
+    pub hand_off: handoff::Slot,
+    /// The contexts the request works in.
+    pub contexts: crate::activity::Contexts,
+    /// The caller (`<address>@<instance>`).
+    pub peer_id: String,
+}
+
+/// A capability context next to the store's resource table (for interfaces with resources).
+pub struct View<'a, C> {
+    pub(super) ctx: &'a mut C,
+    pub(super) table: &'a mut wasmtime::component::ResourceTable,
+}
 
 /// The runtime services the capabilities reach, shared by every request.
 pub struct Services {

@@ -6,8 +6,8 @@ use a2a_protocol::execution::{Progress, UNAVAILABLE};
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 
-use super::View;
 use super::bindings::sessions::{Host, HostTurn, TurnEvent, TurnRequest};
+use super::services::{Invocation, Services, View};
 use crate::records::task_key;
 use crate::sessions::{Sessions, Toolbox, Turn, TurnInput, history};
 use crate::store::Store;
@@ -15,21 +15,32 @@ use crate::store::Store;
 /// The sessions capability of one request.
 pub struct SessionsCtx {
     /// Live sessions and running turns.
-    pub sessions: Arc<Sessions>,
+    sessions: Arc<Sessions>,
     /// The store (a context's history is rebuilt from its tasks).
-    pub store: Arc<dyn Store>,
+    store: Arc<dyn Store>,
     /// The tools and secrets of a turn.
-    pub toolbox: Arc<dyn Toolbox>,
+    toolbox: Arc<dyn Toolbox>,
     /// The instance.
-    pub instance_id: String,
+    instance_id: String,
     /// Its preset.
-    pub preset: String,
+    preset: String,
 }
 
 /// The longest note kept on a task, bytes.
 const MAX_NOTE_BYTES: usize = 4 << 10;
 
 impl SessionsCtx {
+    /// The capability of `call`: turns on its instance's preset.
+    pub fn prepare(s: &Services, call: &Invocation) -> SessionsCtx {
+        SessionsCtx {
+            sessions: s.sessions.clone(),
+            store: s.store.clone(),
+            toolbox: s.toolbox.clone(),
+            instance_id: call.instance.record.id.clone(),
+            preset: call.instance.preset.id.clone(),
+        }
+    }
+
     /// A turn of `task_id` could not run: the caller is told [`UNAVAILABLE`]; the reason goes to
     /// the log and to the task's note, where the control API and the panel show it.
     fn unavailable(&self, task_id: &str, mut why: String) {

@@ -2,7 +2,7 @@
 //! one capability context per `a2a:edge` interface, prepared from the shared services; and the
 //! linker that reaches each interface through its own context.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use wasmtime::StoreLimits;
 use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
@@ -13,9 +13,9 @@ use wasmtime_wasi_http::{
     WasiHttpView,
 };
 
+use super::services::{Books, Invocation, Services, View};
 use super::{
-    Invocation, Services, admission, attachments, bindings, context, events, handoff, push,
-    sessions, settle, storage,
+    admission, attachments, bindings, context, events, handoff, push, sessions, settle, storage,
 };
 use crate::engine::{Burst, Metered, wt};
 
@@ -93,12 +93,6 @@ impl WasiHttpHooks for NoOutbound {
     }
 }
 
-/// A capability context next to the store's resource table (for interfaces with resources).
-pub struct View<'a, C> {
-    pub(super) ctx: &'a mut C,
-    pub(super) table: &'a mut ResourceTable,
-}
-
 /// The [`HasData`] of a [`View`].
 struct WithTable<C>(std::marker::PhantomData<C>);
 
@@ -167,60 +161,21 @@ pub struct Prepared {
     pub contexts: crate::activity::Contexts,
 }
 
-/// The store data of one request, its capabilities prepared from the services.
+/// The store data of one request: each capability prepares itself from the services, the
+/// invocation and the books.
 pub fn prepare(s: &Services, call: &Invocation, started: Instant, limits: StoreLimits) -> Prepared {
-    let instance = &call.instance;
-    let id = &instance.record.id;
-    let peer_id = crate::activity::peer_id(call.peer.ip(), id);
-    let (written, hand_off, contexts) = (
-        settle::Written::default(),
-        handoff::Slot::default(),
-        crate::activity::Contexts::default(),
-    );
-    let keep_alive = Duration::from_millis(instance.record.limits.keep_alive_ms.max(100));
+    let books = Books {
+        peer_id: crate::activity::peer_id(call.peer.ip(), &call.instance.record.id),
+        ..Books::default()
+    };
     let caps = Capabilities {
-        context: context::ContextCtx::new(instance.clone(), s, call, peer_id.clone(), started),
-        storage: storage::StorageCtx {
-            store: s.store.clone(),
-            activity: s.activity.clone(),
-            instance_id: id.clone(),
-            peer_id,
-            written: written.clone(),
-            events: s.events.clone(),
-            contexts: contexts.clone(),
-            note: call.note.clone(),
-            holds: s.holds.clone(),
-            held: Vec::new(),
-            unwritten: None,
-            webhooks: s.webhooks.clone(),
-        },
-        events: events::EventsCtx {
-            hub: s.events.clone(),
-            store: s.store.clone(),
-            instance_id: id.clone(),
-            keep_alive,
-            hand_off: hand_off.clone(),
-        },
-        sessions: sessions::SessionsCtx {
-            sessions: s.sessions.clone(),
-            store: s.store.clone(),
-            toolbox: s.toolbox.clone(),
-            instance_id: id.clone(),
-            preset: instance.preset.id.clone(),
-        },
-        admission: admission::AdmissionCtx {
-            admission: s.admission.clone(),
-            metrics: s.metrics.clone(),
-            instance_id: id.clone(),
-            limits: instance.record.limits,
-            source: call.peer.ip(),
-        },
-        attachments: attachments::AttachmentsCtx(s.attachments.clone()),
-        push: push::PushCtx {
-            store: s.store.clone(),
-            webhooks: s.webhooks.clone(),
-            instance_id: id.clone(),
-        },
+        context: context::ContextCtx::prepare(s, call, &books, started),
+        storage: storage::StorageCtx::prepare(s, call, &books),
+        events: events::EventsCtx::prepare(s, call, &books),
+        sessions: sessions::SessionsCtx::prepare(s, call),
+        admission: admission::AdmissionCtx::prepare(s, call),
+        attachments: attachments::AttachmentsCtx::prepare(s),
+        push: push::PushCtx::prepare(s, call),
     };
     let state = State {
         table: ResourceTable::new(),
@@ -233,8 +188,8 @@ pub fn prepare(s: &Services, call: &Invocation, started: Instant, limits: StoreL
     };
     Prepared {
         state,
-        written,
-        hand_off,
-        contexts,
+        written: books.written,
+        hand_off: books.hand_off,
+        contexts: books.contexts,
     }
 }

@@ -9,7 +9,8 @@ use super::bindings::storage::Host;
 use super::bindings::types::{
     MessageClaim, MessageRecord, NewFrame, StoreError, TaskPage, TaskQuery, TaskRow, Written,
 };
-use super::context::CallNote;
+use super::services::{Books, CallNote, Invocation, Services};
+
 use crate::activity::{Activity, Contexts};
 use crate::events::EventHub;
 use crate::holds::{Hold, Holds};
@@ -18,32 +19,50 @@ use crate::store::{self, PageStart, Store, TaskFilter};
 /// The storage capability of one request.
 pub struct StorageCtx {
     /// The store.
-    pub store: Arc<dyn Store>,
+    store: Arc<dyn Store>,
     /// Told of tasks created and settled (a peer's active tasks).
-    pub activity: Arc<Activity>,
+    activity: Arc<Activity>,
     /// The instance every call is scoped to.
-    pub instance_id: String,
+    instance_id: String,
     /// The caller, recorded with the tasks it creates.
-    pub peer_id: String,
+    peer_id: String,
     /// Tasks this request wrote last (settled FAILED if left running).
-    pub written: super::settle::Written,
+    written: super::settle::Written,
     /// The frame logs in memory, told of the frames a write committed.
-    pub events: Arc<EventHub>,
+    events: Arc<EventHub>,
     /// Contexts this request worked in (what its stream, if any, carries).
-    pub contexts: Contexts,
+    contexts: Contexts,
     /// The first task read or written, for the log.
-    pub note: CallNote,
+    note: CallNote,
     /// Message ids reserved by requests (shared).
-    pub holds: Holds,
+    holds: Holds,
     /// The ids this request reserved and has not written yet.
-    pub held: Vec<Hold>,
+    held: Vec<Hold>,
     /// The task of `hold-task`, until it settles.
-    pub unwritten: Option<(store::TaskRow, store::MessageClaim)>,
+    unwritten: Option<(store::TaskRow, store::MessageClaim)>,
     /// The guard of the webhooks of push configs registered with a new task.
-    pub webhooks: Arc<crate::push::Webhooks>,
+    webhooks: Arc<crate::push::Webhooks>,
 }
 
 impl StorageCtx {
+    /// The capability of `call`, keeping `books`.
+    pub fn prepare(s: &Services, call: &Invocation, books: &Books) -> StorageCtx {
+        StorageCtx {
+            store: s.store.clone(),
+            activity: s.activity.clone(),
+            instance_id: call.instance.record.id.clone(),
+            peer_id: books.peer_id.clone(),
+            written: books.written.clone(),
+            events: s.events.clone(),
+            contexts: books.contexts.clone(),
+            note: call.note.clone(),
+            holds: s.holds.clone(),
+            held: Vec::new(),
+            unwritten: None,
+            webhooks: s.webhooks.clone(),
+        }
+    }
+
     /// Writes a new task; on success keeps the books.
     async fn create(
         &mut self,
