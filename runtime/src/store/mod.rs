@@ -26,7 +26,6 @@ mod lease_tests {
 pub mod health;
 #[cfg(test)]
 pub mod memory;
-mod migrations;
 mod postgres;
 mod sqlite;
 

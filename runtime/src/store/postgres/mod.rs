@@ -5,8 +5,11 @@
 //! (`ON CONFLICT DO NOTHING`) or replaces only what it expects, and a losing write rolls its whole
 //! transaction back. Each call runs on a pooled connection in a task of its own.
 
+mod conn;
+mod push;
+mod reads;
 mod schema;
-mod sql;
+mod writes;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -146,7 +149,7 @@ impl PostgresStore {
     /// Runs `op` on a pooled connection in a task of its own; its answer through a [`Pending`].
     fn run<T: Send + 'static>(
         &self,
-        op: impl for<'c> FnOnce(&'c mut sql::Conn) -> Op<'c, T> + Send + 'static,
+        op: impl for<'c> FnOnce(&'c mut conn::Conn) -> Op<'c, T> + Send + 'static,
     ) -> Pending<T> {
         if self.closed.load(Ordering::Acquire) {
             return Pending::ready(Err(gone()));
@@ -170,7 +173,7 @@ impl PostgresStore {
             };
             let result = match tokio::time::timeout_at(deadline, pool.get()).await {
                 Ok(Ok(client)) => {
-                    let mut conn = sql::Conn::new(client, lease);
+                    let mut conn = conn::Conn::new(client, lease);
                     match tokio::time::timeout_at(deadline, op(&mut conn)).await {
                         Ok(r) => {
                             statements.fetch_add(conn.statements, Ordering::Relaxed);
@@ -197,7 +200,7 @@ impl PostgresStore {
     }
 }
 
-/// Listens on [`sql::CHANNEL`] and tells `hook` what other nodes changed, until the connection
+/// Listens on [`conn::CHANNEL`] and tells `hook` what other nodes changed, until the connection
 /// fails.
 async fn listen(
     config: &tokio_postgres::Config,
@@ -217,7 +220,7 @@ async fn listen(
         Ok::<(), tokio_postgres::Error>(())
     });
     client
-        .batch_execute(&format!("LISTEN {}", sql::CHANNEL))
+        .batch_execute(&format!("LISTEN {}", conn::CHANNEL))
         .await?;
     while let Some(payload) = rx.recv().await {
         let mut parts = payload.splitn(3, ' ');
@@ -243,7 +246,7 @@ type Op<'c, T> = futures_util::future::BoxFuture<'c, Result<T, StoreError>>;
 /// `op!(c => expression using c)`: an [`Op`] that owns what it captures.
 macro_rules! op {
     ($c:ident => $e:expr) => {
-        move |$c: &mut sql::Conn| -> Op<'_, _> { Box::pin(async move { $e }) }
+        move |$c: &mut conn::Conn| -> Op<'_, _> { Box::pin(async move { $e }) }
     };
 }
 

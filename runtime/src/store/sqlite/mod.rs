@@ -4,6 +4,7 @@
 
 mod push;
 mod reads;
+mod schema;
 mod writes;
 
 use std::path::Path;
@@ -97,7 +98,7 @@ impl SqliteStore {
     pub fn open(path: &Path, fsync: bool) -> anyhow::Result<SqliteStore> {
         let mut conn = open(path, fsync)
             .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", path.display()))?;
-        super::migrations::migrate(&mut conn)
+        schema::migrate(&mut conn)
             .map_err(|e| anyhow::anyhow!("cannot migrate database {}: {e}", path.display()))?;
         let signal = Arc::new(tokio::sync::Notify::new());
         let outbox = push::Outbox::load(&conn, signal.clone())

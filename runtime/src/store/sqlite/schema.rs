@@ -1,4 +1,4 @@
-//! Versioned schema migrations, tracked in `PRAGMA user_version`.
+//! The SQLite schema: versioned migrations, tracked in `PRAGMA user_version`.
 
 use rusqlite::Connection;
 
