@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::admission::StreamSlot;
 use crate::clock::now_ms;
 use crate::config::{Config, StorageBackend};
 use crate::credentials::{Credentials, SecretKey};
@@ -19,7 +18,6 @@ use crate::hosts::server::{Host, Services};
 use crate::instances::{Instance, Routes};
 use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
-use crate::responses::{Body, Framing, rpc_error};
 use crate::sessions::Sessions;
 use crate::store::{Lease, PostgresStore, SqliteStore, Store};
 
@@ -240,40 +238,6 @@ impl App {
         self.reassemble().await
     }
 
-    /// The open-stream slot a request that `streams` holds from the start: over the cap it is
-    /// refused at once (429, framed as `framing`), never left to exhaust what other requests need.
-    pub fn stream_slot(
-        &self,
-        instance: &Instance,
-        streams: bool,
-        framing: Framing,
-    ) -> Result<Option<StreamSlot>, http::Response<Body>> {
-        if !streams {
-            return Ok(None);
-        }
-        let (limits, services) = (&instance.record.limits, self.services());
-        let total = self.config.runtime.max_streams;
-        match services
-            .admission
-            .acquire_stream(&instance.record.id, limits.max_streams, total)
-        {
-            Ok(slot) => Ok(Some(slot)),
-            Err(why) => {
-                services.metrics.rejection("streams");
-                let e = a2a_protocol::RpcError {
-                    retry_after_ms: Some(1000),
-                    ..a2a_protocol::RpcError::new(a2a_protocol::ErrorKind::RateLimited, why)
-                };
-                Err(rpc_error(
-                    framing,
-                    429,
-                    &e,
-                    self.config.protocol.legacy_error_codes,
-                ))
-            }
-        }
-    }
-
     /// Deletes a record and reassembles.
     pub async fn remove_instance(&self, id: &str) -> anyhow::Result<()> {
         self.store.delete_instance(id.to_owned()).await?;
@@ -315,5 +279,6 @@ fn services(
         legacy_error_codes: config.protocol.legacy_error_codes,
         instance_wait: Duration::from_millis(config.runtime.instance_wait_ms),
         max_instances: config.runtime.max_instances,
+        max_streams: config.runtime.max_streams,
     }
 }

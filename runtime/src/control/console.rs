@@ -50,7 +50,10 @@ pub async fn rpc(app: &Arc<App>, id: Option<&str>, req: Request<Incoming>) -> Re
         Err(_) => return refusal(500, "the instance's endpoint path is not a valid URI"),
     };
     let streams = crate::responses::accepts_sse(&parts.headers);
-    let slot = match app.stream_slot(&instance, streams, Framing::JsonRpc) {
+    let slot = match app
+        .services()
+        .stream_slot(&instance, streams, Framing::JsonRpc)
+    {
         Ok(slot) => slot,
         Err(refused) => return refused,
     };

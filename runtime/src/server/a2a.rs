@@ -124,7 +124,9 @@ async fn serve(
         RouteKind::Rest => a2a_protocol::rest::streams(parts.uri.path()),
         RouteKind::Card => false,
     };
-    let slot = app.stream_slot(&instance, streams, refuse.framing)?;
+    let slot = app
+        .services()
+        .stream_slot(&instance, streams, refuse.framing)?;
     let req = Request::from_parts(parts, Full::new(body));
     let call = Invocation {
         instance,

@@ -10,11 +10,13 @@ use std::sync::Mutex;
 use super::{handoff, settle};
 use crate::activity::Activity;
 use crate::admission::Admission;
+use crate::admission::StreamSlot;
 use crate::attachments::Attachments;
 use crate::config::Provider;
 use crate::events::EventHub;
 use crate::holds::Holds;
 use crate::instances::{Instance, RouteKind};
+use crate::responses::{Body, Framing, rpc_error};
 use crate::sessions::{Sessions, Toolbox};
 use crate::store::Store as TaskStore;
 use crate::telemetry::Metrics;
@@ -114,6 +116,40 @@ pub struct Services {
     pub instance_wait: Duration,
     /// Component instances alive at once.
     pub max_instances: u32,
+    /// Open SSE streams of all instances.
+    pub max_streams: u32,
+}
+
+impl Services {
+    /// The open-stream slot a request to `instance` that `streams` holds from the start: over
+    /// the cap it is refused at once (429, framed as `framing`), never left to exhaust what other
+    /// requests need.
+    pub fn stream_slot(
+        &self,
+        instance: &Instance,
+        streams: bool,
+        framing: Framing,
+    ) -> Result<Option<StreamSlot>, http::Response<Body>> {
+        if !streams {
+            return Ok(None);
+        }
+        let limits = &instance.record.limits;
+        match self.admission.acquire_stream(
+            &instance.record.id,
+            limits.max_streams,
+            self.max_streams,
+        ) {
+            Ok(slot) => Ok(Some(slot)),
+            Err(why) => {
+                self.metrics.rejection("streams");
+                let e = a2a_protocol::RpcError {
+                    retry_after_ms: Some(1000),
+                    ..a2a_protocol::RpcError::new(a2a_protocol::ErrorKind::RateLimited, why)
+                };
+                Err(rpc_error(framing, 429, &e, self.legacy_error_codes))
+            }
+        }
+    }
 }
 
 /// How a request reached a component.
@@ -160,5 +196,6 @@ pub fn test_services(data_dir: &std::path::Path) -> Services {
         legacy_error_codes: false,
         instance_wait: Duration::from_millis(10),
         max_instances: 1,
+        max_streams: 10,
     }
 }
