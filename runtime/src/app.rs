@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::clock::now_ms;
 use crate::config::{Config, StorageBackend};
 use crate::credentials::{Credentials, SecretKey};
 use crate::engine::Engine;
@@ -19,6 +18,7 @@ use crate::instances::{Instance, Routes};
 use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
 use crate::sessions::Sessions;
+use crate::settlement::Settle;
 use crate::store::{Lease, PostgresStore, SqliteStore, Store};
 
 /// Everything requests share.
@@ -98,21 +98,7 @@ impl App {
                 "killed command processes a previous runtime left running"
             );
         }
-        // On a shared database the tasks still running may be another node's: they are not
-        // this start's to settle (the leases of a node that is gone run out, see `cluster`).
-        let recovered = if store.is_shared() {
-            0
-        } else {
-            store
-                .fail_unsettled(now_ms(), "interrupted by runtime restart".into())
-                .await?
-        };
-        if recovered > 0 {
-            tracing::warn!(
-                tasks = recovered,
-                "settled tasks left running by a previous process as FAILED"
-            );
-        }
+        crate::settlement::at_start(&*store).await?;
         crate::declared::seed_connections(&config, &*store).await?;
         let engine = Arc::new(tokio::task::block_in_place(|| {
             Engine::new(&config.runtime, &data_dir)
@@ -254,9 +240,16 @@ fn services(
     outbound: Arc<Outbound>,
     exit: crate::egress::Exit,
 ) -> Services {
+    let (events, activity) = (Arc::<crate::events::EventHub>::default(), Arc::default());
+    let settle = Settle::new(
+        store.clone(),
+        sessions.clone(),
+        events.clone(),
+        Arc::clone(&activity),
+    );
     Services {
         store,
-        events: Arc::default(),
+        events,
         sessions,
         admission: Arc::default(),
         attachments: Arc::new(crate::attachments::Attachments::new(
@@ -270,9 +263,9 @@ fn services(
             )
             .through(exit),
         ),
-        activity: Arc::default(),
+        activity,
         holds: Default::default(),
-        owed: Arc::default(),
+        settle,
         metrics: Arc::default(),
         toolbox: Arc::new(SessionToolbox(outbound)),
         provider: config.provider.clone(),

@@ -1,6 +1,7 @@
-//! Several nodes on one shared store: the leases of this node's running tasks, the
-//! settling of tasks whose node is gone, and what other nodes' changes mean here (a frame to
-//! read, a turn to stop). On one node (SQLite) only the frame-log retention runs.
+//! Several nodes on one shared store: the leases of this node's running tasks, the sweep for
+//! tasks whose node is gone (settled by [`crate::settlement`]), what other nodes' changes mean
+//! here (a frame to read, a turn to stop), and following their instance changes. On one node
+//! (SQLite) only the frame-log retention runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,9 +11,6 @@ use tokio_util::sync::CancellationToken;
 use crate::app::App;
 use crate::clock::now_ms;
 use crate::store::Change;
-
-/// The status text of a task whose node stopped renewing its lease.
-pub const NODE_LOST: &str = "node lost: the node running this task stopped renewing its lease";
 
 /// How often the frame logs of old settled tasks are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
@@ -79,11 +77,12 @@ async fn follow(app: Arc<App>, stop: CancellationToken) {
 /// Every third of the lease time: renews the leases of the tasks whose turns run here (a task
 /// with no turn running is not renewed, so one a failed write left behind runs out and is
 /// settled), stops the turns of tasks this node no longer holds (another node settled them
-/// while this one was stopped or cut off), then settles FAILED ([`NODE_LOST`]) the running
+/// while this one was stopped or cut off), then settles FAILED ([`crate::settlement::NODE_LOST`]) the running
 /// tasks whose lease ran out. A task is settled once: the settling write is a compare-and-swap.
 async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
     let every = Duration::from_millis((app.config.cluster.lease_ms / 3).max(100));
     let settle = app.host.settle();
+    let (store, sessions) = (app.store.clone(), app.services().sessions.clone());
     let metrics = app.services().metrics.clone();
     // Turns seen running at the previous renewal: a turn younger than that may belong to a
     // task whose first write is still on its way.
@@ -93,12 +92,12 @@ async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        let running = settle.sessions.running_tasks();
+        let running = sessions.running_tasks();
         let ids = running
             .iter()
             .filter_map(|key| key.split_once('/').map(|(_, id)| id.to_owned()))
             .collect();
-        let renewed = match settle.store.renew_leases(now_ms(), ids).await {
+        let renewed = match store.renew_leases(now_ms(), ids).await {
             Ok(renewed) => renewed,
             Err(e) => {
                 metrics.lease_renewal_failed();
@@ -110,23 +109,14 @@ async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
             let held = key
                 .split_once('/')
                 .is_some_and(|(_, id)| renewed.iter().any(|r| r == id));
-            if !held && settle.sessions.cancel_task(key) {
+            if !held && sessions.cancel_task(key) {
                 tracing::warn!(task = %key, "stopped the turn of a task this node no longer holds: settled elsewhere, or its lease ran out");
             }
         }
         before = running;
-        let expired = match settle.store.expired_leases(now_ms(), SWEEP).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot look for tasks of lost nodes");
-                continue;
-            }
-        };
-        for row in expired {
-            let instance = row.instance_id.clone();
-            if settle.fail(&instance, row, NODE_LOST).await {
-                metrics.failed_over();
-            }
+        match settle.lost_nodes(&*store, SWEEP).await {
+            Ok(settled) => metrics.failed_over(settled),
+            Err(e) => tracing::warn!(error = %e, "cannot look for tasks of lost nodes"),
         }
     }
 }

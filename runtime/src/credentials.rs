@@ -14,7 +14,7 @@ use anyhow::Context;
 
 use crate::sealing::KEY_CHECK;
 pub use crate::sealing::SecretKey;
-use crate::store::Store;
+use crate::store::Records;
 
 /// The credentials layer.
 pub struct Credentials {
@@ -28,7 +28,7 @@ enum Layer {
     File(PathBuf),
     /// The shared store, sealed.
     Shared {
-        store: Arc<dyn Store>,
+        store: Arc<dyn Records>,
         key: Box<SecretKey>,
     },
 }
@@ -73,7 +73,7 @@ impl Credentials {
     /// The layer of a shared store, sealed with `key`; reads what the store holds. The first
     /// node on a database stores a check value sealed with its key; a node whose key cannot open
     /// it is refused here, before it writes anything the others could not read.
-    pub async fn shared(store: Arc<dyn Store>, key: SecretKey) -> anyhow::Result<Credentials> {
+    pub async fn shared(store: Arc<dyn Records>, key: SecretKey) -> anyhow::Result<Credentials> {
         let wrong_key = || {
             anyhow::anyhow!(
                 "this node's cluster key is not the key the shared database was first started with: every node needs the same [cluster] secretKeyFile (or A2A_EDGE_SECRET_KEY)"

@@ -9,7 +9,7 @@ use crate::instances::{self, DEFAULT_COMPONENT, default_preset, new_id, normaliz
 use crate::records::{
     ConnectionRecord, DEFAULT_TIMEOUT_MS, InstanceRecord, MAX_TIMEOUT_MS, check_card_url,
 };
-use crate::store::Store;
+use crate::store::Records;
 
 /// Where a declaration sits, for errors: `config <file>: [[kind]] entry <n> ("<name>")`.
 fn declared_at(config: &Config, kind: &str, index: usize, name: &str) -> String {
@@ -24,7 +24,7 @@ fn declared_at(config: &Config, kind: &str, index: usize, name: &str) -> String 
 /// `component_exists` tells whether a component name is loaded.
 pub async fn seed_instances(
     config: &Config,
-    store: &dyn Store,
+    store: &dyn Records,
     component_exists: impl Fn(&str) -> bool,
 ) -> anyhow::Result<()> {
     let mut all = store.instances().await?;
@@ -68,7 +68,7 @@ pub async fn seed_instances(
 }
 
 /// Reconciles the declared outbound connections, like instances.
-pub async fn seed_connections(config: &Config, store: &dyn Store) -> anyhow::Result<()> {
+pub async fn seed_connections(config: &Config, store: &dyn Records) -> anyhow::Result<()> {
     let existing = store.connections().await?;
     let now = now_ms();
     for (index, d) in config.connections.iter().enumerate() {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::store::{Frame, FramePage, Store, StoreError};
+use crate::store::{Frame, FrameLog, FramePage, StoreError};
 
 /// Frames kept in memory per live task.
 pub const RING: usize = 200;
@@ -90,7 +90,7 @@ impl EventHub {
     /// `NotFound` when the instance has no such task.
     pub async fn open(
         self: &Arc<Self>,
-        store: Arc<dyn Store>,
+        store: Arc<dyn FrameLog>,
         instance_id: &str,
         task_id: &str,
         after: Option<u64>,
@@ -152,7 +152,7 @@ impl EventHub {
 /// A reader of one task's log.
 pub struct Subscription {
     hub: Arc<EventHub>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn FrameLog>,
     instance_id: String,
     task_id: String,
     key: String,
@@ -274,6 +274,7 @@ impl Drop for Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
     use crate::store::memory::MemoryStore;
     use crate::store::{NewFrame, contract::row};
     use a2a_protocol::TaskState;

@@ -42,8 +42,8 @@ pub mod responses;
 pub mod sealing;
 pub mod server;
 pub mod sessions;
+pub mod settlement;
 pub mod store;
-pub mod tasks;
 pub mod telemetry;
 pub mod update;
 

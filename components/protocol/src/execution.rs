@@ -270,6 +270,29 @@ impl Execution {
     }
 }
 
+/// A stored task (JSON) settled FAILED with `text` as the agent's status message, for the
+/// runtime's settlement of tasks left running: the new body and the status-update frame (JSON)
+/// telling subscribers; none when the body does not parse or the task may not become FAILED
+/// (it settled meanwhile).
+pub fn fail_stored(
+    body: &str,
+    now_ms: u64,
+    text: &str,
+    message_id: impl FnOnce() -> String,
+) -> Option<(String, String)> {
+    let mut ex = Execution::new(serde_json::from_str::<Task>(body).ok()?);
+    let frame = ex
+        .set_status(TaskState::Failed, Some(text.to_owned()), now_ms, message_id)
+        .ok()?;
+    let StreamResponse::StatusUpdate(update) = frame else {
+        return None;
+    };
+    Some((
+        serde_json::to_string(ex.task()).ok()?,
+        serde_json::to_string(&update).ok()?,
+    ))
+}
+
 fn artifact(id: &str, part: Part) -> Artifact {
     Artifact {
         artifact_id: id.into(),
@@ -284,6 +307,34 @@ fn artifact(id: &str, part: Part) -> Artifact {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_task_fails_through_the_state_machine() {
+        let id = || "m".to_owned();
+        let working = r#"{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}"#;
+        let (body, frame) = fail_stored(working, 5, "the agent component failed", id).unwrap();
+        let task: Task = serde_json::from_str(&body).unwrap();
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(
+            task.history.len(),
+            1,
+            "the status message is in the history"
+        );
+        assert!(
+            frame.contains("TASK_STATE_FAILED") && frame.contains("the agent component failed")
+        );
+        let completed = r#"{"id":"t","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}"#;
+        assert_eq!(
+            fail_stored(completed, 5, "late", id),
+            None,
+            "a settled task never becomes FAILED"
+        );
+        assert_eq!(
+            fail_stored("{", 5, "x", id),
+            None,
+            "a body that does not parse"
+        );
+    }
 
     fn task(state: TaskState) -> Task {
         Task {

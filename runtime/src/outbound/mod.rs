@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::credentials::{Credentials, outbound_name};
 use crate::hosts::client::{CallRequest, ClientHost, ConnectionInfo, Target, origin};
 use crate::records::ConnectionRecord;
-use crate::store::{Store, StoreError};
+use crate::store::{Records, StoreError};
 pub use tools::{SessionToolbox, Tool, context_for, tools};
 
 /// Where a connection stands.
@@ -54,7 +54,7 @@ pub struct Live {
 /// The outbound connections: their records (as stored), their live state, and the client
 /// component that talks to them.
 pub struct Outbound {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Records>,
     credentials: Arc<Credentials>,
     client: ClientHost,
     records: RwLock<Vec<ConnectionRecord>>,
@@ -85,7 +85,7 @@ pub fn secret_name(r: &ConnectionRecord) -> String {
 impl Outbound {
     /// The connections the store holds, served by `client`.
     pub async fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn Records>,
         credentials: Arc<Credentials>,
         client: ClientHost,
     ) -> Result<Outbound, StoreError> {

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::webhooks::{Unreachable, Webhooks};
 use crate::clock::now_ms;
 use crate::config::PushSettings;
-use crate::store::{Attempt, Delivery, Store};
+use crate::store::{Attempt, Delivery, PushOutbox};
 use crate::telemetry::Metrics;
 
 /// Most notifications read from the outbox at one look.
@@ -115,7 +115,7 @@ fn destination(d: &Delivery) -> String {
 
 /// The delivery worker.
 pub struct Worker {
-    store: Arc<dyn Store>,
+    store: Arc<dyn PushOutbox>,
     settings: PushSettings,
     webhooks: Arc<Webhooks>,
     metrics: Arc<Metrics>,
@@ -124,7 +124,7 @@ pub struct Worker {
 impl Worker {
     /// A worker over `store`'s outbox, judging webhooks with the guard registrations use.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn PushOutbox>,
         settings: PushSettings,
         webhooks: Arc<Webhooks>,
         metrics: Arc<Metrics>,
@@ -292,6 +292,7 @@ pub fn backoff(s: &PushSettings, attempts: u32) -> u64 {
 mod tests {
     use super::*;
     use crate::store::PushConfig;
+    use crate::store::Store;
     use crate::store::memory::MemoryStore;
 
     #[tokio::test]

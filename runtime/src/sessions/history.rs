@@ -4,7 +4,7 @@
 use a2a_protocol::{Part, Role, Task};
 use serde::Serialize;
 
-use crate::store::{PageStart, Store, TaskFilter};
+use crate::store::{PageStart, TaskFilter, Tasks};
 
 /// Most tasks of a context read back.
 const MAX_TASKS: u32 = 50;
@@ -21,7 +21,7 @@ pub struct Entry {
 /// The conversation of `context_id` on an instance, oldest first, without `exclude_task`: each
 /// task's user messages, then its output (artifact text, or the agent's status message).
 pub async fn rebuild(
-    store: &dyn Store,
+    store: &dyn Tasks,
     instance_id: &str,
     context_id: &str,
     exclude_task: &str,

@@ -206,7 +206,7 @@ impl MemoryStore {
     }
 }
 
-impl Store for MemoryStore {
+impl Tasks for MemoryStore {
     fn create_task(
         &self,
         row: TaskRow,
@@ -276,6 +276,112 @@ impl Store for MemoryStore {
         })
     }
 
+    fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
+        self.with(|d| {
+            let running = d.tasks.values_mut().filter(|t| t.state.is_running());
+            let mut failed = Vec::new();
+            for t in running {
+                let (body, frames) = super::failed(&t.body, now, &status_text);
+                (t.state, t.updated_at, t.version, t.body) =
+                    (TaskState::Failed, now, t.version + 1, body);
+                failed.push((t.clone(), frames));
+            }
+            for (t, frames) in failed.iter().cloned() {
+                d.notify(&t);
+                d.log(&t.id, frames);
+                d.leases.remove(&t.id);
+            }
+            Ok(failed.len() as u64)
+        })
+    }
+
+    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
+        self.with(|d| {
+            d.notes.insert((instance_id, task_id), note);
+            Ok(())
+        })
+    }
+
+    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>> {
+        self.with(|d| Ok(d.notes.get(&(instance_id, task_id)).cloned()))
+    }
+
+    fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
+        self.with(|d| {
+            Ok(d.tasks
+                .get(&id)
+                .filter(|t| instance_id.as_ref().is_none_or(|i| &t.instance_id == i))
+                .cloned())
+        })
+    }
+
+    fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage> {
+        self.with(|d| d.list(&filter))
+    }
+
+    fn find_message(
+        &self,
+        instance_id: String,
+        message_id: String,
+    ) -> Pending<Option<MessageRecord>> {
+        self.with(|d| Ok(d.messages.get(&(instance_id, message_id)).cloned()))
+    }
+
+    fn contexts(
+        &self,
+        instance_id: Option<String>,
+        context_id: Option<String>,
+        limit: u32,
+    ) -> Pending<Vec<ContextSummary>> {
+        self.with(|d| {
+            let mut by: BTreeMap<(String, String), ContextSummary> = BTreeMap::new();
+            let matching = d.tasks.values().filter(|t| {
+                instance_id.as_ref().is_none_or(|i| &t.instance_id == i)
+                    && context_id.as_ref().is_none_or(|c| &t.context_id == c)
+            });
+            for t in matching {
+                let s = by
+                    .entry((t.instance_id.clone(), t.context_id.clone()))
+                    .or_insert_with(|| ContextSummary {
+                        instance_id: t.instance_id.clone(),
+                        context_id: t.context_id.clone(),
+                        task_count: 0,
+                        active_count: 0,
+                        first_seen: t.created_at,
+                        last_seen: t.updated_at,
+                    });
+                s.task_count += 1;
+                s.active_count += u64::from(t.state.is_active());
+                (s.first_seen, s.last_seen) = (
+                    s.first_seen.min(t.created_at),
+                    s.last_seen.max(t.updated_at),
+                );
+            }
+            let mut all: Vec<ContextSummary> = by.into_values().collect();
+            all.sort_by_key(|c| std::cmp::Reverse(c.last_seen));
+            all.truncate(limit as usize);
+            Ok(all)
+        })
+    }
+
+    fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>> {
+        self.with(|d| {
+            let mut counts: BTreeMap<(String, i64), (TaskState, u64)> = BTreeMap::new();
+            for t in d.tasks.values() {
+                counts
+                    .entry((t.instance_id.clone(), t.state.number()))
+                    .or_insert((t.state, 0))
+                    .1 += 1;
+            }
+            Ok(counts
+                .into_iter()
+                .map(|((i, _), (s, n))| (i, s, n))
+                .collect())
+        })
+    }
+}
+
+impl FrameLog for MemoryStore {
     fn append_frames(
         &self,
         instance_id: String,
@@ -339,34 +445,9 @@ impl Store for MemoryStore {
             Ok(pruned)
         })
     }
+}
 
-    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
-        self.with(|d| {
-            let until = now + Lease::default().ttl_ms;
-            Ok(task_ids
-                .into_iter()
-                .filter(|id| match d.leases.get_mut(id) {
-                    Some(u) => {
-                        *u = until;
-                        true
-                    }
-                    None => false,
-                })
-                .collect())
-        })
-    }
-
-    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
-        self.with(|d| {
-            Ok(d.leases
-                .iter()
-                .filter(|(_, until)| **until < now)
-                .filter_map(|(id, _)| d.tasks.get(id).cloned())
-                .take(limit as usize)
-                .collect())
-        })
-    }
-
+impl PushOutbox for MemoryStore {
     fn put_push_config(&self, config: PushConfig) -> Pending<()> {
         self.with(|d| d.put_push(config))
     }
@@ -474,6 +555,12 @@ impl Store for MemoryStore {
         self.signal.clone()
     }
 
+    fn push_dropped(&self) -> u64 {
+        self.data.lock().unwrap().dropped
+    }
+}
+
+impl Records for MemoryStore {
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
         self.with(|d| {
             d.instances.insert(record.id.clone(), record);
@@ -502,124 +589,47 @@ impl Store for MemoryStore {
         })
     }
 
-    fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
-        self.with(|d| {
-            let running = d.tasks.values_mut().filter(|t| t.state.is_running());
-            let mut failed = Vec::new();
-            for t in running {
-                let (body, frames) = super::failed(&t.body, now, &status_text);
-                (t.state, t.updated_at, t.version, t.body) =
-                    (TaskState::Failed, now, t.version + 1, body);
-                failed.push((t.clone(), frames));
-            }
-            for (t, frames) in failed.iter().cloned() {
-                d.notify(&t);
-                d.log(&t.id, frames);
-                d.leases.remove(&t.id);
-            }
-            Ok(failed.len() as u64)
-        })
-    }
-
-    fn flush(&self) -> Pending<()> {
-        Pending::ready(Ok(()))
-    }
-
-    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
-        self.with(|d| {
-            d.notes.insert((instance_id, task_id), note);
-            Ok(())
-        })
-    }
-
-    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>> {
-        self.with(|d| Ok(d.notes.get(&(instance_id, task_id)).cloned()))
-    }
-
-    fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
-        self.with(|d| {
-            Ok(d.tasks
-                .get(&id)
-                .filter(|t| instance_id.as_ref().is_none_or(|i| &t.instance_id == i))
-                .cloned())
-        })
-    }
-
-    fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage> {
-        self.with(|d| d.list(&filter))
-    }
-
-    fn find_message(
-        &self,
-        instance_id: String,
-        message_id: String,
-    ) -> Pending<Option<MessageRecord>> {
-        self.with(|d| Ok(d.messages.get(&(instance_id, message_id)).cloned()))
-    }
-
-    fn contexts(
-        &self,
-        instance_id: Option<String>,
-        context_id: Option<String>,
-        limit: u32,
-    ) -> Pending<Vec<ContextSummary>> {
-        self.with(|d| {
-            let mut by: BTreeMap<(String, String), ContextSummary> = BTreeMap::new();
-            let matching = d.tasks.values().filter(|t| {
-                instance_id.as_ref().is_none_or(|i| &t.instance_id == i)
-                    && context_id.as_ref().is_none_or(|c| &t.context_id == c)
-            });
-            for t in matching {
-                let s = by
-                    .entry((t.instance_id.clone(), t.context_id.clone()))
-                    .or_insert_with(|| ContextSummary {
-                        instance_id: t.instance_id.clone(),
-                        context_id: t.context_id.clone(),
-                        task_count: 0,
-                        active_count: 0,
-                        first_seen: t.created_at,
-                        last_seen: t.updated_at,
-                    });
-                s.task_count += 1;
-                s.active_count += u64::from(t.state.is_active());
-                (s.first_seen, s.last_seen) = (
-                    s.first_seen.min(t.created_at),
-                    s.last_seen.max(t.updated_at),
-                );
-            }
-            let mut all: Vec<ContextSummary> = by.into_values().collect();
-            all.sort_by_key(|c| std::cmp::Reverse(c.last_seen));
-            all.truncate(limit as usize);
-            Ok(all)
-        })
-    }
-
-    fn push_dropped(&self) -> u64 {
-        self.data.lock().unwrap().dropped
-    }
-
-    fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>> {
-        self.with(|d| {
-            let mut counts: BTreeMap<(String, i64), (TaskState, u64)> = BTreeMap::new();
-            for t in d.tasks.values() {
-                counts
-                    .entry((t.instance_id.clone(), t.state.number()))
-                    .or_insert((t.state, 0))
-                    .1 += 1;
-            }
-            Ok(counts
-                .into_iter()
-                .map(|((i, _), (s, n))| (i, s, n))
-                .collect())
-        })
-    }
-
     fn instances(&self) -> Pending<Vec<InstanceRecord>> {
         self.with(|d| Ok(d.instances.values().cloned().collect()))
     }
 
     fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
         self.with(|d| Ok(d.connections.values().cloned().collect()))
+    }
+}
+
+impl Cluster for MemoryStore {
+    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
+        self.with(|d| {
+            let until = now + Lease::default().ttl_ms;
+            Ok(task_ids
+                .into_iter()
+                .filter(|id| match d.leases.get_mut(id) {
+                    Some(u) => {
+                        *u = until;
+                        true
+                    }
+                    None => false,
+                })
+                .collect())
+        })
+    }
+
+    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
+        self.with(|d| {
+            Ok(d.leases
+                .iter()
+                .filter(|(_, until)| **until < now)
+                .filter_map(|(id, _)| d.tasks.get(id).cloned())
+                .take(limit as usize)
+                .collect())
+        })
+    }
+}
+
+impl Store for MemoryStore {
+    fn flush(&self) -> Pending<()> {
+        Pending::ready(Ok(()))
     }
 
     fn close(&self) {}

@@ -27,9 +27,11 @@ pub mod health;
 #[cfg(test)]
 pub mod memory;
 mod postgres;
+mod roles;
 mod sqlite;
 
 pub use postgres::PostgresStore;
+pub use roles::{Cluster, FrameLog, PushOutbox, Records, Store, Tasks};
 pub use sqlite::{SqliteStore, backup};
 
 use a2a_protocol::TaskState;
@@ -96,10 +98,12 @@ pub fn numbered(first_seq: u64, frames: Vec<NewFrame>) -> impl Iterator<Item = F
     })
 }
 
-/// A running task settled FAILED with `text`: its new body and the status frame to log with it;
-/// a body that does not parse is kept (its indexed state column still says FAILED), with no frame.
+/// A running task settled FAILED with `text` through the protocol's state machine: its new body
+/// and the status frame to log with it; a body that does not parse is kept (its indexed state
+/// column still says FAILED), with no frame.
 pub fn failed(body: &str, now: u64, text: &str) -> (String, Vec<NewFrame>) {
-    match crate::tasks::failed(body, now, text) {
+    let new_id = || uuid::Uuid::new_v4().to_string();
+    match a2a_protocol::execution::fail_stored(body, now, text, new_id) {
         Some((body, frame)) => (body, vec![NewFrame::status(frame)]),
         None => (body.to_owned(), Vec::new()),
     }
@@ -532,141 +536,4 @@ impl<T: Unpin> std::future::Future for Pending<T> {
         }
         polled
     }
-}
-
-/// What the runtime needs from a store. Every call is answered through a [`Pending`]: reads of
-/// many rows run off the async runtime (a long query never stalls a worker), point reads may
-/// answer at once, writes are queued and answered once committed.
-pub trait Store: Send + Sync {
-    /// Insert a task at version 1, applying the message claim atomically when given, and bind
-    /// its context to its instance; with a push config, register it in the same transaction
-    /// (this first write is then notified already).
-    fn create_task(
-        &self,
-        row: TaskRow,
-        claim: Option<MessageClaim>,
-        push: Option<PushConfig>,
-    ) -> Pending<()>;
-    /// Replace a task if its version is `expected` (applying the claim, refreshing the context
-    /// binding, and appending `frames` to its log); returns the new version and the first
-    /// frame's sequence id. Every task write queues a notification for each of the task's push
-    /// configs in the same transaction. A running state takes this node's lease.
-    fn update_task(
-        &self,
-        row: TaskRow,
-        expected: u64,
-        claim: Option<MessageClaim>,
-        frames: Vec<NewFrame>,
-    ) -> Pending<Written>;
-    /// Appends frames to an instance's task's log; returns the first one's sequence id.
-    fn append_frames(
-        &self,
-        instance_id: String,
-        task_id: String,
-        frames: Vec<NewFrame>,
-    ) -> Pending<u64>;
-    /// Up to `limit` frames after `after` of an instance's task, with its state and latest
-    /// sequence id; `NotFound` when the instance has no such task.
-    fn frames(
-        &self,
-        instance_id: String,
-        task_id: String,
-        after: u64,
-        limit: u32,
-    ) -> Pending<FramePage>;
-    /// Removes the logs of settled tasks last updated before `before` (ms); returns how many
-    /// frames went.
-    fn prune_frames(&self, before: u64) -> Pending<u64>;
-    /// Extends this node's leases on those of `task_ids` that are running to `now` + the lease
-    /// time; the ids renewed (a task not among them is no longer this node's: another node
-    /// settled it, or its lease ran out). A task with no turn running here is never renewed, so
-    /// one a failed write left behind is settled when its lease runs out.
-    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>>;
-    /// Running tasks whose lease ran out before `now` (their node stopped renewing), at most
-    /// `limit`.
-    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>>;
-    /// Calls `hook` with every change other nodes make (a store no other node writes: never).
-    fn watch(&self, hook: ChangeHook) {
-        let _ = hook;
-    }
-    /// Stores (`Some`) or removes a sealed secret (shared stores only).
-    fn put_secret(&self, name: String, sealed: Option<SealedSecret>) -> Pending<()> {
-        let _ = (name, sealed);
-        Pending::ready(Err(StoreError::Invalid(
-            "this store keeps no secrets: they stay in the data directory".into(),
-        )))
-    }
-    /// Every sealed secret (shared stores only).
-    fn secrets(&self) -> Pending<Vec<SealedSecret>> {
-        Pending::ready(Ok(Vec::new()))
-    }
-    /// Whether several nodes share this store.
-    fn is_shared(&self) -> bool {
-        false
-    }
-    /// Insert or replace (same id) a push config; `NotFound` when the instance has no such
-    /// task, `Invalid` when the task has [`a2a_protocol::push::MAX_PER_TASK`] already.
-    fn put_push_config(&self, config: PushConfig) -> Pending<()>;
-    /// Delete a push config and its waiting notifications (absent: nothing happens).
-    fn delete_push_config(&self, instance_id: String, task_id: String, id: String) -> Pending<()>;
-    /// A task's push configs, oldest first.
-    fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>>;
-    /// The outbox heads due at `now` (at most `limit`), when the next one is, how many wait.
-    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries>;
-    /// Records how the attempt on outbox entry `seq` at `now` ended.
-    fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()>;
-    /// The delivery state of an instance's configs (one task's, when given).
-    fn push_status(&self, instance_id: String, task_id: Option<String>)
-    -> Pending<Vec<PushStatus>>;
-    /// Notified whenever notifications were queued or an attempt was recorded.
-    fn outbox_signal(&self) -> Arc<tokio::sync::Notify>;
-    /// Insert or replace an instance record.
-    fn put_instance(&self, record: InstanceRecord) -> Pending<()>;
-    /// Delete an instance record (its tasks stay readable by id from the control API).
-    fn delete_instance(&self, id: String) -> Pending<()>;
-    /// Insert or replace an outbound connection record.
-    fn put_connection(&self, record: ConnectionRecord) -> Pending<()>;
-    /// Delete an outbound connection record.
-    fn delete_connection(&self, id: String) -> Pending<()>;
-    /// Settle every SUBMITTED/WORKING task FAILED with `status_text` (its status frame logged in
-    /// the same transaction); returns how many.
-    fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64>;
-    /// Answers once every write queued before it is committed.
-    fn flush(&self) -> Pending<()>;
-    /// Keeps the operator's account of why a task of an instance failed (never part of the task
-    /// a caller reads); the task need not be written yet.
-    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()>;
-    /// The account [`Store::note_task`] kept, if any.
-    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>>;
-    /// One task; scoped to an instance when `instance_id` is given.
-    fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>>;
-    /// A filtered page of tasks.
-    fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage>;
-    /// What the idempotency index holds for a message id on an instance.
-    fn find_message(
-        &self,
-        instance_id: String,
-        message_id: String,
-    ) -> Pending<Option<MessageRecord>>;
-    /// Conversations, newest `last_seen` first, optionally one instance's or one context's.
-    fn contexts(
-        &self,
-        instance_id: Option<String>,
-        context_id: Option<String>,
-        limit: u32,
-    ) -> Pending<Vec<ContextSummary>>;
-    /// Task counts by instance and state.
-    fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>>;
-    /// SQL statements run since start, for the metrics (0 for a store that runs none).
-    fn statements(&self) -> u64 {
-        0
-    }
-    /// Notifications this store gave up at [`MAX_WAITING`] since start.
-    fn push_dropped(&self) -> u64;
-    /// Every instance record.
-    fn instances(&self) -> Pending<Vec<InstanceRecord>>;
-    /// Every outbound connection record.
-    fn connections(&self) -> Pending<Vec<ConnectionRecord>>;
-    /// Commits what is queued and stops; later calls fail as unavailable.
-    fn close(&self);
 }

@@ -175,9 +175,9 @@ impl Metrics {
         }
     }
 
-    /// Counts a task of a lost node this node settled FAILED.
-    pub fn failed_over(&self) {
-        self.cluster[0].fetch_add(1, Ordering::Relaxed);
+    /// Counts `tasks` of lost nodes this node settled FAILED.
+    pub fn failed_over(&self, tasks: u64) {
+        self.cluster[0].fetch_add(tasks, Ordering::Relaxed);
     }
 
     /// Counts a renewal of this node's leases that failed.
@@ -511,7 +511,7 @@ mod tests {
         m.push_attempt("delivered");
         m.push_attempt("bogus");
         m.push_pending(3);
-        m.failed_over();
+        m.failed_over(1);
         let g = Gauges {
             tasks: vec![
                 ("a".into(), "TASK_STATE_WORKING", 2),

@@ -13,14 +13,14 @@ use super::handoff;
 use super::services::{Books, Invocation, Services, View};
 use crate::events::{EventHub, Subscription};
 use crate::records::task_key;
-use crate::store::{self, Store};
+use crate::store::{self, FrameLog};
 
 /// The events capability of one request.
 pub struct EventsCtx {
     /// Every live task's log.
     hub: Arc<EventHub>,
     /// The store (a log is opened only for a task of the instance).
-    store: Arc<dyn Store>,
+    store: Arc<dyn FrameLog>,
     /// The instance.
     instance_id: String,
     /// Keep-alive interval of a handed-off stream.
@@ -161,6 +161,7 @@ impl HostSubscription for View<'_, EventsCtx> {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::Store;
     use wasmtime::component::ResourceTable;
 
     use super::*;

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::events::Subscription;
 use crate::responses::Body;
-use crate::store::Store;
+use crate::store::Tasks;
 
 /// What the host needs to go on with a stream.
 pub struct Continuation {
@@ -37,7 +37,7 @@ pub struct Continuation {
 pub type Slot = Arc<Mutex<Option<Continuation>>>;
 
 /// A response body: the component's, then, if it handed off, the host's.
-pub fn chain(guest: Body, slot: Slot, store: Arc<dyn Store>) -> Body {
+pub fn chain(guest: Body, slot: Slot, store: Arc<dyn Tasks>) -> Body {
     Chained {
         guest: Some(guest),
         slot,
@@ -50,7 +50,7 @@ pub fn chain(guest: Body, slot: Slot, store: Arc<dyn Store>) -> Body {
 struct Chained {
     guest: Option<Body>,
     slot: Slot,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Tasks>,
     host: Option<mpsc::Receiver<Bytes>>,
 }
 
@@ -85,7 +85,7 @@ impl HttpBody for Chained {
 
 /// Writes the rest of the stream until the log closes (then the settled snapshot) or the client
 /// goes away.
-async fn produce(mut c: Continuation, store: Arc<dyn Store>, tx: mpsc::Sender<Bytes>) {
+async fn produce(mut c: Continuation, store: Arc<dyn Tasks>, tx: mpsc::Sender<Bytes>) {
     let send = |text: String| {
         let tx = tx.clone();
         async move { tx.send(Bytes::from(text)).await.is_ok() }

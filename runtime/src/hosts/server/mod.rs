@@ -19,7 +19,6 @@ mod handoff;
 mod push;
 mod services;
 mod sessions;
-pub mod settle;
 mod state;
 mod storage;
 
@@ -39,6 +38,7 @@ use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 use crate::engine::{Engine, Metered, Registry, trap_cause};
 use crate::instances::RouteKind;
 use crate::responses::{Body, Framing, is_event_stream, rpc_failure};
+use crate::settlement::{Settle, Written};
 use crate::telemetry::Metrics;
 
 pub use services::{Books, Call, CallNote, Invocation, Route, Services, View};
@@ -219,16 +219,9 @@ impl Host {
         }
     }
 
-    /// What settling an invocation's abandoned tasks reaches.
-    pub fn settle(&self) -> settle::Settle {
-        let s = &self.services;
-        settle::Settle {
-            store: s.store.clone(),
-            sessions: s.sessions.clone(),
-            events: s.events.clone(),
-            activity: s.activity.clone(),
-            owed: s.owed.clone(),
-        }
+    /// Settling the tasks left running.
+    pub fn settle(&self) -> Settle {
+        self.services.settle.clone()
     }
 
     /// The answer to a request whose invocation ended without one: 503 when no instance came
@@ -273,14 +266,14 @@ struct Run {
     request: Resource<IncomingRequest>,
     out: Resource<ResponseOutparam>,
     setup: Duration,
-    written: settle::Written,
+    written: Written,
 }
 
 impl Run {
     /// Instantiates and calls the component; then settles the tasks it abandoned.
     async fn invoke(
         mut self,
-        settle: settle::Settle,
+        settle: Settle,
         metrics: Arc<Metrics>,
         wait: Duration,
         instance_id: String,

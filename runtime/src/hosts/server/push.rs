@@ -9,12 +9,14 @@ use super::bindings::push::Host;
 use super::bindings::types::StoreError;
 use super::services::{Invocation, Services};
 use crate::push::Webhooks;
-use crate::store::{self, Store};
+use crate::store::{self, PushOutbox, Tasks};
 
 /// The push capability of one request.
 pub struct PushCtx {
-    /// The store.
-    store: Arc<dyn Store>,
+    /// The push configs.
+    store: Arc<dyn PushOutbox>,
+    /// The tasks (a config is kept only for a task of the instance).
+    tasks: Arc<dyn Tasks>,
     /// The webhook guard.
     webhooks: Arc<Webhooks>,
     /// The instance every call is scoped to.
@@ -26,6 +28,7 @@ impl PushCtx {
     pub fn prepare(s: &Services, call: &Invocation) -> PushCtx {
         PushCtx {
             store: s.store.clone(),
+            tasks: s.store.clone(),
             webhooks: s.webhooks.clone(),
             instance_id: call.instance.record.id.clone(),
         }
@@ -34,7 +37,7 @@ impl PushCtx {
     /// `NotFound` unless this instance has the task.
     async fn own(&self, task_id: &str) -> Result<(), StoreError> {
         let task = self
-            .store
+            .tasks
             .get_task(task_id.to_owned(), Some(self.instance_id.clone()))
             .await?;
         task.map(drop).ok_or(StoreError::NotFound)
@@ -125,11 +128,13 @@ impl Host for PushCtx {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
     use crate::store::memory::MemoryStore;
 
     fn ctx(store: Arc<dyn Store>, instance: &str, allow_private: bool) -> PushCtx {
         PushCtx {
-            store,
+            store: store.clone(),
+            tasks: store,
             webhooks: Arc::new(Webhooks::new(
                 allow_private,
                 std::time::Duration::from_secs(2),

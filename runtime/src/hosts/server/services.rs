@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use std::sync::Mutex;
 
-use super::{handoff, settle};
+use super::handoff;
 use crate::activity::Activity;
 use crate::admission::Admission;
 use crate::admission::StreamSlot;
@@ -18,6 +18,7 @@ use crate::holds::Holds;
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, Framing, rpc_error};
 use crate::sessions::{Sessions, Toolbox};
+use crate::settlement::{Settle, Written};
 use crate::store::Store as TaskStore;
 use crate::telemetry::Metrics;
 
@@ -69,7 +70,7 @@ impl CallNote {
 #[derive(Default)]
 pub struct Books {
     /// The tasks the invocation writes.
-    pub written: settle::Written,
+    pub written: Written,
     /// Where a stream is handed off.
     pub hand_off: handoff::Slot,
     /// The contexts the request works in.
@@ -102,8 +103,8 @@ pub struct Services {
     pub activity: Arc<Activity>,
     /// Message ids reserved by the requests deciding them.
     pub holds: Holds,
-    /// Settlements of abandoned tasks waiting for the store.
-    pub owed: Arc<settle::Owed>,
+    /// Settling the tasks left running (and what waits for the store).
+    pub settle: Settle,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// The tools and secrets of session turns.
@@ -180,16 +181,26 @@ pub fn test_services(data_dir: &std::path::Path) -> Services {
         enabled: true,
         ..Default::default()
     };
+    let store: Arc<dyn crate::store::Store> =
+        Arc::new(crate::store::memory::MemoryStore::default());
+    let sessions = Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct()));
+    let (events, activity) = (Arc::<crate::events::EventHub>::default(), Arc::default());
+    let settle = Settle::new(
+        store.clone(),
+        sessions.clone(),
+        events.clone(),
+        Arc::clone(&activity),
+    );
     Services {
-        store: Arc::new(crate::store::memory::MemoryStore::default()),
-        events: Arc::default(),
-        sessions: Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
+        store,
+        events,
+        sessions,
         admission: Arc::default(),
         attachments: Arc::new(Attachments::new(data_dir, attachments)),
         webhooks: Arc::new(crate::push::Webhooks::new(true, Duration::from_secs(1))),
-        activity: Arc::default(),
+        activity,
         holds: Holds::default(),
-        owed: Arc::default(),
+        settle,
         metrics: Arc::default(),
         toolbox: Arc::new(crate::sessions::NoHost),
         provider: None,

@@ -10,14 +10,14 @@ use super::bindings::sessions::{Host, HostTurn, TurnEvent, TurnRequest};
 use super::services::{Invocation, Services, View};
 use crate::records::task_key;
 use crate::sessions::{Sessions, Toolbox, Turn, TurnInput, history};
-use crate::store::Store;
+use crate::store::Tasks;
 
 /// The sessions capability of one request.
 pub struct SessionsCtx {
     /// Live sessions and running turns.
     sessions: Arc<Sessions>,
     /// The store (a context's history is rebuilt from its tasks).
-    store: Arc<dyn Store>,
+    store: Arc<dyn Tasks>,
     /// The tools and secrets of a turn.
     toolbox: Arc<dyn Toolbox>,
     /// The instance.

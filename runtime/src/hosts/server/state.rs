@@ -14,9 +14,7 @@ use wasmtime_wasi_http::{
 };
 
 use super::services::{Books, Invocation, Services, View};
-use super::{
-    admission, attachments, bindings, context, events, handoff, push, sessions, settle, storage,
-};
+use super::{admission, attachments, bindings, context, events, handoff, push, sessions, storage};
 use crate::engine::{Burst, Metered, wt};
 
 /// The capabilities of one request's store, one per `a2a:edge` interface.
@@ -154,7 +152,7 @@ pub struct Prepared {
     /// The store data.
     pub state: State,
     /// The tasks the invocation writes.
-    pub written: settle::Written,
+    pub written: crate::settlement::Written,
     /// Where a stream is handed off.
     pub hand_off: handoff::Slot,
     /// The contexts the request works in.

@@ -14,12 +14,14 @@ use super::services::{Books, CallNote, Invocation, Services};
 use crate::activity::{Activity, Contexts};
 use crate::events::EventHub;
 use crate::holds::{Hold, Holds};
-use crate::store::{self, PageStart, Store, TaskFilter};
+use crate::store::{self, PageStart, TaskFilter, Tasks};
 
 /// The storage capability of one request.
 pub struct StorageCtx {
-    /// The store.
-    store: Arc<dyn Store>,
+    /// The tasks of the store.
+    store: Arc<dyn Tasks>,
+    /// Whether other nodes share the store (a held task is written at once).
+    shared: bool,
     /// Told of tasks created and settled (a peer's active tasks).
     activity: Arc<Activity>,
     /// The instance every call is scoped to.
@@ -27,7 +29,7 @@ pub struct StorageCtx {
     /// The caller, recorded with the tasks it creates.
     peer_id: String,
     /// Tasks this request wrote last (settled FAILED if left running).
-    written: super::settle::Written,
+    written: crate::settlement::Written,
     /// The frame logs in memory, told of the frames a write committed.
     events: Arc<EventHub>,
     /// Contexts this request worked in (what its stream, if any, carries).
@@ -49,6 +51,7 @@ impl StorageCtx {
     pub fn prepare(s: &Services, call: &Invocation, books: &Books) -> StorageCtx {
         StorageCtx {
             store: s.store.clone(),
+            shared: s.store.is_shared(),
             activity: s.activity.clone(),
             instance_id: call.instance.record.id.clone(),
             peer_id: books.peer_id.clone(),
@@ -179,7 +182,7 @@ impl Host for StorageCtx {
         let row = row.stored(&self.instance_id, &self.peer_id);
         // Settled already, or on a store other nodes share (where a resend to another node must
         // find the claim while the turn runs): written now.
-        if !row.state.is_running() || self.store.is_shared() {
+        if !row.state.is_running() || self.shared {
             return Ok(self.create(row, Some(claim.into()), None).await);
         }
         if self.unwritten.is_some() {
@@ -313,10 +316,12 @@ impl Host for StorageCtx {
 mod tests {
     use super::super::bindings::types::TaskState as WitState;
     use super::*;
+    use crate::store::Store;
     use crate::store::memory::MemoryStore;
 
     pub fn ctx(store: Arc<dyn Store>, instance: &str) -> StorageCtx {
         StorageCtx {
+            shared: store.is_shared(),
             store,
             activity: Arc::default(),
             instance_id: instance.into(),

@@ -250,7 +250,7 @@ macro_rules! op {
     };
 }
 
-impl Store for PostgresStore {
+impl Tasks for PostgresStore {
     fn create_task(
         &self,
         row: TaskRow,
@@ -271,6 +271,52 @@ impl Store for PostgresStore {
         self.run(op!(c => c.update_task(&row, expected, claim.as_ref(), &frames).await))
     }
 
+    fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
+        self.run(op!(c => c.fail_unsettled(now, &status_text).await))
+    }
+
+    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
+        self.run(op!(c => c.note_task(&instance_id, &task_id, &note).await))
+    }
+
+    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>> {
+        self.run(op!(c => c.task_note(&instance_id, &task_id).await))
+    }
+
+    fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
+        self.run(op!(c => c.get_task(&id, instance_id.as_deref()).await))
+    }
+
+    fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage> {
+        self.run(op!(c => c.list_tasks(&filter).await))
+    }
+
+    fn find_message(
+        &self,
+        instance_id: String,
+        message_id: String,
+    ) -> Pending<Option<MessageRecord>> {
+        self.run(op!(c => c.find_message(&instance_id, &message_id).await))
+    }
+
+    fn contexts(
+        &self,
+        instance_id: Option<String>,
+        context_id: Option<String>,
+        limit: u32,
+    ) -> Pending<Vec<ContextSummary>> {
+        self.run(op!(c => {
+            c.contexts(instance_id.as_deref(), context_id.as_deref(), limit)
+                .await
+        }))
+    }
+
+    fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>> {
+        self.run(op!(c => c.state_counts().await))
+    }
+}
+
+impl FrameLog for PostgresStore {
     fn append_frames(
         &self,
         instance_id: String,
@@ -293,46 +339,9 @@ impl Store for PostgresStore {
     fn prune_frames(&self, before: u64) -> Pending<u64> {
         self.run(op!(c => c.prune_frames(before).await))
     }
+}
 
-    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
-        self.run(op!(c => c.renew_leases(now, &task_ids).await))
-    }
-
-    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
-        self.run(op!(c => c.expired_leases(now, limit).await))
-    }
-
-    fn watch(&self, hook: ChangeHook) {
-        let (config, node, closed) = (
-            self.config.clone(),
-            self.lease.node.clone(),
-            self.closed.clone(),
-        );
-        tokio::spawn(async move {
-            while !closed.load(Ordering::Acquire) {
-                if let Err(e) = listen(&config, &node, &hook).await {
-                    tracing::warn!(
-                        "lost the PostgreSQL notifications ({}); listening again in 1 s (streams of other nodes' tasks poll meanwhile)",
-                        describe(&e)
-                    );
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        });
-    }
-
-    fn put_secret(&self, name: String, sealed: Option<SealedSecret>) -> Pending<()> {
-        self.run(op!(c => c.put_secret(&name, sealed.as_ref()).await))
-    }
-
-    fn secrets(&self) -> Pending<Vec<SealedSecret>> {
-        self.run(op!(c => c.secrets().await))
-    }
-
-    fn is_shared(&self) -> bool {
-        true
-    }
-
+impl PushOutbox for PostgresStore {
     fn put_push_config(&self, config: PushConfig) -> Pending<()> {
         let config = self.sealed(config);
         self.run(op!(c => c.put_push_config(&config).await))
@@ -381,6 +390,20 @@ impl Store for PostgresStore {
         self.signal.clone()
     }
 
+    fn push_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl Records for PostgresStore {
+    fn put_secret(&self, name: String, sealed: Option<SealedSecret>) -> Pending<()> {
+        self.run(op!(c => c.put_secret(&name, sealed.as_ref()).await))
+    }
+
+    fn secrets(&self) -> Pending<Vec<SealedSecret>> {
+        self.run(op!(c => c.secrets().await))
+    }
+
     fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
         self.run(op!(c => c.put_record("instances", &record.id, &record).await))
     }
@@ -397,10 +420,49 @@ impl Store for PostgresStore {
         self.run(op!(c => c.delete_record("connections", &id).await))
     }
 
-    fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
-        self.run(op!(c => c.fail_unsettled(now, &status_text).await))
+    fn instances(&self) -> Pending<Vec<InstanceRecord>> {
+        self.run(op!(c => c.records("instances").await))
     }
 
+    fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
+        self.run(op!(c => c.records("connections").await))
+    }
+}
+
+impl Cluster for PostgresStore {
+    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
+        self.run(op!(c => c.renew_leases(now, &task_ids).await))
+    }
+
+    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
+        self.run(op!(c => c.expired_leases(now, limit).await))
+    }
+
+    fn watch(&self, hook: ChangeHook) {
+        let (config, node, closed) = (
+            self.config.clone(),
+            self.lease.node.clone(),
+            self.closed.clone(),
+        );
+        tokio::spawn(async move {
+            while !closed.load(Ordering::Acquire) {
+                if let Err(e) = listen(&config, &node, &hook).await {
+                    tracing::warn!(
+                        "lost the PostgreSQL notifications ({}); listening again in 1 s (streams of other nodes' tasks poll meanwhile)",
+                        describe(&e)
+                    );
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+}
+
+impl Store for PostgresStore {
     fn flush(&self) -> Pending<()> {
         // Every write is committed before it is answered: nothing is queued.
         if self.closed.load(Ordering::Acquire) {
@@ -409,60 +471,8 @@ impl Store for PostgresStore {
         Pending::ready(Ok(()))
     }
 
-    fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
-        self.run(op!(c => c.note_task(&instance_id, &task_id, &note).await))
-    }
-
-    fn task_note(&self, instance_id: String, task_id: String) -> Pending<Option<String>> {
-        self.run(op!(c => c.task_note(&instance_id, &task_id).await))
-    }
-
-    fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
-        self.run(op!(c => c.get_task(&id, instance_id.as_deref()).await))
-    }
-
-    fn list_tasks(&self, filter: TaskFilter) -> Pending<TaskPage> {
-        self.run(op!(c => c.list_tasks(&filter).await))
-    }
-
-    fn find_message(
-        &self,
-        instance_id: String,
-        message_id: String,
-    ) -> Pending<Option<MessageRecord>> {
-        self.run(op!(c => c.find_message(&instance_id, &message_id).await))
-    }
-
-    fn contexts(
-        &self,
-        instance_id: Option<String>,
-        context_id: Option<String>,
-        limit: u32,
-    ) -> Pending<Vec<ContextSummary>> {
-        self.run(op!(c => {
-            c.contexts(instance_id.as_deref(), context_id.as_deref(), limit)
-                .await
-        }))
-    }
-
-    fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>> {
-        self.run(op!(c => c.state_counts().await))
-    }
-
     fn statements(&self) -> u64 {
         self.statements.load(Ordering::Relaxed)
-    }
-
-    fn push_dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
-
-    fn instances(&self) -> Pending<Vec<InstanceRecord>> {
-        self.run(op!(c => c.records("instances").await))
-    }
-
-    fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
-        self.run(op!(c => c.records("connections").await))
     }
 
     fn close(&self) {

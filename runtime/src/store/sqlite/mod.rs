@@ -236,7 +236,7 @@ impl Drop for SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
+impl Tasks for SqliteStore {
     fn create_task(
         &self,
         row: TaskRow,
@@ -256,91 +256,8 @@ impl Store for SqliteStore {
         self.send(|r| Write::UpdateTask(row, expected, claim, frames, r))
     }
 
-    fn append_frames(
-        &self,
-        instance_id: String,
-        task_id: String,
-        frames: Vec<NewFrame>,
-    ) -> Pending<u64> {
-        self.send(|r| Write::AppendFrames(instance_id, task_id, frames, r))
-    }
-
-    fn frames(
-        &self,
-        instance_id: String,
-        task_id: String,
-        after: u64,
-        limit: u32,
-    ) -> Pending<FramePage> {
-        self.read(move |c| reads::frames(c, &instance_id, &task_id, after, limit))
-    }
-
-    fn prune_frames(&self, before: u64) -> Pending<u64> {
-        self.send(|r| Write::PruneFrames(before, r))
-    }
-
-    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
-        self.send(|r| Write::RenewLeases(now, task_ids, r))
-    }
-
-    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
-        self.read(move |c| reads::expired_leases(c, now, limit))
-    }
-
-    fn put_push_config(&self, config: PushConfig) -> Pending<()> {
-        self.send(|r| Write::PutPushConfig(config, r))
-    }
-
-    fn delete_push_config(&self, instance_id: String, task_id: String, id: String) -> Pending<()> {
-        self.send(|r| Write::DeletePushConfig(instance_id, task_id, id, r))
-    }
-
-    fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>> {
-        self.read_here(|c| push::configs(c, &instance_id, &task_id))
-    }
-
-    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
-        self.read(move |c| push::due(c, now, limit))
-    }
-
-    fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()> {
-        self.send(|r| Write::Attempted(seq, now, attempt, r))
-    }
-
-    fn push_status(
-        &self,
-        instance_id: String,
-        task_id: Option<String>,
-    ) -> Pending<Vec<PushStatus>> {
-        self.read(move |c| push::status(c, &instance_id, task_id.as_deref()))
-    }
-
-    fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
-        self.signal.clone()
-    }
-
-    fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
-        self.put_record(Table::Instances, record.id.clone(), &record)
-    }
-
-    fn delete_instance(&self, id: String) -> Pending<()> {
-        self.send(|r| Write::DeleteRecord(Table::Instances, id, r))
-    }
-
-    fn put_connection(&self, record: ConnectionRecord) -> Pending<()> {
-        self.put_record(Table::Connections, record.id.clone(), &record)
-    }
-
-    fn delete_connection(&self, id: String) -> Pending<()> {
-        self.send(|r| Write::DeleteRecord(Table::Connections, id, r))
-    }
-
     fn fail_unsettled(&self, now: u64, status_text: String) -> Pending<u64> {
         self.send(|r| Write::FailUnsettled(now, status_text, r))
-    }
-
-    fn flush(&self) -> Pending<()> {
-        self.send(Write::Flush)
     }
 
     fn note_task(&self, instance_id: String, task_id: String, note: String) -> Pending<()> {
@@ -379,6 +296,87 @@ impl Store for SqliteStore {
     fn state_counts(&self) -> Pending<Vec<(String, TaskState, u64)>> {
         self.read(reads::state_counts)
     }
+}
+
+impl FrameLog for SqliteStore {
+    fn append_frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        frames: Vec<NewFrame>,
+    ) -> Pending<u64> {
+        self.send(|r| Write::AppendFrames(instance_id, task_id, frames, r))
+    }
+
+    fn frames(
+        &self,
+        instance_id: String,
+        task_id: String,
+        after: u64,
+        limit: u32,
+    ) -> Pending<FramePage> {
+        self.read(move |c| reads::frames(c, &instance_id, &task_id, after, limit))
+    }
+
+    fn prune_frames(&self, before: u64) -> Pending<u64> {
+        self.send(|r| Write::PruneFrames(before, r))
+    }
+}
+
+impl PushOutbox for SqliteStore {
+    fn put_push_config(&self, config: PushConfig) -> Pending<()> {
+        self.send(|r| Write::PutPushConfig(config, r))
+    }
+
+    fn delete_push_config(&self, instance_id: String, task_id: String, id: String) -> Pending<()> {
+        self.send(|r| Write::DeletePushConfig(instance_id, task_id, id, r))
+    }
+
+    fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>> {
+        self.read_here(|c| push::configs(c, &instance_id, &task_id))
+    }
+
+    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
+        self.read(move |c| push::due(c, now, limit))
+    }
+
+    fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()> {
+        self.send(|r| Write::Attempted(seq, now, attempt, r))
+    }
+
+    fn push_status(
+        &self,
+        instance_id: String,
+        task_id: Option<String>,
+    ) -> Pending<Vec<PushStatus>> {
+        self.read(move |c| push::status(c, &instance_id, task_id.as_deref()))
+    }
+
+    fn outbox_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.signal.clone()
+    }
+
+    fn push_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl Records for SqliteStore {
+    fn put_instance(&self, record: InstanceRecord) -> Pending<()> {
+        self.put_record(Table::Instances, record.id.clone(), &record)
+    }
+
+    fn delete_instance(&self, id: String) -> Pending<()> {
+        self.send(|r| Write::DeleteRecord(Table::Instances, id, r))
+    }
+
+    fn put_connection(&self, record: ConnectionRecord) -> Pending<()> {
+        self.put_record(Table::Connections, record.id.clone(), &record)
+    }
+
+    fn delete_connection(&self, id: String) -> Pending<()> {
+        self.send(|r| Write::DeleteRecord(Table::Connections, id, r))
+    }
 
     fn instances(&self) -> Pending<Vec<InstanceRecord>> {
         self.read(|c| reads::records(c, Table::Instances.name()))
@@ -387,13 +385,25 @@ impl Store for SqliteStore {
     fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
         self.read(|c| reads::records(c, Table::Connections.name()))
     }
+}
+
+impl Cluster for SqliteStore {
+    fn renew_leases(&self, now: u64, task_ids: Vec<String>) -> Pending<Vec<String>> {
+        self.send(|r| Write::RenewLeases(now, task_ids, r))
+    }
+
+    fn expired_leases(&self, now: u64, limit: u32) -> Pending<Vec<TaskRow>> {
+        self.read(move |c| reads::expired_leases(c, now, limit))
+    }
+}
+
+impl Store for SqliteStore {
+    fn flush(&self) -> Pending<()> {
+        self.send(Write::Flush)
+    }
 
     fn statements(&self) -> u64 {
         STATEMENTS.load(Ordering::Relaxed)
-    }
-
-    fn push_dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
     }
 
     fn close(&self) {

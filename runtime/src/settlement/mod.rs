@@ -1,119 +1,94 @@
-//! The safety net of an invocation: tasks it wrote last and left SUBMITTED or WORKING, with no
-//! turn running, are settled FAILED once it ends (a trap, a limit, a failed store write, or a
-//! bug left them behind). A settlement the store cannot take now (it is down, the disk is
-//! full) is owed: retried until the store takes it, so no task stays WORKING while its node
-//! lives.
+//! Settling tasks that were left running, on every path that can leave one so: an invocation
+//! that ended (a trap, a limit, a failed store write, or a bug) before its tasks settled, a
+//! restart, and a node that stopped renewing its leases. Every path settles through the
+//! protocol's state machine ([`a2a_protocol::execution::fail_stored`]; the store's
+//! [`Tasks::fail_unsettled`] too), and a settlement the
+//! store cannot take now (it is down, the disk is full) is owed: retried until the store takes
+//! it, so no task stays WORKING while its node lives. A cancel is not settled here: the
+//! instance's component settles it CANCELED (the control API's cancel calls CancelTask).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod owed;
+mod written;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_protocol::TaskState;
 
 use crate::activity::Activity;
+use crate::clock::now_ms;
 use crate::events::EventHub;
 use crate::records::task_key;
 use crate::sessions::Sessions;
-use crate::store::{NewFrame, Store, StoreError, TaskRow, numbered};
+use crate::store::{Cluster, NewFrame, Store, StoreError, TaskRow, Tasks, numbered};
+use owed::{Owed, OwedTask};
+pub use written::Written;
 
-/// The tasks an invocation wrote: id, the version and state it wrote last; and whether a write
-/// of it failed because the store could not take it.
-#[derive(Clone, Default)]
-pub struct Written {
-    tasks: Arc<Mutex<Vec<(String, u64, TaskState)>>>,
-    store_failed: Arc<std::sync::atomic::AtomicBool>,
+/// The status text of the tasks a previous process left running, settled at start.
+pub const RESTARTED: &str = "interrupted by runtime restart";
+
+/// The status text of a task whose node stopped renewing its lease.
+pub const NODE_LOST: &str = "node lost: the node running this task stopped renewing its lease";
+
+/// A new status message's id.
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
-impl Written {
-    /// Remembers a write.
-    pub fn wrote(&self, id: &str, version: u64, state: TaskState) {
-        let mut all = self.tasks.lock().unwrap();
-        match all.iter_mut().find(|(t, ..)| t == id) {
-            Some(w) => (w.1, w.2) = (version, state),
-            None => all.push((id.to_owned(), version, state)),
-        }
+/// At start, settles FAILED ([`RESTARTED`]) the tasks a previous process left running; how
+/// many. On a shared store the tasks still running may be another node's: they are not this
+/// start's to settle (the leases of a node that is gone run out, see [`Settle::lost_nodes`]).
+pub async fn at_start(store: &dyn Store) -> Result<u64, StoreError> {
+    if store.is_shared() {
+        return Ok(0);
     }
-
-    /// Remembers that a write failed because the store could not take it.
-    pub fn store_failed(&self) {
-        self.store_failed
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+    let settled = store.fail_unsettled(now_ms(), RESTARTED.into()).await?;
+    if settled > 0 {
+        tracing::warn!(
+            tasks = settled,
+            "settled tasks left running by a previous process as FAILED"
+        );
     }
-
-    /// Every write remembered.
-    pub fn take(&self) -> Vec<(String, u64, TaskState)> {
-        std::mem::take(&mut *self.tasks.lock().unwrap())
-    }
-
-    /// Why the tasks the invocation left running fail, as their status says it (callers read
-    /// it: the store's own words stay in the log): `trap` is how the invocation failed, if it did.
-    pub fn why(&self, trap: Option<String>) -> String {
-        match trap {
-            Some(e) => format!(
-                "the agent component failed: {}",
-                e.lines().next().unwrap_or("trap")
-            ),
-            None if self.store_failed.load(std::sync::atomic::Ordering::Relaxed) => {
-                "the task could not be stored while it ran".to_owned()
-            }
-            None => "the agent component ended before the task settled".to_owned(),
-        }
-    }
-}
-
-/// Most settlements owed at once; past it the newest are dropped with an error line (restart
-/// recovery, or on a shared database the lease, still settles them).
-const MAX_OWED: usize = 100_000;
-
-/// Settlements the store refused for now, by task key: the instance, the task, the version the
-/// settling path last saw (none: any running version) and why it fails.
-#[derive(Default)]
-pub struct Owed(Mutex<HashMap<String, OwedTask>>);
-
-#[derive(Clone)]
-struct OwedTask {
-    instance_id: String,
-    task_id: String,
-    version: Option<u64>,
-    why: String,
-}
-
-impl Owed {
-    fn owe(&self, t: OwedTask) {
-        let mut owed = self.0.lock().unwrap();
-        if owed.len() >= MAX_OWED {
-            tracing::error!(instance = %t.instance_id, task = %t.task_id, "too many settlements wait for the store: this task is settled at the next start (or by another node's lease check)");
-            return;
-        }
-        owed.insert(task_key(&t.instance_id, &t.task_id), t);
-    }
-
-    /// How many settlements wait for the store.
-    pub fn len(&self) -> usize {
-        self.0.lock().unwrap().len()
-    }
-
-    /// Whether none waits.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+    Ok(settled)
 }
 
 /// What settling reaches.
+#[derive(Clone)]
 pub struct Settle {
-    /// The store.
-    pub store: Arc<dyn Store>,
+    /// The tasks of the store.
+    tasks: Arc<dyn Tasks>,
     /// Running turns (canceled).
-    pub sessions: Arc<Sessions>,
+    sessions: Arc<Sessions>,
     /// Frame logs (told and closed).
-    pub events: Arc<EventHub>,
+    events: Arc<EventHub>,
     /// Peers' active tasks.
-    pub activity: Arc<Activity>,
+    activity: Arc<Activity>,
     /// Settlements waiting for the store.
-    pub owed: Arc<Owed>,
+    owed: Arc<Owed>,
 }
 
 impl Settle {
+    /// Settlement over these services, with nothing owed yet.
+    pub fn new(
+        tasks: Arc<dyn Tasks>,
+        sessions: Arc<Sessions>,
+        events: Arc<EventHub>,
+        activity: Arc<Activity>,
+    ) -> Settle {
+        Settle {
+            tasks,
+            sessions,
+            events,
+            activity,
+            owed: Arc::default(),
+        }
+    }
+
+    /// How many settlements wait for the store.
+    pub fn owed(&self) -> usize {
+        self.owed.len()
+    }
+
     /// Settles FAILED, saying `why`, each task of `written` the invocation left running. Only
     /// those tasks are read again: the writes tell the states.
     pub async fn abandoned(
@@ -137,7 +112,7 @@ impl Settle {
     /// when the store cannot read or write it now.
     async fn settle_owed(&self, t: OwedTask) -> Settled {
         let row = match self
-            .store
+            .tasks
             .get_task(t.task_id.clone(), Some(t.instance_id.clone()))
             .await
         {
@@ -175,11 +150,9 @@ impl Settle {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
-            let owed: Vec<OwedTask> = self.owed.0.lock().unwrap().values().cloned().collect();
+            let mut owed = self.owed.take().into_iter();
             let mut settled = 0;
-            for t in owed {
-                let key = task_key(&t.instance_id, &t.task_id);
-                self.owed.0.lock().unwrap().remove(&key);
+            for t in owed.by_ref() {
                 match self.settle_owed(t).await {
                     Settled::Done => settled += 1,
                     // Still down: the rest waits for the next pass, not a timeout each.
@@ -187,6 +160,7 @@ impl Settle {
                     Settled::Moot => {}
                 }
             }
+            owed.for_each(|t| self.owed.owe(t));
             if settled > 0 {
                 let waiting = self.owed.len();
                 tracing::warn!(
@@ -196,6 +170,19 @@ impl Settle {
                 );
             }
         }
+    }
+
+    /// Settles FAILED ([`NODE_LOST`]) up to `limit` running tasks whose lease ran out (their
+    /// node stopped renewing it); how many were settled here.
+    pub async fn lost_nodes(&self, cluster: &dyn Cluster, limit: u32) -> Result<u64, StoreError> {
+        let mut settled = 0;
+        for row in cluster.expired_leases(now_ms(), limit).await? {
+            let instance = row.instance_id.clone();
+            if self.fail(&instance, row, NODE_LOST).await {
+                settled += 1;
+            }
+        }
+        Ok(settled)
     }
 
     /// Settles a running task FAILED saying `why`, its status frame logged with it (through
@@ -227,8 +214,10 @@ impl Settle {
     ) -> Result<bool, StoreError> {
         let key = task_key(instance_id, &row.id);
         self.sessions.cancel_task(&key);
-        let now = crate::clock::now_ms();
-        let Some((body, update)) = crate::tasks::failed(&row.body, now, why) else {
+        let now = now_ms();
+        let Some((body, update)) =
+            a2a_protocol::execution::fail_stored(&row.body, now, why, new_id)
+        else {
             return Ok(false);
         };
         let (id, context, expected) = (row.id.clone(), row.context_id.clone(), row.version);
@@ -240,7 +229,7 @@ impl Settle {
         };
         let frames = vec![NewFrame::status(update)];
         let w = self
-            .store
+            .tasks
             .update_task(failed, expected, None, frames.clone())
             .await?;
         self.activity.task_settled(&id);
@@ -269,13 +258,12 @@ mod tests {
     use crate::store::memory::MemoryStore;
 
     fn settle(store: Arc<dyn Store>) -> Settle {
-        Settle {
+        Settle::new(
             store,
-            sessions: Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
-            events: Arc::default(),
-            activity: Arc::default(),
-            owed: Arc::default(),
-        }
+            Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
+            Arc::default(),
+            Arc::default(),
+        )
     }
 
     #[tokio::test]
@@ -352,22 +340,13 @@ mod tests {
         let why = written.why(None);
         s.abandoned("i", &[("t".to_owned(), 1, TaskState::Working)], why)
             .await;
-        assert_eq!(s.owed.len(), 1, "the store was down: owed, not forgotten");
+        assert_eq!(s.owed(), 1, "the store was down: owed, not forgotten");
         let stop = tokio_util::sync::CancellationToken::new();
-        let paying = tokio::spawn(
-            Settle {
-                store: store.clone(),
-                sessions: s.sessions.clone(),
-                events: s.events.clone(),
-                activity: s.activity.clone(),
-                owed: s.owed.clone(),
-            }
-            .pay_owed(stop.clone()),
-        );
+        let paying = tokio::spawn(s.clone().pay_owed(stop.clone()));
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert_eq!(s.owed.len(), 1, "still owed while the store is down");
+        assert_eq!(s.owed(), 1, "still owed while the store is down");
         memory.set_down(false);
-        while !s.owed.is_empty() {
+        while s.owed() > 0 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         stop.cancel();
