@@ -124,3 +124,47 @@ pub fn finish((body, stream): Started) {
     drop(stream);
     let _ = OutgoingBody::finish(body, None);
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn request(headers: &[(&str, &str)], query: &str) -> Request {
+        Request {
+            method: String::new(),
+            path: String::new(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+                .collect(),
+            query: query.into(),
+            body: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn headers_compare_names_case_insensitively_and_take_the_first() {
+        let r = request(
+            &[
+                ("Content-Type", "application/json"),
+                ("content-type", "text/plain"),
+            ],
+            "",
+        );
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert_eq!(r.header("accept"), None);
+    }
+
+    #[test]
+    fn query_params_are_found_by_name_without_decoding() {
+        let r = request(&[], "a=1&A2A-Version=1.0&flag&b=x%20y");
+        assert_eq!(r.query_param("a2a-version"), Some("1.0"));
+        assert_eq!(r.query_param("b"), Some("x%20y"));
+        assert_eq!(
+            r.query_param("flag"),
+            None,
+            "a name without a value is no param"
+        );
+        assert_eq!(r.query_param("c"), None);
+    }
+}

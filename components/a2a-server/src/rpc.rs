@@ -75,6 +75,23 @@ impl Reply {
     }
 }
 
+/// A request that ends before its method runs: why, and how it is answered.
+enum Early {
+    /// An error answer with extra headers.
+    Fail(RpcError, &'static [(&'static str, &'static str)]),
+    /// An error answer with its own status and headers (a 405 with `Allow`).
+    Refuse(u16, RpcError, [(&'static str, &'static str); 1]),
+    /// A JSON-RPC notification: answered 204, not run.
+    Notification,
+}
+
+/// The method a request calls, its params, and whether its caller takes an event stream.
+struct Call {
+    name: String,
+    params: Value,
+    accepts_sse: bool,
+}
+
 /// Answers one request of either binding: the same checks, the one dispatcher, the same
 /// handlers; only the framing differs.
 pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
@@ -87,12 +104,35 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
         method: String::new(),
         media: media.unwrap_or("application/json"),
     };
-    if media.is_none() {
+    let call = match accept(req, media.is_some(), &mut reply) {
+        Ok(call) => call,
+        Err(Early::Fail(e, extra)) => return reply.fail(out, e, extra),
+        Err(Early::Refuse(status, e, extra)) => return reply.refuse(out, status, e, &extra),
+        Err(Early::Notification) => return http::respond(out, 204, &[], b""),
+    };
+    reply.method = call.name;
+    let name = reply.method.as_str();
+    match methods::dispatch(name, call.accepts_sse, instance.push_notifications) {
+        Dispatch::Serve(method) => run(method, &call.params, req, &instance, reply, out),
+        Dispatch::Json(e) => reply.fail(out, e, &[]),
+        Dispatch::Frame(e) => {
+            request_context::record_call(name, e.kind.reason());
+            let mut sse = Sse::start(out, reply.stream_id());
+            sse.error(&e, reply.legacy);
+            sse.end()
+        }
+    }
+}
+
+/// The transport checks (media type, A2A version) and the call the request makes, read from
+/// its binding's framing; `reply` learns the JSON-RPC id as soon as it is known.
+fn accept(req: &Request, media_ok: bool, reply: &mut Reply) -> Result<Call, Early> {
+    if !media_ok {
         let e = RpcError::new(
             ErrorKind::ContentTypeNotSupported,
             "send the request with Content-Type: application/json or application/a2a+json",
         );
-        return reply.fail(out, e, &[]);
+        return Err(Early::Fail(e, &[]));
     }
     let asked = req
         .header("a2a-version")
@@ -105,59 +145,59 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
                 asked.unwrap_or("")
             ),
         );
-        if binding == Binding::JsonRpc {
+        if reply.binding == Binding::JsonRpc {
             reply.id = jsonrpc::parse_request(&req.body)
                 .map(|r| r.id)
                 .unwrap_or(Value::Null);
         }
-        return reply.fail(out, e, &[("a2a-version", version::SUPPORTED)]);
+        return Err(Early::Fail(e, &[("a2a-version", version::SUPPORTED)]));
     }
-    let (name, params, accepts_sse) = match binding {
+    match reply.binding {
         Binding::JsonRpc => {
-            let request = match jsonrpc::parse_request(&req.body) {
-                Ok(r) => r,
-                Err((id, e)) => {
-                    reply.id = id;
-                    return reply.fail(out, e, &[]);
-                }
-            };
+            let request = jsonrpc::parse_request(&req.body).map_err(|(id, e)| {
+                reply.id = id;
+                Early::Fail(e, &[])
+            })?;
             if request.notification {
                 // JSON-RPC 2.0 forbids answering a notification; every A2A method's answer is
                 // what its caller needs (a task id at least), so a notification is not run either.
                 request_context::record_call(&request.method, "notification");
-                return http::respond(out, 204, &[], b"");
+                return Err(Early::Notification);
             }
             reply.id = request.id;
-            let sse = methods::accepts_sse(req.header("accept"));
-            (request.method, request.params, sse)
+            Ok(Call {
+                name: request.method,
+                params: request.params,
+                accepts_sse: methods::accepts_sse(req.header("accept")),
+            })
         }
         Binding::Rest => match rest::route(&req.method, &req.path, &req.query, &req.body) {
-            Ok(call) => (
-                call.method.to_owned(),
-                call.params,
-                rest::streams(&req.path),
-            ),
+            Ok(call) => Ok(Call {
+                name: call.method.to_owned(),
+                params: call.params,
+                accepts_sse: rest::streams(&req.path),
+            }),
             Err(rest::Unrouted {
                 error,
                 allow: Some(allow),
-            }) => return reply.refuse(out, 405, error, &[("allow", allow)]),
-            Err(unrouted) => return reply.fail(out, unrouted.error, &[]),
+            }) => Err(Early::Refuse(405, error, [("allow", allow)])),
+            Err(unrouted) => Err(Early::Fail(unrouted.error, &[])),
         },
-    };
-    reply.method = name;
+    }
+}
+
+/// Runs a dispatched method and answers it (streams answer as they go).
+fn run(
+    method: Method,
+    params: &Value,
+    req: &Request,
+    instance: &request_context::InstanceInfo,
+    reply: Reply,
+    out: ResponseOutparam,
+) {
     let name = reply.method.as_str();
-    let method = match methods::dispatch(name, accepts_sse, instance.push_notifications) {
-        Dispatch::Serve(m) => m,
-        Dispatch::Json(e) => return reply.fail(out, e, &[]),
-        Dispatch::Frame(e) => {
-            request_context::record_call(name, e.kind.reason());
-            let mut sse = Sse::start(out, reply.stream_id());
-            sse.error(&e, reply.legacy);
-            return sse.end();
-        }
-    };
     let result = match method {
-        Method::SendMessage => match send::begin(&params, &instance, send::Caller::Waits) {
+        Method::SendMessage => match send::begin(params, instance, send::Caller::Waits) {
             Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
                 reply.ok(out, run.answer());
                 return run.drive();
@@ -170,7 +210,7 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
             Err(e) => Err(e),
         },
         Method::SendStreamingMessage => {
-            match send::begin(&params, &instance, send::Caller::Streams) {
+            match send::begin(params, instance, send::Caller::Streams) {
                 Ok(begun) => {
                     request_context::record_call(name, "ok");
                     return stream::send(begun, out, reply.stream_id());
@@ -178,24 +218,147 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
                 Err(e) => Err(e),
             }
         }
-        Method::SubscribeToTask => match stream::open(&params, req.header("last-event-id")) {
+        Method::SubscribeToTask => match stream::open(params, req.header("last-event-id")) {
             Ok(sub) => {
                 request_context::record_call(name, "ok");
                 return stream::subscribe(sub, out, reply.stream_id());
             }
             Err(e) => Err(e),
         },
-        Method::GetTask => tasks::get(&params),
-        Method::ListTasks => tasks::list(&params),
-        Method::CancelTask => tasks::cancel(&params),
-        Method::GetExtendedAgentCard => a2a_protocol::card::extended(&(&instance).into()),
-        Method::CreatePushConfig => push::create(&params),
-        Method::GetPushConfig => push::get(&params),
-        Method::ListPushConfigs => push::list(&params),
-        Method::DeletePushConfig => push::delete(&params),
+        Method::GetTask => tasks::get(params),
+        Method::ListTasks => tasks::list(params),
+        Method::CancelTask => tasks::cancel(params),
+        Method::GetExtendedAgentCard => a2a_protocol::card::extended(&instance.into()),
+        Method::CreatePushConfig => push::create(params),
+        Method::GetPushConfig => push::get(params),
+        Method::ListPushConfigs => push::list(params),
+        Method::DeletePushConfig => push::delete(params),
     };
     match result {
         Ok(v) => reply.ok(out, v),
         Err(e) => reply.fail(out, e, &[]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::tests::request;
+
+    /// What `accept` makes of a request: the call's name, or the refusal's status and kind
+    /// (a 405 carries its `Allow`), with the JSON-RPC id the answer echoes.
+    fn accepted(
+        binding: Binding,
+        headers: &[(&str, &str)],
+        path: &str,
+        body: &str,
+    ) -> (Result<(String, bool), (u16, ErrorKind, Vec<String>)>, Value) {
+        let mut req = request(headers, "");
+        req.path = path.into();
+        req.method = "POST".into();
+        req.body = body.as_bytes().to_vec();
+        let media = methods::answer_type(req.header("content-type"), req.header("accept"));
+        let mut reply = Reply {
+            binding,
+            id: Value::Null,
+            legacy: false,
+            method: String::new(),
+            media: "application/json",
+        };
+        let result = match accept(&req, media.is_some(), &mut reply) {
+            Ok(call) => Ok((call.name, call.accepts_sse)),
+            Err(Early::Fail(e, extra)) => Err((
+                e.kind.http_status(),
+                e.kind,
+                extra.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
+            )),
+            Err(Early::Refuse(status, e, extra)) => Err((
+                status,
+                e.kind,
+                extra.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
+            )),
+            Err(Early::Notification) => unreachable!("no notification is sent here"),
+        };
+        (result, reply.id)
+    }
+
+    const JSON: (&str, &str) = ("content-type", "application/json");
+    const CALL: &str = r#"{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"t"}}"#;
+
+    #[test]
+    fn a_json_rpc_call_is_read_with_its_id_and_whether_it_streams() {
+        let (call, id) = accepted(Binding::JsonRpc, &[JSON], "", CALL);
+        assert_eq!(call, Ok(("GetTask".into(), false)));
+        assert_eq!(id, 7);
+        let sse = [JSON, ("accept", "text/event-stream")];
+        let (call, _) = accepted(Binding::JsonRpc, &sse, "", CALL);
+        assert_eq!(call, Ok(("GetTask".into(), true)));
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_refused_before_parsing() {
+        let (call, id) = accepted(
+            Binding::JsonRpc,
+            &[("content-type", "text/plain")],
+            "",
+            CALL,
+        );
+        assert!(
+            matches!(call, Err((_, ErrorKind::ContentTypeNotSupported, _))),
+            "{call:?}"
+        );
+        assert_eq!(id, Value::Null, "not read, so not echoed");
+    }
+
+    #[test]
+    fn an_unsupported_version_is_refused_naming_the_one_spoken_and_echoing_the_id() {
+        let headers = [JSON, ("a2a-version", "0.3")];
+        let (call, id) = accepted(Binding::JsonRpc, &headers, "", CALL);
+        assert_eq!(
+            call,
+            Err((
+                ErrorKind::VersionNotSupported.http_status(),
+                ErrorKind::VersionNotSupported,
+                vec!["a2a-version: 1.0".into()]
+            ))
+        );
+        assert_eq!(id, 7);
+    }
+
+    #[test]
+    fn a_broken_envelope_is_refused_with_the_id_it_carried() {
+        let (call, id) = accepted(
+            Binding::JsonRpc,
+            &[JSON],
+            "",
+            r#"{"jsonrpc":"2.0","id":"x"}"#,
+        );
+        assert!(
+            matches!(call, Err((_, ErrorKind::InvalidRequest, _))),
+            "{call:?}"
+        );
+        assert_eq!(id, "x");
+        let (call, id) = accepted(Binding::JsonRpc, &[JSON], "", "{");
+        assert!(
+            matches!(call, Err((_, ErrorKind::ParseError, _))),
+            "{call:?}"
+        );
+        assert_eq!(id, Value::Null);
+    }
+
+    #[test]
+    fn rest_routes_by_path_and_answers_405_with_allow() {
+        let (call, _) = accepted(
+            Binding::Rest,
+            &[JSON],
+            "/message:stream",
+            r#"{"message":{}}"#,
+        );
+        assert_eq!(call, Ok(("SendStreamingMessage".into(), true)));
+        let (call, _) = accepted(Binding::Rest, &[JSON], "/tasks/t1", "");
+        let Err((405, _, allow)) = call else {
+            panic!("POST on a task is not allowed: {call:?}");
+        };
+        assert!(allow[0].starts_with("allow: "), "{allow:?}");
     }
 }

@@ -4,8 +4,8 @@
 use a2a_protocol::execution::{Execution, Progress};
 use a2a_protocol::idempotency;
 use a2a_protocol::{
-    ErrorKind, Message, Role, RpcError, SendMessageConfiguration, SendMessageRequest,
-    StreamResponse, Task, TaskState, TaskStatus, jsonrpc,
+    ErrorKind, Message, RpcError, SendMessageConfiguration, SendMessageRequest, StreamResponse,
+    Task, TaskState, TaskStatus, jsonrpc,
 };
 use serde_json::{Value, json};
 use wasip2::clocks::monotonic_clock;
@@ -64,6 +64,16 @@ struct Waits {
     grace: Pollable,
 }
 
+/// Where applying a turn's ready events left the run.
+enum Ready {
+    /// The task settled (or was settled elsewhere): the turn is done.
+    Settled,
+    /// The execution timeout passed.
+    Late,
+    /// The turn has no event ready: wait for it.
+    Waiting,
+}
+
 /// How the caller of a send hears of its task.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Caller {
@@ -81,52 +91,13 @@ pub fn begin(
     caller: Caller,
 ) -> Result<Begin, RpcError> {
     let req: SendMessageRequest = jsonrpc::params(params)?;
-    let invalid = |m: &str| Err(RpcError::new(ErrorKind::InvalidParams, m));
-    let mut message = req.message;
-    if message.message_id.is_empty() {
-        return invalid("message.messageId is required");
-    }
-    if message.role != Role::User {
-        return invalid("message.role must be ROLE_USER");
-    }
-    message
-        .check_bounds(instance.limits.max_parts)
-        .map_err(|e| RpcError::new(ErrorKind::InvalidParams, e))?;
-    if message.parts.is_empty() || !message.parts.iter().all(|p| p.is_valid()) {
-        return invalid(
-            "message.parts must hold at least one part, each with exactly one of text, raw, url or data",
-        );
-    }
-    if let Some((i, e)) = message
-        .parts
-        .iter()
-        .enumerate()
-        .find_map(|(i, p)| Some((i, a2a_protocol::decode_base64(p.raw.as_deref()?).err()?)))
-    {
-        return Err(RpcError::new(
-            ErrorKind::InvalidParams,
-            format!("message.parts[{i}].raw is {e}"),
-        ));
-    }
+    let message = req.message;
     let config = req.configuration.unwrap_or_default();
-    if config.task_push_notification_config.is_some() && !instance.push_notifications {
-        return Err(RpcError::new(
-            ErrorKind::PushNotificationNotSupported,
-            "push notifications are not enabled on this agent: send without taskPushNotificationConfig",
-        ));
-    }
-    // Nobody hears of a new task of a caller who waits for it until it settles: the host may
-    // write it once, then. A webhook hears of it at once.
-    let hold = caller == Caller::Waits
-        && !config.return_immediately
-        && config.task_push_notification_config.is_none();
-    let modes = &config.accepted_output_modes;
-    if !modes.is_empty() && !modes.iter().any(|m| m == "*/*" || m.starts_with("text/")) {
-        return Err(RpcError::new(
-            ErrorKind::ContentTypeNotSupported,
-            "acceptedOutputModes must admit text (text/plain, text/* or */*)",
-        ));
-    }
+    let takes = a2a_protocol::send::Takes {
+        max_parts: instance.limits.max_parts,
+        push_notifications: instance.push_notifications,
+    };
+    a2a_protocol::send::check(&message, &config, takes)?;
     let announced: Vec<String> = instance.skills.iter().map(|s| s.id.clone()).collect();
     let skill = match a2a_protocol::card::select_skill(message.skill(), &announced) {
         Ok(s) => s.to_owned(),
@@ -138,11 +109,27 @@ pub fn begin(
     if let Err(ms) = admission::check_rate() {
         return Err(RpcError::rate_limited(ms));
     }
+    // Nobody hears of a new task of a caller who waits for it until it settles: the host may
+    // write it once, then. A webhook hears of it at once.
+    let hold = caller == Caller::Waits
+        && !config.return_immediately
+        && config.task_push_notification_config.is_none();
+    claim(message, skill, config, instance, hold)
+}
+
+/// Claims the message id and starts the task, unless the message is a retry of the one that
+/// holds the id (answered with its task as it stands). A claim fails only when another request
+/// recorded the same id in the meantime: it is decided again on what that one recorded.
+fn claim(
+    mut message: Message,
+    skill: String,
+    config: SendMessageConfiguration,
+    instance: &request_context::InstanceInfo,
+    hold: bool,
+) -> Result<Begin, RpcError> {
     let fingerprint = idempotency::fingerprint(&message);
     let mut seen = storage::find_message(&message.message_id)?;
     let mut admitted = false;
-    // A claim fails only when another request recorded the same id in the meantime: decide again
-    // on what it recorded (a concurrent identical resend then answers the first one's task).
     for _ in 0..4 {
         if let Some(record) = &seen
             && let Ok((_, task)) = load_task(&record.task_id)
@@ -425,50 +412,59 @@ impl Run {
     /// Runs the session turn until the task settles (terminal or interrupted), persisting every
     /// status change with compare-and-swap and publishing every frame.
     pub fn drive(&mut self) {
+        match sessions::start_turn(&self.turn_request()) {
+            Ok(turn) => self.follow(&turn),
+            // The host's text for the caller (the reason is in its log and the task's note).
+            Err(e) => {
+                self.progress(Progress::Failed(e));
+                return;
+            }
+        }
+        if self.unwritten && self.lost.is_none() {
+            // The turn stopped short of a settled state: a held task must settle to be written.
+            self.progress(Progress::Failed(
+                "the session stopped before the task settled".into(),
+            ));
+        }
+        if self.unwritten && self.lost.is_none() {
+            self.lost = Some(RpcError::new(
+                ErrorKind::Internal,
+                "the task could not be stored; send the message again",
+            ));
+        }
+        if !self.quiet {
+            events::close(&self.ex.task().id);
+        }
+    }
+
+    /// What the session's turn is asked: the task, the message, its skill and its prompt.
+    fn turn_request(&self) -> TurnRequest {
         let task = self.ex.task();
-        let request = TurnRequest {
+        TurnRequest {
             context_id: task.context_id.clone(),
             task_id: task.id.clone(),
             message_id: self.message.message_id.clone(),
             skill: self.skill.clone(),
             prompt: a2a_protocol::prompt::render(&self.message.parts),
             message: serde_json::to_string(&self.message).unwrap_or_default(),
-        };
-        let turn = match sessions::start_turn(&request) {
-            Ok(t) => t,
-            Err(e) => {
-                // The host's text for the caller (the reason is in its log and the task's note).
-                self.progress(Progress::Failed(e));
-                return;
-            }
-        };
-        let timeout_ms = self.limits.execution_timeout_ms;
+        }
+    }
+
+    /// Applies the turn's events until the task settles or the execution timeout passes;
+    /// while it waits, keeps the caller's stream alive and lets a held first frame go after
+    /// its grace. The clocks are set the first time the turn makes the run wait: a turn whose
+    /// events are all there at once (echo) needs none.
+    fn follow(&mut self, turn: &sessions::Turn) {
         let keep_alive_ns = self.limits.keep_alive_ms.saturating_mul(1_000_000);
         let started = monotonic_clock::now();
-        let deadline_at = started.saturating_add(timeout_ms.saturating_mul(1_000_000));
-        // The clocks are set the first time the turn makes the run wait: a turn whose events
-        // are all there at once (echo) needs none.
+        let deadline_at =
+            started.saturating_add(self.limits.execution_timeout_ms.saturating_mul(1_000_000));
         let mut waits: Option<Waits> = None;
-        let timed_out = |this: &mut Self| {
-            request_context::record_rejection("timeout");
-            turn.cancel();
-            this.progress(Progress::Failed(format!(
-                "execution timeout: the task ran longer than {timeout_ms} ms"
-            )));
-        };
-        'turn: loop {
-            // A backend that always has the next event ready never lets the loop wait: the
-            // deadline is checked between events too.
-            let mut seen = 0u32;
-            while let Some(event) = turn.next() {
-                if !self.progress(event.into()) || self.settled() {
-                    break 'turn;
-                }
-                seen += 1;
-                if seen.is_multiple_of(16) && monotonic_clock::now() >= deadline_at {
-                    timed_out(self);
-                    break 'turn;
-                }
+        loop {
+            match self.apply_ready(turn, deadline_at) {
+                Ready::Settled => return,
+                Ready::Late => return self.time_out(turn),
+                Ready::Waiting => {}
             }
             let w = waits.get_or_insert_with(|| Waits {
                 ready: turn.subscribe(),
@@ -485,8 +481,7 @@ impl Run {
                 poll::poll(&[&w.ready, &w.deadline, &w.keep_alive])
             };
             if fired.contains(&1) {
-                timed_out(self);
-                break;
+                return self.time_out(turn);
             }
             if fired.contains(&3) {
                 self.sink.as_mut().map(Sse::flush_held);
@@ -498,22 +493,32 @@ impl Run {
                 w.keep_alive = monotonic_clock::subscribe_duration(keep_alive_ns);
             }
         }
-        drop(waits);
-        if self.unwritten && self.lost.is_none() {
-            // The turn stopped short of a settled state: a held task must settle to be written.
-            self.progress(Progress::Failed(
-                "the session stopped before the task settled".into(),
-            ));
+    }
+
+    /// Applies the events the turn has ready. A backend that always has the next event ready
+    /// never lets the run wait: the deadline is checked between events too.
+    fn apply_ready(&mut self, turn: &sessions::Turn, deadline_at: u64) -> Ready {
+        let mut seen = 0u32;
+        while let Some(event) = turn.next() {
+            if !self.progress(event.into()) || self.settled() {
+                return Ready::Settled;
+            }
+            seen += 1;
+            if seen.is_multiple_of(16) && monotonic_clock::now() >= deadline_at {
+                return Ready::Late;
+            }
         }
-        if self.unwritten && self.lost.is_none() {
-            self.lost = Some(RpcError::new(
-                ErrorKind::Internal,
-                "the task could not be stored; send the message again",
-            ));
-        }
-        if !self.quiet {
-            events::close(&self.ex.task().id);
-        }
+        Ready::Waiting
+    }
+
+    /// Stops a turn that ran past the execution timeout and fails its task.
+    fn time_out(&mut self, turn: &sessions::Turn) {
+        request_context::record_rejection("timeout");
+        turn.cancel();
+        let timeout_ms = self.limits.execution_timeout_ms;
+        self.progress(Progress::Failed(format!(
+            "execution timeout: the task ran longer than {timeout_ms} ms"
+        )));
     }
 
     fn settled(&self) -> bool {

@@ -20,6 +20,7 @@ pub mod prompt;
 pub mod proto_enum;
 pub mod push;
 pub mod rest;
+pub mod send;
 pub mod sse;
 pub mod state;
 pub mod time;

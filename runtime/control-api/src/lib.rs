@@ -80,11 +80,12 @@ pub struct Id {
 }
 
 /// Declares the optional fields a create and an update share (`$shared`, plain), and the two
-/// action structs: each its own fields, then the shared ones, and `settings()` to read those.
+/// action structs: each its own fields, then the shared ones, with `new` to make one of its own
+/// fields and the shared ones, and `settings()` to read those.
 macro_rules! shared_fields {
-    ($(#[$smeta:meta])* $shared:ident $fields:tt $($(#[$meta:meta])* $name:ident { $($own:tt)* })+) => {
+    ($(#[$smeta:meta])* $shared:ident $fields:tt $($(#[$meta:meta])* $name:ident $own:tt)+) => {
         shared_fields!(@settings $(#[$smeta])* $shared $fields);
-        $(shared_fields!(@action $shared $fields $(#[$meta])* $name { $($own)* });)+
+        $(shared_fields!(@action $shared $fields $(#[$meta])* $name $own);)+
     };
     (@settings $(#[$smeta:meta])* $shared:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
         $(#[$smeta])*
@@ -95,13 +96,13 @@ macro_rules! shared_fields {
     };
     (
         @action $shared:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }
-        $(#[$meta:meta])* $name:ident { $($own:tt)* }
+        $(#[$meta:meta])* $name:ident { $($(#[$ometa:meta])* pub $ofield:ident: $oty:ty,)* }
     ) => {
         $(#[$meta])*
         #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         pub struct $name {
-            $($own)*
+            $($(#[$ometa])* pub $ofield: $oty,)*
             $(
                 $(#[$fmeta])*
                 #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,6 +111,11 @@ macro_rules! shared_fields {
         }
 
         impl $name {
+            /// The action of its own fields and the shared ones.
+            pub fn new($($ofield: $oty,)* settings: $shared) -> $name {
+                $name { $($ofield,)* $($field: settings.$field,)* }
+            }
+
             /// The fields create and update share.
             pub fn settings(&self) -> $shared {
                 $shared { $($field: self.$field.clone(),)* }

@@ -1,9 +1,10 @@
 //! `a2a-edge inbound …`: the CLI's arguments as control actions.
 
 use anyhow::{Context, bail};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use control_api::{
-    Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundUpdate, SendTest, Str, Text,
+    Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundSettings, InboundUpdate,
+    SendTest, Str, Text,
 };
 
 use super::{Control, s, send};
@@ -30,21 +31,12 @@ pub enum Inbound {
         /// Agent version.
         #[arg(long, default_value = "0.1.0")]
         version: String,
-        /// JSON-RPC endpoint path (default `/a2a/<id>`).
-        #[arg(long)]
-        endpoint_path: Option<String>,
-        /// Session preset.
-        #[arg(long)]
-        preset: Option<String>,
-        /// Component name.
-        #[arg(long)]
-        component: Option<String>,
         /// Create it disabled.
         #[arg(long)]
         disabled: bool,
-        /// Serve push notifications (default true).
-        #[arg(long)]
-        push: Option<bool>,
+        /// Its settings.
+        #[command(flatten)]
+        settings: Settings,
     },
     /// Change an inbound instance.
     Update {
@@ -59,21 +51,9 @@ pub enum Inbound {
         /// New version.
         #[arg(long)]
         version: Option<String>,
-        /// New endpoint path.
-        #[arg(long)]
-        endpoint_path: Option<String>,
-        /// New preset.
-        #[arg(long)]
-        preset: Option<String>,
-        /// Swap to this component (re-read from its source).
-        #[arg(long)]
-        component: Option<String>,
-        /// New body limit.
-        #[arg(long)]
-        max_body_bytes: Option<u64>,
-        /// Serve push notifications (true or false).
-        #[arg(long)]
-        push: Option<bool>,
+        /// Its settings.
+        #[command(flatten)]
+        settings: Settings,
     },
     /// Remove an inbound instance.
     Remove {
@@ -122,9 +102,43 @@ pub enum Inbound {
     },
 }
 
+/// The settings `create` and `update` share (`control_api::InboundSettings`); on update, each
+/// given one replaces the instance's.
+#[derive(Args)]
+pub struct Settings {
+    /// JSON-RPC endpoint path (on create, default `/a2a/<id>`).
+    #[arg(long)]
+    endpoint_path: Option<String>,
+    /// Session preset.
+    #[arg(long)]
+    preset: Option<String>,
+    /// Component name (on update: swap to it, re-read from its source).
+    #[arg(long)]
+    component: Option<String>,
+    /// Largest request body in bytes.
+    #[arg(long)]
+    max_body_bytes: Option<u64>,
+    /// Serve push notifications (true or false; default true).
+    #[arg(long)]
+    push: Option<bool>,
+}
+
+impl From<Settings> for InboundSettings {
+    fn from(s: Settings) -> InboundSettings {
+        InboundSettings {
+            endpoint_path: s.endpoint_path.map(Text),
+            preset: s.preset.map(Text),
+            auth_token_env: None,
+            component: s.component.map(Text),
+            max_body_bytes: s.max_body_bytes.map(Bounded),
+            limits: None,
+            push_notifications: s.push.map(Flag),
+        }
+    }
+}
+
 impl Inbound {
     /// The action this command asks for (`list` and `test` print more than its message).
-    // One arm per subcommand, each a plain mapping of arguments to fields: it reads better whole.
     fn action(self) -> anyhow::Result<Action> {
         Ok(match self {
             Inbound::List | Inbound::Test { .. } => unreachable!("answered by Control::inbound"),
@@ -134,49 +148,30 @@ impl Inbound {
                 allow_duplicate_name,
                 description,
                 version,
-                endpoint_path,
-                preset,
-                component,
                 disabled,
-                push,
-            } => Action::InboundCreate(InboundCreate {
-                id: id.map(Text),
-                allow_duplicate_name: allow_duplicate_name.then_some(Flag(true)),
-                name: Text(name),
-                description: Text(description),
-                version: Text(version),
-                enabled: Some(Flag(!disabled)),
-                endpoint_path: endpoint_path.map(Text),
-                preset: preset.map(Text),
-                auth_token_env: None,
-                component: component.map(Text),
-                max_body_bytes: None,
-                limits: None,
-                push_notifications: push.map(Flag),
-            }),
+                settings,
+            } => Action::InboundCreate(InboundCreate::new(
+                Text(name),
+                Text(description),
+                Text(version),
+                Some(Flag(!disabled)),
+                id.map(Text),
+                allow_duplicate_name.then_some(Flag(true)),
+                settings.into(),
+            )),
             Inbound::Update {
                 id,
                 name,
                 description,
                 version,
-                endpoint_path,
-                preset,
-                component,
-                max_body_bytes,
-                push,
-            } => Action::InboundUpdate(InboundUpdate {
-                id: Text(id),
-                name: name.map(Text),
-                description: description.map(Text),
-                version: version.map(Text),
-                endpoint_path: endpoint_path.map(Text),
-                preset: preset.map(Text),
-                auth_token_env: None,
-                component: component.map(Text),
-                max_body_bytes: max_body_bytes.map(Bounded),
-                limits: None,
-                push_notifications: push.map(Flag),
-            }),
+                settings,
+            } => Action::InboundUpdate(InboundUpdate::new(
+                Text(id),
+                name.map(Text),
+                description.map(Text),
+                version.map(Text),
+                settings.into(),
+            )),
             Inbound::Remove { id } => Action::InboundRemove(Id { id: Text(id) }),
             Inbound::Enable { id } => Action::InboundEnable(Id { id: Text(id) }),
             Inbound::Disable { id } => Action::InboundDisable(Id { id: Text(id) }),

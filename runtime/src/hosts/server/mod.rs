@@ -114,100 +114,31 @@ impl Host {
                 &format!("component {component:?} is not loaded"),
             );
         };
-        let card = (call.route == Route::Http(RouteKind::Card)).then(|| card_cache::Version {
-            record: call.instance.record.updated_at,
-            auth: call.instance.token.is_some(),
-            endpoint: call.instance.endpoint_url.clone(),
-            component: component.sha256.clone(),
-        });
-        if let Some(version) = &card
-            && let Some((response, outcome)) =
-                self.cards.answer(&instance_id, version, req.headers())
-        {
-            self.services
-                .metrics
-                .request(&instance_id, "GetAgentCard", outcome);
-            call.note.call("GetAgentCard", outcome);
-            return response;
-        }
-        let started = Instant::now();
-        let prepared = state::prepare(&self.services, &call, started, self.engine.limits());
-        let mut store = self.engine.store(prepared.state);
-        let (tx, mut rx) = tokio::sync::oneshot::channel();
-        let incoming = (|| -> wasmtime::Result<_> {
-            let request = store
-                .data_mut()
-                .http()
-                .new_incoming_request(Scheme::Http, req)?;
-            let out = store.data_mut().http().new_response_outparam(tx)?;
-            Ok((request, out))
-        })();
-        let (request, out) = match incoming {
-            Ok(p) => p,
+        let card = match self.card(&call, &component.sha256, req.headers()) {
+            Ok(card) => card,
+            Err(cached) => return cached,
+        };
+        let started = match self.start(&call, &component.pre, req) {
+            Ok(started) => started,
             Err(e) => return self.failure(route, 500, &format!("cannot prepare the request: {e}")),
         };
-        let run = Run {
-            pre: component.pre.clone(),
-            store,
-            request,
-            out,
-            setup: started.elapsed(),
-            written: prepared.written,
+        let (hand_off, contexts) = (started.hand_off, started.contexts);
+        let (response, running) = match self.answer(route, started.invocation, started.answer).await
+        {
+            Ok(answered) => answered,
+            Err(failed) => return failed,
         };
-        let invocation: drive::Invocation = Box::pin(
-            std::panic::AssertUnwindSafe(run.invoke(
-                self.settle(),
-                self.services.metrics.clone(),
-                self.services.instance_wait,
-                instance_id.clone(),
-            ))
-            .catch_unwind(),
-        );
-        // The invocation runs on this task until it answers; the answer's body drives the rest.
-        let mut running = Some(invocation);
-        let answer = tokio::select! {
-            biased;
-            answer = &mut rx => answer,
-            ended = running.as_mut().expect("not yet ended") => {
-                running = None;
-                match rx.try_recv() {
-                    Ok(answer) => Ok(answer),
-                    Err(_) => return self.never_answered(route, ended),
-                }
-            }
-        };
-        let response = match answer {
-            Ok(Ok(response)) if is_event_stream(&response) => {
-                let (parts, body) = response.into_parts();
-                let body = handoff::chain(body, prepared.hand_off, self.services.store.clone());
-                let peer_id = crate::activity::peer_id(call.peer.ip(), &instance_id);
-                let body = self.services.activity.watch_stream(
-                    &peer_id,
-                    &instance_id,
-                    prepared.contexts,
-                    body,
-                );
-                http::Response::from_parts(parts, body)
-            }
-            Ok(Ok(response)) => response,
-            Ok(Err(code)) => {
-                if let Some(invocation) = running {
-                    drive::detach(invocation);
-                }
-                return self.failure(
-                    route,
-                    500,
-                    &format!("the component failed the request: {code:?}"),
-                );
-            }
-            // The outparam was dropped unset: the invocation's end says why.
-            Err(_) => {
-                let ended = match running {
-                    Some(invocation) => invocation.await,
-                    None => Ok(Ok(())),
-                };
-                return self.never_answered(route, ended);
-            }
+        let response = if is_event_stream(&response) {
+            let (parts, body) = response.into_parts();
+            let body = handoff::chain(body, hand_off, self.services.store.clone());
+            let peer_id = crate::activity::peer_id(call.peer.ip(), &instance_id);
+            let body = self
+                .services
+                .activity
+                .watch_stream(&peer_id, &instance_id, contexts, body);
+            http::Response::from_parts(parts, body)
+        } else {
+            response
         };
         let response = match running {
             Some(invocation) => response.map(|body| drive::drive(body, invocation)),
@@ -216,6 +147,126 @@ impl Host {
         match card {
             Some(version) => self.cards.keep(&instance_id, version, response).await,
             None => response,
+        }
+    }
+
+    /// For a card request, the version its answer is cached under; the cached answer itself
+    /// when it still holds (`Err`).
+    fn card(
+        &self,
+        call: &Invocation,
+        component_sha256: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<Option<card_cache::Version>, http::Response<Body>> {
+        if call.route != Route::Http(RouteKind::Card) {
+            return Ok(None);
+        }
+        let instance_id = &call.instance.record.id;
+        let version = card_cache::Version {
+            record: call.instance.record.updated_at,
+            auth: call.instance.token.is_some(),
+            endpoint: call.instance.endpoint_url.clone(),
+            component: component_sha256.to_owned(),
+        };
+        match self.cards.answer(instance_id, &version, headers) {
+            Some((response, outcome)) => {
+                self.services
+                    .metrics
+                    .request(instance_id, "GetAgentCard", outcome);
+                call.note.call("GetAgentCard", outcome);
+                Err(response)
+            }
+            None => Ok(Some(version)),
+        }
+    }
+
+    /// Starts the invocation of `pre` on `req` in a fresh store (not polled yet).
+    fn start(
+        &self,
+        call: &Invocation,
+        pre: &ProxyPre<State>,
+        req: http::Request<Full<Bytes>>,
+    ) -> wasmtime::Result<Started> {
+        let started = Instant::now();
+        let state::Prepared {
+            state,
+            written,
+            hand_off,
+            contexts,
+        } = state::prepare(&self.services, call, started, self.engine.limits());
+        let mut store = self.engine.store(state);
+        let (tx, answer) = tokio::sync::oneshot::channel();
+        let request = store
+            .data_mut()
+            .http()
+            .new_incoming_request(Scheme::Http, req)?;
+        let out = store.data_mut().http().new_response_outparam(tx)?;
+        let run = Run {
+            pre: pre.clone(),
+            store,
+            request,
+            out,
+            setup: started.elapsed(),
+            written,
+        };
+        let invocation: drive::Invocation = Box::pin(
+            std::panic::AssertUnwindSafe(run.invoke(
+                self.settle(),
+                self.services.metrics.clone(),
+                self.services.instance_wait,
+                call.instance.record.id.clone(),
+            ))
+            .catch_unwind(),
+        );
+        Ok(Started {
+            invocation,
+            answer,
+            hand_off,
+            contexts,
+        })
+    }
+
+    /// Runs the invocation on this task until it answers: the answer, and the invocation when
+    /// it runs on (its answer's body drives the rest); the failure to send when it answered
+    /// none or an error.
+    async fn answer(
+        &self,
+        route: Route,
+        invocation: drive::Invocation,
+        mut rx: Answer,
+    ) -> Result<(http::Response<Body>, Option<drive::Invocation>), http::Response<Body>> {
+        let mut running = Some(invocation);
+        let answer = tokio::select! {
+            biased;
+            answer = &mut rx => answer,
+            ended = running.as_mut().expect("not yet ended") => {
+                running = None;
+                match rx.try_recv() {
+                    Ok(answer) => Ok(answer),
+                    Err(_) => return Err(self.never_answered(route, ended)),
+                }
+            }
+        };
+        match answer {
+            Ok(Ok(response)) => Ok((response, running)),
+            Ok(Err(code)) => {
+                if let Some(invocation) = running {
+                    drive::detach(invocation);
+                }
+                Err(self.failure(
+                    route,
+                    500,
+                    &format!("the component failed the request: {code:?}"),
+                ))
+            }
+            // The outparam was dropped unset: the invocation's end says why.
+            Err(_) => {
+                let ended = match running {
+                    Some(invocation) => invocation.await,
+                    None => Ok(Ok(())),
+                };
+                Err(self.never_answered(route, ended))
+            }
         }
     }
 
@@ -257,6 +308,23 @@ impl Host {
         };
         self.failure(route, 500, &format!("the component failed: {why}"))
     }
+}
+
+/// Where the component's answer comes (its outparam's channel).
+type Answer = tokio::sync::oneshot::Receiver<
+    Result<http::Response<Body>, wasmtime_wasi_http::p2::bindings::http::types::ErrorCode>,
+>;
+
+/// An invocation started for a request, and what its capabilities keep for the response.
+struct Started {
+    /// The invocation, not polled yet.
+    invocation: drive::Invocation,
+    /// Where its answer comes.
+    answer: Answer,
+    /// Where a stream is handed off.
+    hand_off: handoff::Slot,
+    /// The contexts the request works in.
+    contexts: crate::activity::Contexts,
 }
 
 /// One invocation, ready to run on its own task.
