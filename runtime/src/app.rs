@@ -18,7 +18,6 @@ use crate::instances::{Instance, Routes};
 use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
 use crate::sessions::Sessions;
-use crate::settlement::Settle;
 use crate::store::{Lease, PostgresStore, SqliteStore, Store};
 
 /// Everything requests share.
@@ -240,16 +239,9 @@ fn services(
     outbound: Arc<Outbound>,
     exit: crate::egress::Exit,
 ) -> Services {
-    let (events, activity) = (Arc::<crate::events::EventHub>::default(), Arc::default());
-    let settle = Settle::new(
-        store.clone(),
-        sessions.clone(),
-        events.clone(),
-        Arc::clone(&activity),
-    );
     Services {
         store,
-        events,
+        events: Arc::default(),
         sessions,
         admission: Arc::default(),
         attachments: Arc::new(crate::attachments::Attachments::new(
@@ -263,9 +255,9 @@ fn services(
             )
             .through(exit),
         ),
-        activity,
+        activity: Arc::default(),
         holds: Default::default(),
-        settle,
+        owed: Arc::default(),
         metrics: Arc::default(),
         toolbox: Arc::new(SessionToolbox(outbound)),
         provider: config.provider.clone(),

@@ -21,7 +21,8 @@ use crate::events::EventHub;
 use crate::records::task_key;
 use crate::sessions::Sessions;
 use crate::store::{Cluster, NewFrame, Store, StoreError, TaskRow, Tasks, numbered};
-use owed::{Owed, OwedTask};
+pub use owed::Owed;
+use owed::OwedTask;
 pub use written::Written;
 
 /// The status text of the tasks a previous process left running, settled at start.
@@ -68,19 +69,20 @@ pub struct Settle {
 }
 
 impl Settle {
-    /// Settlement over these services, with nothing owed yet.
+    /// Settlement over these services, keeping what the store cannot take yet in `owed`.
     pub fn new(
         tasks: Arc<dyn Tasks>,
         sessions: Arc<Sessions>,
         events: Arc<EventHub>,
         activity: Arc<Activity>,
+        owed: Arc<Owed>,
     ) -> Settle {
         Settle {
             tasks,
             sessions,
             events,
             activity,
-            owed: Arc::default(),
+            owed,
         }
     }
 
@@ -261,6 +263,7 @@ mod tests {
         Settle::new(
             store,
             Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
+            Arc::default(),
             Arc::default(),
             Arc::default(),
         )

@@ -12,7 +12,7 @@ const MAX_OWED: usize = 100_000;
 /// Settlements the store refused for now, by task key: the instance, the task, the version the
 /// settling path last saw (none: any running version) and why it fails.
 #[derive(Default)]
-pub(super) struct Owed(Mutex<HashMap<String, OwedTask>>);
+pub struct Owed(Mutex<HashMap<String, OwedTask>>);
 
 /// One settlement owed.
 #[derive(Clone)]

@@ -272,7 +272,7 @@ impl Host {
 
     /// Settling the tasks left running.
     pub fn settle(&self) -> Settle {
-        self.services.settle.clone()
+        self.services.settle()
     }
 
     /// The answer to a request whose invocation ended without one: 503 when no instance came

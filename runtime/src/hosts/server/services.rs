@@ -18,7 +18,7 @@ use crate::holds::Holds;
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, Framing, rpc_error};
 use crate::sessions::{Sessions, Toolbox};
-use crate::settlement::{Settle, Written};
+use crate::settlement::{Owed, Settle, Written};
 use crate::store::Store as TaskStore;
 use crate::telemetry::Metrics;
 
@@ -103,8 +103,8 @@ pub struct Services {
     pub activity: Arc<Activity>,
     /// Message ids reserved by the requests deciding them.
     pub holds: Holds,
-    /// Settling the tasks left running (and what waits for the store).
-    pub settle: Settle,
+    /// Settlements of tasks left running that wait for the store.
+    pub owed: Arc<Owed>,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// The tools and secrets of session turns.
@@ -122,6 +122,17 @@ pub struct Services {
 }
 
 impl Services {
+    /// Settling the tasks left running, over these services.
+    pub fn settle(&self) -> Settle {
+        Settle::new(
+            self.store.clone(),
+            self.sessions.clone(),
+            self.events.clone(),
+            self.activity.clone(),
+            self.owed.clone(),
+        )
+    }
+
     /// The open-stream slot a request to `instance` that `streams` holds from the start: over
     /// the cap it is refused at once (429, framed as `framing`), never left to exhaust what other
     /// requests need.
@@ -181,26 +192,16 @@ pub fn test_services(data_dir: &std::path::Path) -> Services {
         enabled: true,
         ..Default::default()
     };
-    let store: Arc<dyn crate::store::Store> =
-        Arc::new(crate::store::memory::MemoryStore::default());
-    let sessions = Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct()));
-    let (events, activity) = (Arc::<crate::events::EventHub>::default(), Arc::default());
-    let settle = Settle::new(
-        store.clone(),
-        sessions.clone(),
-        events.clone(),
-        Arc::clone(&activity),
-    );
     Services {
-        store,
-        events,
-        sessions,
+        store: Arc::new(crate::store::memory::MemoryStore::default()),
+        events: Arc::default(),
+        sessions: Arc::new(Sessions::new(&[], None, &crate::egress::Exit::direct())),
         admission: Arc::default(),
         attachments: Arc::new(Attachments::new(data_dir, attachments)),
         webhooks: Arc::new(crate::push::Webhooks::new(true, Duration::from_secs(1))),
-        activity,
+        activity: Arc::default(),
         holds: Holds::default(),
-        settle,
+        owed: Arc::default(),
         metrics: Arc::default(),
         toolbox: Arc::new(crate::sessions::NoHost),
         provider: None,
