@@ -6,6 +6,20 @@
 
 #[cfg(test)]
 pub mod contract;
+
+/// The select both SQL backends read push delivery states with (config columns, counts, the
+/// outbox head's attempts and due time); each adds its own `WHERE` and order.
+macro_rules! push_status_select {
+    () => {
+        "SELECT p.instance_id, p.task_id, p.id, p.body, p.delivered, p.failed, p.last_status,
+             p.last_attempt_at,
+             (SELECT COUNT(*) FROM push_outbox o WHERE o.instance_id = p.instance_id
+                 AND o.task_id = p.task_id AND o.config_id = p.id),
+             h.attempts, h.next_at
+         FROM push_configs p LEFT JOIN push_outbox h ON h.seq = (SELECT MIN(o.seq) FROM push_outbox o
+             WHERE o.instance_id = p.instance_id AND o.task_id = p.task_id AND o.config_id = p.id)"
+    };
+}
 #[cfg(test)]
 mod lease_tests {
     #[test]

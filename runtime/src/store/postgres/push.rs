@@ -144,15 +144,11 @@ impl Conn {
         task_id: Option<&str>,
     ) -> Result<Vec<PushStatus>, StoreError> {
         self.read(
-            "SELECT p.instance_id, p.task_id, p.id, p.body, p.delivered, p.failed, p.last_status,
-                 p.last_attempt_at,
-                 (SELECT COUNT(*) FROM push_outbox o WHERE o.instance_id = p.instance_id
-                     AND o.task_id = p.task_id AND o.config_id = p.id),
-                 h.attempts, h.next_at
-             FROM push_configs p LEFT JOIN push_outbox h ON h.seq = (SELECT MIN(o.seq) FROM push_outbox o
-                 WHERE o.instance_id = p.instance_id AND o.task_id = p.task_id AND o.config_id = p.id)
-             WHERE p.instance_id = $1 AND ($2::TEXT IS NULL OR p.task_id = $2)
-             ORDER BY p.created LIMIT 500",
+            concat!(
+                push_status_select!(),
+                " WHERE p.instance_id = $1 AND ($2::TEXT IS NULL OR p.task_id = $2)
+             ORDER BY p.created LIMIT 500"
+            ),
             &[&instance_id, &task_id],
             |r| {
                 Ok(PushStatus {

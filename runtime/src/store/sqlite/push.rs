@@ -277,17 +277,11 @@ pub fn status(
     instance_id: &str,
     task_id: Option<&str>,
 ) -> Result<Vec<PushStatus>, StoreError> {
-    let mut stmt = c.prepare_cached(
-        "SELECT p.instance_id, p.task_id, p.id, p.body, p.delivered, p.failed, p.last_status,
-             p.last_attempt_at,
-             (SELECT COUNT(*) FROM push_outbox o WHERE o.instance_id = p.instance_id
-                 AND o.task_id = p.task_id AND o.config_id = p.id),
-             h.attempts, h.next_at
-         FROM push_configs p LEFT JOIN push_outbox h ON h.seq = (SELECT MIN(o.seq) FROM push_outbox o
-             WHERE o.instance_id = p.instance_id AND o.task_id = p.task_id AND o.config_id = p.id)
-         WHERE p.instance_id = ?1 AND (?2 IS NULL OR p.task_id = ?2)
-         ORDER BY p.rowid LIMIT 500",
-    )?;
+    let mut stmt = c.prepare_cached(concat!(
+        push_status_select!(),
+        " WHERE p.instance_id = ?1 AND (?2 IS NULL OR p.task_id = ?2)
+         ORDER BY p.rowid LIMIT 500"
+    ))?;
     let rows = stmt.query_map(params![instance_id, task_id], |r| {
         Ok(PushStatus {
             config: config(r)?,
