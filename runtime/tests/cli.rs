@@ -5,14 +5,14 @@ use std::process::Output;
 
 use serde_json::Value;
 
-mod common;
-use common::Served;
+use a2a_edge_tests::jsonrpc::{call, request};
+use a2a_edge_tests::{Server, shared_cache};
 
-struct Cli(Served);
+struct Cli(Server);
 
 impl Cli {
     async fn start() -> Cli {
-        Cli(Served::start().await)
+        Cli(Server::default().await)
     }
 
     fn base(&self) -> String {
@@ -397,10 +397,9 @@ async fn serve_logs(args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let (child, base) = serve(dir.path(), args).await;
     let http = reqwest::Client::new();
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m-log", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
+    let params = serde_json::json!({"message": {"messageId": "m-log", "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
     assert_eq!(
-        http.post(format!("{base}/a2a/demo"))
-            .json(&body)
+        request(&http, &format!("{base}/a2a/demo"), "SendMessage", params)
             .send()
             .await
             .unwrap()
@@ -448,15 +447,12 @@ async fn serve_logs(args: &[&str]) -> String {
         .send()
         .await
         .unwrap();
-    let rpc = |method: &str, params: Value| {
-        let body =
-            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
-        http.post(format!("{base}/a2a/demo")).json(&body)
-    };
+    let rpc =
+        |method: &str, params: Value| request(&http, &format!("{base}/a2a/demo"), method, params);
     // A read names its task; a stream logs its end; an A2A 0.3 call is told what is served.
-    let sent = common::call(&base, "demo", "SendMessage", serde_json::json!({"message": {"messageId": "m-log-2", "role": "ROLE_USER", "parts": [{"text": "again"}]}})).await;
+    let sent = call(&base, "demo", "SendMessage", serde_json::json!({"message": {"messageId": "m-log-2", "role": "ROLE_USER", "parts": [{"text": "again"}]}})).await;
     let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
-    common::call(&base, "demo", "GetTask", serde_json::json!({"id": task})).await;
+    call(&base, "demo", "GetTask", serde_json::json!({"id": task})).await;
     let streamed = rpc("SendStreamingMessage", serde_json::json!({"message": {"messageId": "m-log-3", "role": "ROLE_USER", "parts": [{"text": "three words here"}]}}))
         .header("accept", "text/event-stream")
         .send()
@@ -466,7 +462,7 @@ async fn serve_logs(args: &[&str]) -> String {
         .await
         .unwrap();
     assert!(streamed.contains("TASK_STATE_COMPLETED"), "{streamed}");
-    let legacy = common::call(&base, "demo", "message/send", serde_json::json!({})).await;
+    let legacy = call(&base, "demo", "message/send", serde_json::json!({})).await;
     assert!(
         legacy["error"]["message"]
             .as_str()
@@ -476,7 +472,7 @@ async fn serve_logs(args: &[&str]) -> String {
     );
     // 401s say which check failed.
     let auth = serde_json::json!({"action": "inbound.setAuth", "id": "demo", "token": "log-token-0123456789abcdef"});
-    common::action(&base, auth).await;
+    a2a_edge_tests::action(&base, auth).await;
     for header in [None, Some("Bearer wrong-token")] {
         let mut r = rpc("GetTask", serde_json::json!({"id": task}));
         if let Some(h) = header {
@@ -612,7 +608,7 @@ async fn slow_turn(base: &str) -> String {
     let params = serde_json::json!({
         "message": {"messageId": format!("m-{}", uuid::Uuid::new_v4()), "role": "ROLE_USER", "parts": [{"text": "x"}]},
         "configuration": {"returnImmediately": true}});
-    let v = common::call(base, "slow", "SendMessage", params).await;
+    let v = call(base, "slow", "SendMessage", params).await;
     let task = v["result"]["task"]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{v}"))
@@ -659,17 +655,7 @@ async fn command_processes_never_outlive_the_runtime() {
     );
     let (mut child, base) = serve(&data, &args).await;
     gone(&task).await;
-    let body =
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}});
-    let t: Value = reqwest::Client::new()
-        .post(format!("{base}/a2a/slow"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let t: Value = call(&base, "slow", "GetTask", serde_json::json!({"id": task})).await;
     assert_eq!(t["result"]["status"]["state"], "TASK_STATE_FAILED", "{t}");
 
     // SIGTERM past the grace: the runtime kills the group before it exits.
@@ -739,11 +725,7 @@ async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
 async fn serve_keeps_running_when_its_stdout_is_closed() {
     // `a2a-edge serve | head -1`: the reader is gone before the banner is written.
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = a2a_edge_tests::binary::free_port();
     let mut fds = [0; 2];
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
     unsafe { libc::close(fds[0]) };
@@ -796,7 +778,7 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
             format!(
                 "[runtime]\ncacheDir = {:?}\n[[presets]]\nid = \"local\"\nbackend = \"command\"\ncommand = [{command:?}]\nworkingDir = \"work\"\n\
                  [[instances]]\nid = \"local\"\nname = \"local\"\npreset = \"local\"\n",
-                common::cache_dir()
+                shared_cache()
             ),
         )
         .unwrap();
@@ -812,7 +794,7 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
         .arg("--config")
         .arg(&config);
     let (_child, base) = started(cmd).await;
-    let answer = common::call(&base, "local", "SendMessage", serde_json::json!({"message": {"messageId": "rel-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}})).await;
+    let answer = call(&base, "local", "SendMessage", serde_json::json!({"message": {"messageId": "rel-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}})).await;
     let text = answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
         .as_str()
         .unwrap_or_default()
@@ -843,7 +825,7 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
 async fn send_shows_data_and_file_parts_saves_files_and_gives_up_at_its_timeout() {
     let c = Cli::start().await;
     let create = serde_json::json!({"action": "inbound.create", "id": "parts", "name": "parts", "description": "d", "version": "1", "preset": "scripted"});
-    let made = common::action(&c.base(), create).await;
+    let made = a2a_edge_tests::action(&c.base(), create).await;
     assert_eq!(made["ok"], true, "{made}");
     let card = format!("{}/a2a/parts/agent-card.json", c.base());
     let data = c.ok(&["send", &card, "tck-artifact-data please"]).await;
@@ -888,14 +870,14 @@ async fn send_shows_data_and_file_parts_saves_files_and_gives_up_at_its_timeout(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_takes_the_proxy_from_the_environment_and_the_ca_file_from_the_config() {
-    use common::network::{ForwardProxy, TlsFront};
+    use a2a_edge_tests::network::{ForwardProxy, TlsFront};
     let front = TlsFront::start().await;
     let behind = a2a_edge::config::Config {
         public_base_url: Some(format!("https://127.0.0.2:{}", front.port)),
         ..Default::default()
     };
-    let b = Served::start_with(behind).await;
-    front.forward_to(b.running.addr);
+    let b = Server::start(behind).await;
+    front.forward_to(b.running.as_ref().unwrap().addr);
     let proxy = ForwardProxy::start().await;
     let site = tempfile::tempdir().unwrap();
     std::fs::write(site.path().join("ca.pem"), &front.ca_pem).unwrap();
@@ -904,7 +886,7 @@ async fn serve_takes_the_proxy_from_the_environment_and_the_ca_file_from_the_con
         &config,
         format!(
             "[runtime]\ncacheDir = {:?}\n[egress]\ncaFile = \"ca.pem\"\n",
-            common::cache_dir()
+            shared_cache()
         ),
     )
     .unwrap();
@@ -929,12 +911,12 @@ async fn serve_takes_the_proxy_from_the_environment_and_the_ca_file_from_the_con
         let data = tempfile::tempdir().unwrap();
         let (_child, base) = started(through(data.path(), no_proxy)).await;
         let create = serde_json::json!({"action": "outbound.create", "name": "site", "agentCardUrl": card, "allowPrivate": true});
-        let id = common::action(&base, create).await["id"]
+        let id = a2a_edge_tests::action(&base, create).await["id"]
             .as_str()
             .unwrap_or_else(|| panic!("created (NO_PROXY {no_proxy:?})"))
             .to_owned();
         let call = serde_json::json!({"action": "outbound.call", "id": id, "skill": "chat", "prompt": "via the site's proxy"});
-        let answer = common::action(&base, call).await;
+        let answer = a2a_edge_tests::action(&base, call).await;
         assert_eq!(answer["result"], "via the site's proxy", "{answer}");
         let seen = &proxy.seen()[before..];
         assert_eq!(

@@ -7,14 +7,18 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-mod common;
-use common::{Sse, free_port, numbered, ready, spawn_binary as start, state};
+use a2a_edge_tests::binary::{free_port, ready, spawn_binary};
+use a2a_edge_tests::events::{Events, numbered, state};
+use a2a_edge_tests::jsonrpc::request;
+use a2a_edge_tests::shared_cache;
+
+/// `a2a-edge serve` on `port` over `dir`.
+fn start(dir: &std::path::Path, port: u16) -> std::process::Child {
+    spawn_binary(env!("CARGO_BIN_EXE_a2a-edge"), dir, port)
+}
 
 async fn rpc(client: &reqwest::Client, base: &str, method: &str, params: Value) -> Option<Value> {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let answer: Value = client
-        .post(format!("{base}/a2a/demo"))
-        .json(&body)
+    let answer: Value = request(client, &format!("{base}/a2a/demo"), method, params)
         .send()
         .await
         .ok()?
@@ -31,7 +35,7 @@ fn message(id: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_acknowledged_task_is_lost_when_the_process_is_killed_under_load() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = common::cache_dir();
+    let cache = shared_cache();
     std::fs::write(
         dir.path().join("config.toml"),
         format!(
@@ -103,7 +107,7 @@ async fn frame_ids_continue_across_a_restart() {
         format!(
             "[runtime]\ncacheDir = {:?}\n[[instances]]\nid = \"demo\"\nname = \"demo\"\n\
              [[instances]]\nid = \"tck\"\nname = \"tck\"\npreset = \"scripted\"\n",
-            common::cache_dir()
+            shared_cache()
         ),
     )
     .unwrap();
@@ -116,15 +120,15 @@ async fn frame_ids_continue_across_a_restart() {
     };
     let mut server = start(dir.path(), port);
     ready(&client, &base).await;
-    let first = Sse::open(
-        &base,
-        "tck",
+    let first = Events::open(
+        &client,
+        &format!("{base}/a2a/tck"),
         "SendStreamingMessage",
         turn("tck-multi-turn", None),
         None,
     )
     .await
-    .rest()
+    .results()
     .await;
     assert_eq!(state(&first.last().unwrap().1), "TASK_STATE_INPUT_REQUIRED");
     let task_id = first[0].1["task"]["id"].as_str().unwrap().to_owned();
@@ -135,15 +139,15 @@ async fn frame_ids_continue_across_a_restart() {
 
     let mut server = start(dir.path(), port);
     ready(&client, &base).await;
-    let second = Sse::open(
-        &base,
-        "tck",
+    let second = Events::open(
+        &client,
+        &format!("{base}/a2a/tck"),
         "SendStreamingMessage",
         turn("done", Some(&task_id)),
         None,
     )
     .await
-    .rest()
+    .results()
     .await;
     assert_eq!(state(&second.last().unwrap().1), "TASK_STATE_COMPLETED");
     let after: Vec<u64> = numbered(&second).iter().map(|(id, _)| *id).collect();

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 use a2a_edge::config::{Config, InstanceDecl};
 use serde_json::{Value, json};
 
-mod common;
-use common::{Tmpfs, call, can_mount, free_port, get_json, ready, spawn_logging};
+use a2a_edge_tests::binary::{free_port, ready, spawn_logging};
+use a2a_edge_tests::faults::{Tmpfs, can_mount};
+use a2a_edge_tests::jsonrpc::call;
+use a2a_edge_tests::{get_json, isolated, shared_cache};
 
 /// A config file in `dir` for the binary: the demo (echo) instance, `tck` (scripted) and `slow`
 /// (a command turn that sleeps `secs`).
@@ -20,14 +22,14 @@ fn write_config(dir: &std::path::Path, secs: u32) {
          [[instances]]\nid = \"demo\"\nname = \"demo\"\n\
          [[instances]]\nid = \"tck\"\nname = \"tck\"\npreset = \"scripted\"\n\
          [[instances]]\nid = \"slow\"\nname = \"slow\"\npreset = \"slow\"\n",
-        common::cache_dir()
+        shared_cache()
     );
     std::fs::write(dir.join("config.toml"), toml).unwrap();
 }
 
 /// `a2a-edge serve` on `dir` and `port` logging at info, its standard error as given.
 fn serve(dir: &std::path::Path, port: u16, stderr: Stdio) -> std::process::Child {
-    spawn_logging(dir, port, "info", stderr)
+    spawn_logging(env!("CARGO_BIN_EXE_a2a-edge"), dir, port, "info", stderr)
 }
 
 /// Waits for `child` to exit, up to `secs`; its status, or none if it still runs.
@@ -140,17 +142,15 @@ async fn a_second_server_on_the_same_data_directory_is_refused_and_the_first_run
 
 /// A config for a server in this process: `tck` (scripted), no update checks.
 fn in_process() -> Config {
-    let mut c = Config::default();
-    c.runtime.cache_dir = Some(common::cache_dir());
-    c.update.registry_url = "http://127.0.0.1:9/registry".into();
-    c.update.manifest_url = "http://127.0.0.1:9/manifest".into();
-    c.instances = vec![InstanceDecl {
-        id: Some("tck".into()),
-        name: "tck".into(),
-        preset: Some("scripted".into()),
-        ..Default::default()
-    }];
-    c
+    isolated(Config {
+        instances: vec![InstanceDecl {
+            id: Some("tck".into()),
+            name: "tck".into(),
+            preset: Some("scripted".into()),
+            ..Default::default()
+        }],
+        ..Config::default()
+    })
 }
 
 async fn start_in(dir: &std::path::Path) -> anyhow::Result<a2a_edge::Running> {

@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-mod common;
-use common::Served;
+use a2a_edge_tests::Server;
+use a2a_edge_tests::jsonrpc::request;
 
 /// Host functions (WASI and `a2a:edge`) one echo SendMessage calls.
 const MAX_HOST_CALLS: u64 = 48;
@@ -29,9 +29,15 @@ async fn counters(client: &reqwest::Client, base: &str) -> (u64, u64) {
 }
 
 async fn send(client: &reqwest::Client, base: &str, message_id: &str) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}]}}});
-    let answer = json(client.post(format!("{base}/a2a/demo")).json(&body)).await;
+    let params = json!({"message": {
+        "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+    let answer = json(request(
+        client,
+        &format!("{base}/a2a/demo"),
+        "SendMessage",
+        params,
+    ))
+    .await;
     assert_eq!(
         answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{answer}"
@@ -41,7 +47,7 @@ async fn send(client: &reqwest::Client, base: &str, message_id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_echo_send_message_costs_no_more_host_calls_and_statements_than_today() {
-    let served = Served::start().await;
+    let served = Server::default().await;
     let (client, base) = (reqwest::Client::new(), served.base());
     send(&client, &base, "warm-up").await;
 

@@ -11,12 +11,17 @@ use a2a_edge::config::{Config, InstanceDecl, StorageBackend};
 use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
 use serde_json::{Value, json};
 
-mod common;
-use common::trials::flow;
-use common::{
-    Fault, Served, Sse, Webhook, behind_proxy, call, free_port, fresh_postgres, numbered, ready,
-    spawn_binary, spawn_logging, state,
-};
+use a2a_edge_tests::binary::{free_port, ready, spawn_binary, spawn_logging};
+use a2a_edge_tests::events::{numbered, state};
+use a2a_edge_tests::faults::Fault;
+use a2a_edge_tests::jsonrpc::{call, request};
+use a2a_edge_tests::postgres::{behind_proxy, database, fresh_postgres, postgres_missing};
+use a2a_edge_tests::trials::{self, flow};
+use a2a_edge_tests::webhook::Webhook;
+use a2a_edge_tests::{Server, action, flows, shared_cache};
+
+/// The binary the node processes run.
+const BIN: &str = env!("CARGO_BIN_EXE_a2a-edge");
 
 /// The cluster key every test node reads (the same file, as every node of a cluster must).
 fn key_file() -> PathBuf {
@@ -83,7 +88,7 @@ fn write_config(dir: &std::path::Path, url: &str) {
          [cluster]\nleaseMs = 2000\nsecretKeyFile = {:?}\n\
          [[instances]]\nid = \"demo\"\nname = \"demo\"\n\
          [[instances]]\nid = \"tck\"\nname = \"tck\"\npreset = \"scripted\"\n",
-        common::cache_dir(),
+        shared_cache(),
         key_file()
     );
     std::fs::write(dir.join("config.toml"), toml).unwrap();
@@ -106,8 +111,8 @@ fn main() -> std::process::ExitCode {
         a_node_with_another_cluster_key_is_refused_on_a_fresh_database,
         webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log,
     ];
-    common::trials::run(
-        common::postgres_missing(),
+    trials::run(
+        postgres_missing(),
         "A2A_EDGE_REQUIRE_POSTGRES",
         flows,
         Vec::new(),
@@ -119,10 +124,10 @@ async fn rpc(base: &str, method: &str, params: Value) -> Value {
 }
 
 /// Two nodes in this process on a fresh database, and its URL (none: no test cluster).
-async fn two_nodes() -> (String, Served, Served) {
+async fn two_nodes() -> (String, Server, Server) {
     let url = fresh_postgres().await;
-    let a = Served::start_with(on(&url)).await;
-    let b = Served::start_with(on(&url)).await;
+    let a = Server::start(on(&url)).await;
+    let b = Server::start(on(&url)).await;
     (url, a, b)
 }
 
@@ -149,15 +154,11 @@ async fn two_nodes_on_one_database_share_tasks_and_retries() {
     assert_eq!(listed["result"]["totalSize"], 1, "no second task: {listed}");
     // An instance created on A is served by B at B's next look (every 250 ms; the test allows
     // a noisy machine 5 s and prints what it took).
-    let created: Value = reqwest::Client::new()
-        .post(format!("{}/a2a/api", a.base()))
-        .json(&json!({"action": "inbound.create", "name": "Shared", "description": "d", "version": "1"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created: Value = action(
+        &a.base(),
+        json!({"action": "inbound.create", "name": "Shared", "description": "d", "version": "1"}),
+    )
+    .await;
     let id = created["id"].as_str().unwrap().to_owned();
     let card = format!("{}/a2a/{id}/agent-card.json", b.base());
     let started = std::time::Instant::now();
@@ -175,7 +176,7 @@ async fn two_nodes_on_one_database_share_tasks_and_retries() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     drop(a);
-    let restarted = Served::start_with(on(&url)).await;
+    let restarted = Server::start(on(&url)).await;
     let got = rpc(&restarted.base(), "GetTask", json!({"id": task["id"]})).await;
     assert_eq!(
         got["result"]["artifacts"][0]["parts"][0]["text"],
@@ -187,26 +188,21 @@ async fn streams_follow_a_task_across_nodes_and_node_restarts() {
     let (url, a, mut b) = two_nodes().await;
     // A runs a 4 s task for its caller; B's subscriber gets every frame, in order, live.
     let long = |id: &str| json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "go"}]}});
-    let mut on_a = Sse::open(
-        &a.base(),
-        "tck",
-        "SendStreamingMessage",
-        long("tck-long-running-x1"),
-        None,
-    )
-    .await;
-    let (_, first) = on_a.next().await.unwrap();
+    let mut on_a = a
+        .stream(
+            "/a2a/tck",
+            "SendStreamingMessage",
+            long("tck-long-running-x1"),
+            None,
+        )
+        .await;
+    let (_, first) = on_a.next_result().await.unwrap();
     let task_id = first["task"]["id"].as_str().unwrap().to_owned();
     let started = Instant::now();
-    let mut on_b = Sse::open(
-        &b.base(),
-        "tck",
-        "SubscribeToTask",
-        json!({"id": task_id}),
-        None,
-    )
-    .await;
-    let (from_a, from_b) = tokio::join!(on_a.rest(), on_b.rest());
+    let mut on_b = b
+        .stream("/a2a/tck", "SubscribeToTask", json!({"id": task_id}), None)
+        .await;
+    let (from_a, from_b) = tokio::join!(on_a.results(), on_b.results());
     let (na, nb) = (numbered(&from_a), numbered(&from_b));
     assert!(
         nb.len() >= 5,
@@ -235,34 +231,37 @@ async fn streams_follow_a_task_across_nodes_and_node_restarts() {
     )
     .await;
     let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
-    let mut first_b = Sse::open(
-        &b.base(),
-        "ticker",
-        "SubscribeToTask",
-        json!({"id": task_id}),
-        None,
-    )
-    .await;
+    let mut first_b = b
+        .stream(
+            "/a2a/ticker",
+            "SubscribeToTask",
+            json!({"id": task_id}),
+            None,
+        )
+        .await;
     let mut seen = Vec::new();
     while seen.len() < 2 {
-        let (id, frame) = first_b.next().await.expect("frames before the restart");
+        let (id, frame) = first_b
+            .next_result()
+            .await
+            .expect("frames before the restart");
         if let Some(id) = id {
             seen.push((id, frame));
         }
     }
     drop(first_b);
     drop(b);
-    b = Served::start_with(on(&url)).await;
+    b = Server::start(on(&url)).await;
     let last = seen.last().unwrap().0;
-    let mut resumed = Sse::open(
-        &b.base(),
-        "ticker",
-        "SubscribeToTask",
-        json!({"id": task_id}),
-        Some(last),
-    )
-    .await;
-    let after = resumed.rest().await;
+    let mut resumed = b
+        .stream(
+            "/a2a/ticker",
+            "SubscribeToTask",
+            json!({"id": task_id}),
+            Some(last),
+        )
+        .await;
+    let after = resumed.results().await;
     let ids: Vec<u64> = numbered(&after).iter().map(|(id, _)| *id).collect();
     assert!(
         !ids.is_empty() && ids.iter().all(|id| *id > last),
@@ -336,27 +335,24 @@ async fn a_cancel_on_one_node_stops_the_turn_on_another() {
 async fn a_token_set_on_one_node_is_enforced_on_the_others_and_sealed_at_rest() {
     let (url, a, b) = two_nodes().await;
     let token = "cluster-token-0123456789abcdef";
-    let set: Value = reqwest::Client::new()
-        .post(format!("{}/a2a/api", a.base()))
-        .json(&json!({"action": "inbound.setAuth", "id": "demo", "token": token}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let set: Value = action(
+        &a.base(),
+        json!({"action": "inbound.setAuth", "id": "demo", "token": token}),
+    )
+    .await;
     assert_eq!(set["ok"], true, "{set}");
     let card = format!("{}/a2a/demo", b.base());
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "none"}});
+    let get = || {
+        request(
+            &reqwest::Client::new(),
+            &card,
+            "GetTask",
+            json!({"id": "none"}),
+        )
+    };
     let started = Instant::now();
     loop {
-        let status = reqwest::Client::new()
-            .post(&card)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status();
+        let status = get().send().await.unwrap().status();
         if status == 401 {
             break;
         }
@@ -367,18 +363,9 @@ async fn a_token_set_on_one_node_is_enforced_on_the_others_and_sealed_at_rest() 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("B enforced A's token after {:?}", started.elapsed());
-    let with = reqwest::Client::new()
-        .post(&card)
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let with = get().bearer_auth(token).send().await.unwrap();
     assert_eq!(with.status(), 200, "and takes it");
-    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let db = database(&url).await;
     let rows = db
         .query(
             "SELECT name, nonce, sealed FROM secrets WHERE name <> 'a2a-edge/key-check'",
@@ -414,7 +401,7 @@ impl Node {
         let dir = tempfile::tempdir().unwrap();
         write_config(dir.path(), url);
         let port = free_port();
-        let child = spawn_binary(dir.path(), port);
+        let child = spawn_binary(BIN, dir.path(), port);
         let base = format!("http://127.0.0.1:{port}");
         ready(&reqwest::Client::new(), &base).await;
         Node {
@@ -440,7 +427,7 @@ impl Drop for Node {
 async fn the_tasks_of_a_killed_node_are_settled_by_another_after_its_lease() {
     let url = fresh_postgres().await;
     let mut a = Node::start(&url).await;
-    let b = Served::start_with(on(&url)).await;
+    let b = Server::start(on(&url)).await;
     let message = json!({"messageId": "tck-long-running-kill", "role": "ROLE_USER", "parts": [{"text": "go"}]});
     let sent = call(
         &a.base,
@@ -512,8 +499,8 @@ async fn round_robin_load_over_nodes_loses_no_acknowledged_task_when_one_is_kill
                 while started.elapsed() < run_for {
                     i += 1;
                     let base = &bases[(c + i) % bases.len()];
-                    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": format!("rr-{c}-{i}"), "role": "ROLE_USER", "parts": [{"text": "keep me"}]}}});
-                    let answer = client.post(format!("{base}/a2a/demo")).json(&body).send().await;
+                    let params = json!({"message": {"messageId": format!("rr-{c}-{i}"), "role": "ROLE_USER", "parts": [{"text": "keep me"}]}});
+                    let answer = request(&client, &format!("{base}/a2a/demo"), "SendMessage", params).send().await;
                     let Ok(answer) = answer else {
                         refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         continue;
@@ -599,15 +586,6 @@ async fn settled(base: &str, instance: &str, task: &str, secs: u64) -> Value {
     }
 }
 
-/// A client connection to the database of `url`.
-async fn database(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
-
 async fn a_database_outage_at_the_end_of_turns_leaves_no_task_working() {
     let url = fresh_postgres().await;
     let (proxy, a) = behind_proxy(&url, on).await;
@@ -643,12 +621,14 @@ async fn a_hung_database_is_answered_503_with_retry_after_and_recovers_by_itself
         .build()
         .unwrap();
     let post = |method: &str, accept: &str| {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": send("hung-1")});
-        client
-            .post(format!("{}/a2a/demo", a.base()))
-            .header("accept", accept)
-            .json(&body)
-            .send()
+        request(
+            &client,
+            &format!("{}/a2a/demo", a.base()),
+            method,
+            send("hung-1"),
+        )
+        .header("accept", accept)
+        .send()
     };
     for (method, accept) in [
         ("SendMessage", "application/json"),
@@ -693,12 +673,12 @@ async fn a_node_that_lost_its_lease_stops_the_turn_and_logs_nothing_after_the_fi
          [[presets]]\nid = \"zombie\"\nbackend = \"command\"\ncommand = [\"sh\", \"-c\", {ticks:?}, {marker:?}]\n\
          [[instances]]\nid = \"demo\"\nname = \"demo\"\n\
          [[instances]]\nid = \"zombie\"\nname = \"zombie\"\npreset = \"zombie\"\n",
-        common::cache_dir(),
+        shared_cache(),
         key_file()
     );
     std::fs::write(dir.path().join("config.toml"), toml).unwrap();
     let port = free_port();
-    let mut a = spawn_binary(dir.path(), port);
+    let mut a = spawn_binary(BIN, dir.path(), port);
     let a_base = format!("http://127.0.0.1:{port}");
     ready(&reqwest::Client::new(), &a_base).await;
     let mut on_b = on(&url);
@@ -712,7 +692,7 @@ async fn a_node_that_lost_its_lease_stops_the_turn_and_logs_nothing_after_the_fi
         preset: Some("zombie".into()),
         ..Default::default()
     });
-    let b = Served::start_with(on_b).await;
+    let b = Server::start(on_b).await;
     let task = start_task(&a_base, "zombie", "zombie-1").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let running = || {
@@ -780,8 +760,8 @@ async fn a_blocking_send_resent_to_another_node_runs_one_turn() {
         });
         c
     };
-    let a = Served::start_with(with_counted()).await;
-    let b = Served::start_with(with_counted()).await;
+    let a = Server::start(with_counted()).await;
+    let b = Server::start(with_counted()).await;
     let message = || json!({"message": {"messageId": "resend-across", "role": "ROLE_USER", "parts": [{"text": "once"}]}});
     let first = tokio::spawn({
         let base = a.base();
@@ -806,7 +786,7 @@ async fn a_blocking_send_resent_to_another_node_runs_one_turn() {
 
 async fn a_node_with_another_cluster_key_is_refused_on_a_fresh_database() {
     let url = fresh_postgres().await;
-    let a = Served::start_with(on(&url)).await;
+    let a = Server::start(on(&url)).await;
     let other = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         other.path(),
@@ -815,7 +795,7 @@ async fn a_node_with_another_cluster_key_is_refused_on_a_fresh_database() {
     .unwrap();
     let mut config = on(&url);
     config.cluster.secret_key_file = Some(other.path().to_owned());
-    config.runtime.cache_dir = Some(common::cache_dir());
+    config.runtime.cache_dir = Some(shared_cache());
     let dir = tempfile::tempdir().unwrap();
     let refused = a2a_edge::Running::start(
         config.clone(),
@@ -834,7 +814,7 @@ async fn a_node_with_another_cluster_key_is_refused_on_a_fresh_database() {
     // nothing.
     let token =
         json!({"action": "inbound.setAuth", "id": "demo", "token": "keycheck-token-0123456789"});
-    assert_eq!(common::action(&a.base(), token).await["ok"], true);
+    assert_eq!(action(&a.base(), token).await["ok"], true);
     let db = database(&url).await;
     db.execute("DELETE FROM secrets WHERE name = 'a2a-edge/key-check'", &[])
         .await
@@ -868,14 +848,14 @@ async fn webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log() {
         "[runtime]\ncacheDir = {:?}\n[storage]\nbackend = \"postgres\"\nurl = {url:?}\n\
          [cluster]\nsecretKeyFile = {:?}\n[push]\nallowPrivateTargets = true\n\
          [[instances]]\nid = \"demo\"\nname = \"demo\"\npushNotifications = true\n",
-        common::cache_dir(),
+        shared_cache(),
         key_file()
     );
     std::fs::write(dir.path().join("config.toml"), toml).unwrap();
     let log = dir.path().join("log.txt");
     let port = free_port();
     let log_file = std::fs::File::create(&log).unwrap();
-    let mut node = spawn_logging(dir.path(), port, "debug", log_file);
+    let mut node = spawn_logging(BIN, dir.path(), port, "debug", log_file);
     let base = format!("http://127.0.0.1:{port}");
     ready(&reqwest::Client::new(), &base).await;
     let (token, credentials) = (

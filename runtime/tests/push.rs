@@ -7,8 +7,10 @@ use std::time::Duration;
 use a2a_edge::config::{Config, InstanceDecl};
 use serde_json::{Value, json};
 
-mod common;
-use common::{Served, Webhook, free_port, ready, spawn_binary};
+use a2a_edge_tests::binary::{free_port, ready, spawn_binary};
+use a2a_edge_tests::jsonrpc::request;
+use a2a_edge_tests::webhook::Webhook;
+use a2a_edge_tests::{Server, shared_cache};
 
 fn instance(id: &str, preset: &str) -> InstanceDecl {
     InstanceDecl {
@@ -40,7 +42,7 @@ struct Client {
 }
 
 impl Client {
-    fn of(s: &Served) -> Client {
+    fn of(s: &Server) -> Client {
         Client {
             http: reqwest::Client::new(),
             base: s.base(),
@@ -49,11 +51,8 @@ impl Client {
 
     /// A JSON-RPC call on instance `id`: the result, or the error.
     async fn rpc(&self, id: &str, method: &str, params: Value) -> Result<Value, Value> {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let answer: Value = self
-            .http
-            .post(format!("{}/a2a/{id}", self.base))
-            .json(&body)
+        let url = format!("{}/a2a/{id}", self.base);
+        let answer: Value = request(&self.http, &url, method, params)
             .send()
             .await
             .unwrap()
@@ -128,7 +127,7 @@ fn assert_runs_to_completion(seen: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configs_are_kept_per_task_and_instance_on_both_bindings() {
-    let s = Served::start_with(config(true)).await;
+    let s = Server::start(config(true)).await;
     let c = Client::of(&s);
     let hook = Webhook::start().await;
     for (id, push) in [("a", true), ("off", false)] {
@@ -336,7 +335,7 @@ async fn configs_are_kept_per_task_and_instance_on_both_bindings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_write_is_delivered_once_in_order_with_its_headers_through_failures() {
-    let s = Served::start_with(config(true)).await;
+    let s = Server::start(config(true)).await;
     let c = Client::of(&s);
     let hook = Webhook::start().await;
     hook.fail_next(2);
@@ -395,7 +394,7 @@ async fn every_write_is_delivered_once_in_order_with_its_headers_through_failure
     // the receiver answered it).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let view = loop {
-        let (status, view) = get(&s, &format!("/a2a/api/push?id=a&taskId={t}")).await;
+        let (status, view) = s.get(&format!("/a2a/api/push?id=a&taskId={t}")).await;
         assert_eq!(status, 200);
         if view["configs"][0]["pending"] == 0 || std::time::Instant::now() > deadline {
             break view;
@@ -414,7 +413,7 @@ async fn every_write_is_delivered_once_in_order_with_its_headers_through_failure
         !shown.contains("tok-9") && !shown.contains("cred-9"),
         "{shown}"
     );
-    let (_, metrics) = get(&s, "/a2a/api/metrics").await;
+    let (_, metrics) = s.get("/a2a/api/metrics").await;
     assert_eq!(metrics["push"]["retried"], 2, "{}", metrics["push"]);
     assert_eq!(metrics["push"]["delivered"], taken.len() as u64);
     let (_, prometheus) = text(&s, "/a2a/api/metrics?format=prometheus").await;
@@ -424,20 +423,15 @@ async fn every_write_is_delivered_once_in_order_with_its_headers_through_failure
     );
 }
 
-async fn get(s: &Served, path: &str) -> (u16, Value) {
-    let r = reqwest::get(format!("{}{path}", s.base())).await.unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
-async fn text(s: &Served, path: &str) -> (u16, String) {
+async fn text(s: &Server, path: &str) -> (u16, String) {
     let r = reqwest::get(format!("{}{path}", s.base())).await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_to_internal_addresses_are_refused_unless_allowed() {
-    let guarded = Served::start_with(config(false)).await;
-    let open = Served::start_with(config(true)).await;
+    let guarded = Server::start(config(false)).await;
+    let open = Server::start(config(true)).await;
     let internal = [
         "http://127.0.0.1:9/hook",
         "http://10.0.0.1/hook",
@@ -494,14 +488,14 @@ async fn notifications_of_a_receiver_that_is_down_survive_a_sigkill() {
         dir.path().join("config.toml"),
         format!(
             "[runtime]\ncacheDir = {:?}\n[push]\nallowPrivateTargets = true\nretryBaseMs = 100\nretryMaxMs = 300\nmaxAttempts = 1000\n",
-            common::cache_dir()
+            shared_cache()
         ),
     )
     .unwrap();
     let (port, hook_port) = (free_port(), free_port());
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let mut server = spawn_binary(dir.path(), port);
+    let mut server = spawn_binary(env!("CARGO_BIN_EXE_a2a-edge"), dir.path(), port);
     ready(&http, &base).await;
     let c = Client {
         http: http.clone(),
@@ -542,7 +536,7 @@ async fn notifications_of_a_receiver_that_is_down_survive_a_sigkill() {
     server.wait().unwrap();
 
     let hook = Webhook::start_on(hook_port).await;
-    let mut server = spawn_binary(dir.path(), port);
+    let mut server = spawn_binary(env!("CARGO_BIN_EXE_a2a-edge"), dir.path(), port);
     ready(&http, &base).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while hook.delivered().len() < pending as usize {

@@ -1,14 +1,22 @@
-//! Test harness: the real runtime on an ephemeral port with a temporary data directory, talked
-//! to over real HTTP.
+//! Test harness: the real runtime on an ephemeral port with a temporary data directory (or the
+//! real binary), talked to over real HTTP; and what the tests put around it.
 
+pub mod binary;
+pub mod events;
+pub mod faults;
+pub mod jsonrpc;
 pub mod network;
+pub mod postgres;
 pub mod trials;
+pub mod webhook;
 
 use std::path::{Path, PathBuf};
 
-use a2a_edge::config::Config;
+use a2a_edge::config::{Config, UpdateSettings};
 use a2a_edge::sessions::preset::{Backend, CommandSettings, Preset};
 use serde_json::{Value, json};
+
+use events::Events;
 
 /// The test-only misbehaving component.
 pub const MISBEHAVE_WASM: &str = env!("MISBEHAVE_WASM");
@@ -16,6 +24,20 @@ pub const MISBEHAVE_WASM: &str = env!("MISBEHAVE_WASM");
 /// A compile cache shared by the tests of one build (so each test does not recompile).
 pub fn shared_cache() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache")
+}
+
+/// `config` as a test runs it: the shared compile cache unless it names one, and update sources
+/// on a closed loopback port unless it names its own, so that no test reaches the network.
+pub fn isolated(mut config: Config) -> Config {
+    config.runtime.cache_dir.get_or_insert_with(shared_cache);
+    let defaults = UpdateSettings::default();
+    if config.update.registry_url == defaults.registry_url {
+        config.update.registry_url = "http://127.0.0.1:9/registry".into();
+    }
+    if config.update.manifest_url == defaults.manifest_url {
+        config.update.manifest_url = "http://127.0.0.1:9/manifest".into();
+    }
+    config
 }
 
 /// A running server and its data directory.
@@ -33,22 +55,19 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts a server with `config` (its cache dir defaults to the shared one).
+    /// Starts a server with `config`, [`isolated`].
     pub async fn start(config: Config) -> Server {
         Server::start_with(config, |_| {}).await
     }
 
     /// Starts a server after `prepare` filled its fresh data directory.
-    pub async fn start_with(mut config: Config, prepare: impl FnOnce(&Path)) -> Server {
-        if config.runtime.cache_dir.is_none() {
-            config.runtime.cache_dir = Some(shared_cache());
-        }
+    pub async fn start_with(config: Config, prepare: impl FnOnce(&Path)) -> Server {
         let dir = tempfile::tempdir().unwrap();
         prepare(dir.path());
         let mut s = Server {
             running: None,
             dir,
-            config,
+            config: isolated(config),
             http: reqwest::Client::new(),
             split: false,
         };
@@ -57,13 +76,12 @@ impl Server {
     }
 
     /// Starts a server whose control surface listens on a loopback port of its own.
-    pub async fn start_split(mut config: Config) -> Server {
-        config.runtime.cache_dir.get_or_insert_with(shared_cache);
+    pub async fn start_split(config: Config) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Server {
             running: None,
             dir,
-            config,
+            config: isolated(config),
             http: reqwest::Client::new(),
             split: true,
         };
@@ -112,16 +130,8 @@ impl Server {
 
     /// POSTs a JSON-RPC call to an endpoint path; returns (status, body).
     pub async fn rpc(&self, path: &str, method: &str, params: Value) -> (u16, Value) {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let r = self
-            .http
-            .post(format!("{}{path}", self.base()))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
+        let url = format!("{}{path}", self.base());
+        answer(jsonrpc::request(&self.http, &url, method, params)).await
     }
 
     /// Sends a text message with `message_id` to an endpoint path; returns the JSON-RPC body.
@@ -130,7 +140,7 @@ impl Server {
         self.rpc(path, "SendMessage", params).await.1
     }
 
-    /// Calls a streaming method (`Accept: text/event-stream`), with an optional `Last-Event-ID`.
+    /// Calls a streaming method at an endpoint path (see [`jsonrpc::stream_request`]).
     pub async fn stream(
         &self,
         path: &str,
@@ -138,16 +148,8 @@ impl Server {
         params: Value,
         last_event_id: Option<u64>,
     ) -> Events {
-        let body = json!({"jsonrpc": "2.0", "id": "s", "method": method, "params": params});
-        let mut req = self
-            .http
-            .post(format!("{}{path}", self.base()))
-            .header("accept", "text/event-stream")
-            .json(&body);
-        if let Some(id) = last_event_id {
-            req = req.header("last-event-id", id.to_string());
-        }
-        Events::of(req.send().await.unwrap())
+        let url = format!("{}{path}", self.base());
+        Events::open(&self.http, &url, method, params, last_event_id).await
     }
 
     /// The `result` of a successful JSON-RPC call (panics with the body otherwise).
@@ -189,14 +191,11 @@ impl Server {
 
     /// POSTs a control action; returns (status, body).
     pub async fn action(&self, body: Value) -> (u16, Value) {
-        let r = self
+        let request = self
             .http
             .post(format!("{}/a2a/api", self.control_base()))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+            .json(&body);
+        answer(request).await
     }
 
     /// Sends a raw control request with exactly these headers (and body); (status, body).
@@ -216,8 +215,7 @@ impl Server {
         if let Some(b) = body {
             r = r.body(b.to_owned());
         }
-        let r = r.send().await.unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+        answer(r).await
     }
 
     /// GETs a path (control paths on the control surface); returns (status, body as JSON or null).
@@ -227,8 +225,7 @@ impl Server {
         } else {
             self.base()
         };
-        let r = self.http.get(format!("{base}{path}")).send().await.unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+        answer(self.http.get(format!("{base}{path}"))).await
     }
 
     /// A FAILED task's two accounts: the status text the remote caller read in `answer` (a
@@ -254,6 +251,25 @@ impl Server {
     pub fn put_component(&self, name: &str, bytes: &[u8]) {
         put_component(self.dir.path(), name, bytes);
     }
+}
+
+/// Sends `request`: the status and the body as JSON (null when it is not JSON).
+pub async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let r = request.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// The answer of the control action `body` at `base` (a server's base URL).
+pub async fn action(base: &str, body: Value) -> Value {
+    let request = reqwest::Client::new()
+        .post(format!("{base}/a2a/api"))
+        .json(&body);
+    answer(request).await.1
+}
+
+/// The JSON a GET of `url` answers.
+pub async fn get_json(url: &str) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
 }
 
 /// Sends `head` (a request head, no body) raw to `addr` and reads the start of the answer: for
@@ -331,93 +347,6 @@ pub fn message(message_id: &str, text: &str) -> Value {
     json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]})
 }
 
-/// One SSE event: its `id:` and its data as JSON.
-pub type Event = (Option<u64>, Value);
-
-/// An SSE response read event by event.
-pub struct Events {
-    response: reqwest::Response,
-    buf: String,
-    /// Comment-only events (keep-alives) read so far.
-    pub comments: usize,
-}
-
-impl Events {
-    /// Reads `response` as an event stream.
-    pub fn of(response: reqwest::Response) -> Events {
-        Events {
-            response,
-            buf: String::new(),
-            comments: 0,
-        }
-    }
-
-    /// The HTTP status.
-    pub fn status(&self) -> u16 {
-        self.response.status().as_u16()
-    }
-
-    /// The next event (comments skipped); none at the end of the stream.
-    pub async fn next(&mut self) -> Option<Event> {
-        loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let raw: String = self.buf.drain(..end + 2).collect();
-                let mut id = None;
-                let mut data = None;
-                for line in raw.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = v.parse().ok();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data = Some(serde_json::from_str(v).unwrap());
-                    }
-                }
-                match data {
-                    Some(d) => return Some((id, d)),
-                    None => self.comments += usize::from(raw.starts_with(':')),
-                }
-            }
-            let chunk =
-                tokio::time::timeout(std::time::Duration::from_secs(30), self.response.chunk())
-                    .await
-                    .expect("stream stalled")
-                    .ok()??;
-            self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
-        }
-    }
-
-    /// The body as plain JSON (an error answered before any stream started).
-    pub async fn json(self) -> Value {
-        assert_eq!(
-            self.response.headers()["content-type"],
-            "application/json",
-            "expected a plain JSON answer"
-        );
-        self.response.json().await.unwrap()
-    }
-
-    /// Every remaining event.
-    pub async fn all(mut self) -> Vec<Event> {
-        self.drain().await
-    }
-
-    /// Every remaining event, keeping the stream's counters readable.
-    pub async fn drain(&mut self) -> Vec<Event> {
-        let mut out = Vec::new();
-        while let Some(e) = self.next().await {
-            out.push(e);
-        }
-        out
-    }
-}
-
-/// The StreamResponse member of an event (`task`, `statusUpdate`, …).
-pub fn kind(e: &Event) -> &str {
-    e.1["result"]
-        .as_object()
-        .and_then(|o| o.keys().next())
-        .map_or("error", |k| k.as_str())
-}
-
 /// The virtualenv with the outbound tests' Python remote agent (a2a-sdk 1.3), created under
 /// `target/` on first use from `tests/outbound/requirements.txt` (needs `python3` and PyPI).
 pub fn python() -> &'static Path {
@@ -461,11 +390,7 @@ pub struct RemoteAgent {
 impl RemoteAgent {
     /// Starts the agent with extra arguments (`--no-streaming`, `--token T`) and waits for its card.
     pub async fn start(args: &[&str]) -> RemoteAgent {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = binary::free_port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("outbound/remote_agent.py");
         let child = std::process::Command::new(python())
             .arg(script)

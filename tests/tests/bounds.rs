@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use a2a_edge_tests::jsonrpc::stream_request;
 use a2a_edge_tests::{Server, message, scripted};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -152,14 +153,14 @@ async fn idle_subscribers_hold_no_component_instance_and_streams_are_capped() {
         let mut events = s
             .stream(TCK, "SubscribeToTask", json!({"id": task}), None)
             .await;
-        assert_eq!(a2a_edge_tests::kind(&events.next().await.unwrap()), "task");
+        assert_eq!(
+            a2a_edge_tests::events::kind(&events.next().await.unwrap()),
+            "task"
+        );
         subs.push(events);
     }
-    let over = s
-        .http
-        .post(format!("{}{TCK}", s.base()))
-        .header("accept", "text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task}}))
+    let url = format!("{}{TCK}", s.base());
+    let over = stream_request(&s.http, &url, "SubscribeToTask", json!({"id": task}), None)
         .send()
         .await
         .unwrap();
@@ -219,11 +220,11 @@ async fn idle_subscribers_hold_no_component_instance_and_streams_are_capped() {
             .expect("the stream ends");
         assert!(
             rest.iter()
-                .any(|e| a2a_edge_tests::kind(e) == "statusUpdate"),
+                .any(|e| a2a_edge_tests::events::kind(e) == "statusUpdate"),
             "{rest:?}"
         );
         assert_eq!(
-            a2a_edge_tests::kind(rest.last().unwrap()),
+            a2a_edge_tests::events::kind(rest.last().unwrap()),
             "task",
             "the settled snapshot ends it"
         );

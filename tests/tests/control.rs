@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use a2a_edge_tests::{Server, answer_head, instance, kind, message, scripted};
+use a2a_edge_tests::events::kind;
+use a2a_edge_tests::{Server, answer_head, instance, message, scripted};
 use serde_json::{Value, json};
 
 /// Runs an action that must succeed; its body.

@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use a2a_edge_tests::jsonrpc::request;
 use a2a_edge_tests::{Server, message};
 use serde_json::json;
 
@@ -25,8 +26,13 @@ impl Write for Logs {
 }
 
 async fn call(s: &Server, bearer: Option<&str>) -> u16 {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message(&uuid(), "hi")}});
-    let mut r = s.http.post(format!("{}/a2a/demo", s.base())).json(&body);
+    let params = json!({"message": message(&uuid(), "hi")});
+    let mut r = request(
+        &s.http,
+        &format!("{}/a2a/demo", s.base()),
+        "SendMessage",
+        params,
+    );
     if let Some(t) = bearer {
         r = r.bearer_auth(t);
     }
@@ -160,11 +166,8 @@ async fn a_named_secret_that_is_not_set_refuses_every_call() {
     decl.auth_token_env = Some("A2A_TEST_NEVER_SET_TOKEN".into());
     config.instances.push(decl);
     let s = Server::start(config).await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}});
-    let r = s
-        .http
-        .post(format!("{}/a2a/locked", s.base()))
-        .json(&body)
+    let url = format!("{}/a2a/locked", s.base());
+    let r = request(&s.http, &url, "GetTask", json!({"id": "x"}))
         .send()
         .await
         .unwrap();

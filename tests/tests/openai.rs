@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use a2a_edge::config::Config;
 use a2a_edge::sessions::preset::{Backend, OpenAiSettings, Preset};
-use a2a_edge_tests::{Server, instance, kind, message};
+use a2a_edge_tests::events::kind;
+use a2a_edge_tests::{Server, instance, message};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use a2a_edge_tests::{Server, kind, message, scripted};
+use a2a_edge_tests::events::kind;
+use a2a_edge_tests::jsonrpc::{envelope, request};
+use a2a_edge_tests::{Server, message, scripted};
 use serde_json::{Value, json};
 
 const TCK: &str = "/a2a/tck";
@@ -138,7 +140,7 @@ async fn two_subscribers_get_identical_ordered_frames_and_both_end_settled() {
         .stream(TCK, "SubscribeToTask", json!({"id": id}), None)
         .await;
     let (a, b) = tokio::join!(a.all(), b.all());
-    let strip = |v: &Vec<a2a_edge_tests::Event>| {
+    let strip = |v: &Vec<a2a_edge_tests::events::Event>| {
         v.iter()
             .filter(|e| e.0.is_some())
             .cloned()
@@ -522,22 +524,12 @@ async fn scripted_outcomes_and_direct_messages() {
 async fn errors_of_the_json_rpc_endpoint() {
     let s = Server::start(scripted(|_| {})).await;
     let url = format!("{}{TCK}", s.base());
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}});
-    let r = s
-        .http
-        .post(&url)
-        .header("a2a-version", "0.3")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let get = |url: &str| request(&s.http, url, "GetTask", json!({"id": "x"}));
+    let r = get(&url).header("a2a-version", "0.3").send().await.unwrap();
     assert_eq!(r.headers()["a2a-version"], "1.0");
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], -32009);
-    let r = s
-        .http
-        .post(format!("{url}?A2A-Version=1.0.3"))
-        .json(&body)
+    let r = get(&format!("{url}?A2A-Version=1.0.3"))
         .send()
         .await
         .unwrap();
@@ -550,7 +542,7 @@ async fn errors_of_the_json_rpc_endpoint() {
         .http
         .post(&url)
         .header("content-type", "text/plain")
-        .body(body.to_string())
+        .body(envelope(1, "GetTask", json!({"id": "x"})).to_string())
         .send()
         .await
         .unwrap();
@@ -760,27 +752,15 @@ async fn a_token_is_checked_before_any_stream_starts() {
         .await;
     assert_eq!(events.status(), 401);
     let url = format!("{}{TCK}", s.base());
-    let r = s
-        .http
-        .post(&url)
-        .json(&json!({"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}))
-        .send()
-        .await
-        .unwrap();
+    let get = || request(&s.http, &url, "GetTask", json!({"id": "x"}));
+    let r = get().send().await.unwrap();
     assert_eq!(r.status().as_u16(), 401);
     assert_eq!(r.headers()["www-authenticate"], "Bearer");
     assert_eq!(
         r.json::<serde_json::Value>().await.unwrap()["error"]["code"],
         -32040
     );
-    let r = s
-        .http
-        .post(&url)
-        .bearer_auth("s3cret-stream")
-        .json(&json!({"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}))
-        .send()
-        .await
-        .unwrap();
+    let r = get().bearer_auth("s3cret-stream").send().await.unwrap();
     assert_eq!(
         r.json::<serde_json::Value>().await.unwrap()["error"]["code"],
         -32001
@@ -863,8 +843,11 @@ async fn idle_streams_get_keep_alive_comments_at_the_configured_interval() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_come_in_the_media_type_the_request_used() {
     let s = Server::default().await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": {"messageId": "media-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
+    let body = envelope(
+        1,
+        "SendMessage",
+        json!({"message": {"messageId": "media-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}),
+    );
     for (sent, want) in [
         ("application/a2a+json", "application/a2a+json"),
         ("application/json", "application/json"),
@@ -898,10 +881,7 @@ async fn answers_come_in_the_media_type_the_request_used() {
             .http
             .post(format!("{}/a2a/demo", s.base()))
             .header("content-type", sent)
-            .body(
-                json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "nope"}})
-                    .to_string(),
-            )
+            .body(envelope(2, "GetTask", json!({"id": "nope"})).to_string())
             .send()
             .await
             .unwrap();

@@ -3,7 +3,8 @@
 //! the same auth, version, content-type and body-limit rules as JSON-RPC.
 
 use a2a_edge::config::Config;
-use a2a_edge_tests::{Events, Server, scripted};
+use a2a_edge_tests::events::Events;
+use a2a_edge_tests::{Server, scripted};
 use reqwest::Method;
 use serde_json::{Value, json};
 

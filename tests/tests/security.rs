@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use a2a_edge::config::Config;
+use a2a_edge_tests::jsonrpc::request;
 use a2a_edge_tests::{Server, instance, message};
 use serde_json::{Value, json};
 
@@ -360,24 +361,19 @@ async fn the_bearer_scheme_is_case_insensitive_and_one_header_only() {
             .0,
         200
     );
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}});
+    let url = format!("{}/a2a/demo", s.base());
+    let get = || request(&s.http, &url, "GetTask", json!({"id": "x"}));
     for scheme in ["Bearer", "bearer", "BEARER", "BeArEr"] {
-        let r = s
-            .http
-            .post(format!("{}/a2a/demo", s.base()))
+        let r = get()
             .header("authorization", format!("{scheme} {token}"))
-            .json(&body)
             .send()
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), 200, "{scheme}");
     }
-    let r = s
-        .http
-        .post(format!("{}/a2a/demo", s.base()))
+    let r = get()
         .header("authorization", format!("Bearer {token}"))
         .header("authorization", "Bearer other")
-        .json(&body)
         .send()
         .await
         .unwrap();
@@ -419,20 +415,12 @@ async fn the_extended_card_needs_authentication() {
         .await
         .unwrap();
     assert_eq!(card["capabilities"]["extendedAgentCard"], true);
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"});
-    let r = s
-        .http
-        .post(format!("{}/a2a/demo", s.base()))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let url = format!("{}/a2a/demo", s.base());
+    let extended = || request(&s.http, &url, "GetExtendedAgentCard", Value::Null);
+    let r = extended().send().await.unwrap();
     assert_eq!(r.status().as_u16(), 401);
-    let v: Value = s
-        .http
-        .post(format!("{}/a2a/demo", s.base()))
+    let v: Value = extended()
         .bearer_auth(token)
-        .json(&body)
         .send()
         .await
         .unwrap()
@@ -707,10 +695,13 @@ async fn rate_limits_answer_429_with_retry_after() {
     )
     .await;
     for streaming in [false, true] {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": if streaming { "SendStreamingMessage" } else { "SendMessage" }, "params": {"message": message("tck-complete-task-2", "x")}});
-        let r = s
-            .http
-            .post(format!("{}{TCK}", s.base()))
+        let method = if streaming {
+            "SendStreamingMessage"
+        } else {
+            "SendMessage"
+        };
+        let params = json!({"message": message("tck-complete-task-2", "x")});
+        let r = request(&s.http, &format!("{}{TCK}", s.base()), method, params)
             .header(
                 "accept",
                 if streaming {
@@ -719,7 +710,6 @@ async fn rate_limits_answer_429_with_retry_after() {
                     "application/json"
                 },
             )
-            .json(&body)
             .send()
             .await
             .unwrap();

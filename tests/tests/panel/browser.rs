@@ -59,14 +59,6 @@ impl WebDriverCompatibleCommand for BrowserLog {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Browser {
     /// Starts ChromeDriver and a headless Chromium of `width`×`height` for `flow`.
     pub async fn open(
@@ -75,7 +67,7 @@ impl Browser {
         height: u32,
     ) -> (Browser, tokio::sync::MutexGuard<'static, ()>) {
         let turn = ONE_AT_A_TIME.lock().await;
-        let port = free_port();
+        let port = a2a_edge_tests::binary::free_port();
         // A process group of its own, so the browser it starts goes with it, even when a flow
         // fails half-way.
         let driver = Command::new(DRIVER)

@@ -5,6 +5,8 @@
 mod browser;
 
 use a2a_edge::config::Config;
+use a2a_edge_tests::events::Events;
+use a2a_edge_tests::jsonrpc::envelope;
 use a2a_edge_tests::trials::flow;
 use a2a_edge_tests::{Server, answer_head, command_preset, instance, put_component, scripted};
 use browser::Browser;
@@ -454,13 +456,18 @@ async fn the_panel_its_feed_and_its_console_are_refused_to_anyone_but_the_operat
         let r = other
             .request(method.clone(), format!("{}{path}", s.base()))
             .header("content-type", "application/json")
-            .body(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}"#)
+            .body(envelope(1, "GetTask", json!({"id": "x"})).to_string())
             .send()
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), 403, "{method} {path} from 127.0.0.2");
     }
-    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"evil","role":"ROLE_USER","parts":[{"text":"x"}]}}}"#;
+    let send = envelope(
+        1,
+        "SendMessage",
+        json!({"message": {"messageId": "evil", "role": "ROLE_USER", "parts": [{"text": "x"}]}}),
+    )
+    .to_string();
     /// A request (method, path, headers) and the status it must get.
     type Case<'a> = (Method, &'a str, Vec<(&'a str, &'a str)>, u16);
     let cases: [Case; 5] = [
@@ -499,7 +506,7 @@ async fn the_panel_its_feed_and_its_console_are_refused_to_anyone_but_the_operat
         ),
     ];
     for (method, path, headers, want) in cases {
-        let (status, v) = s.control(method.clone(), path, &headers, Some(send)).await;
+        let (status, v) = s.control(method.clone(), path, &headers, Some(&send)).await;
         assert_eq!(status, want, "{method} {path} with {headers:?}: {v}");
     }
     let (_, snap) = s.get("/a2a/api").await;
@@ -543,44 +550,20 @@ async fn the_panel_its_feed_and_its_console_are_refused_to_anyone_but_the_operat
     assert_eq!(status, 200, "the control listener has it");
 }
 
-/// Reads SSE events from `response` until one of `kind` comes; its data.
-async fn next_event(response: &mut reqwest::Response, buf: &mut String, kind: &str) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        while let Some(end) = buf.find("\n\n") {
-            let block: String = buf.drain(..end + 2).collect();
-            let name = block.lines().find_map(|l| l.strip_prefix("event: "));
-            let data = block.lines().find_map(|l| l.strip_prefix("data: "));
-            if let (Some(n), Some(d)) = (name, data)
-                && n == kind
-            {
-                return serde_json::from_str(d).unwrap();
-            }
-        }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let chunk = tokio::time::timeout(left, response.chunk())
-            .await
-            .unwrap_or_else(|_| panic!("no {kind} event within 10 s"))
-            .unwrap()
-            .expect("the feed stays open");
-        buf.push_str(std::str::from_utf8(&chunk).unwrap());
-    }
-}
-
 async fn the_event_feed_tells_task_writes_actions_and_metrics_and_bounds_its_watchers() {
     let s = Server::default().await;
     let events = format!("{}/a2a/api/events", s.base());
-    let mut feed = s.http.get(&events).send().await.unwrap();
+    let feed = s.http.get(&events).send().await.unwrap();
     assert_eq!(feed.headers()["content-type"], "text/event-stream");
-    let mut buf = String::new();
+    let mut feed = Events::of(feed);
     assert_eq!(
-        next_event(&mut feed, &mut buf, "hello").await["version"],
+        feed.next_named("hello").await["version"],
         env!("CARGO_PKG_VERSION")
     );
-    assert!(next_event(&mut feed, &mut buf, "metrics").await["requests"].is_array());
+    assert!(feed.next_named("metrics").await["requests"].is_array());
     let answer = s.send("/a2a/demo", "feed-1", "hi").await;
     let task = answer["result"]["task"]["id"].clone();
-    let told = next_event(&mut feed, &mut buf, "task").await;
+    let told = feed.next_named("task").await;
     assert_eq!(
         (told["serverId"].clone(), told["taskId"].clone()),
         (json!("demo"), task)
@@ -594,7 +577,7 @@ async fn the_event_feed_tells_task_writes_actions_and_metrics_and_bounds_its_wat
         .await;
     assert_eq!(status, 200);
     assert_eq!(
-        next_event(&mut feed, &mut buf, "change").await,
+        feed.next_named("change").await,
         json!({"action": "inbound.disable", "id": "demo"})
     );
     let mut more = Vec::new();

@@ -485,41 +485,12 @@ impl Store for PostgresStore {
 mod tests {
     use super::*;
 
-    /// A fresh database on the test cluster (`A2A_EDGE_TEST_POSTGRES`, a URL of a role that may
-    /// create databases).
+    /// A store on a fresh database of the test cluster (`A2A_EDGE_TEST_POSTGRES`).
     pub async fn fresh() -> PostgresStore {
-        let url = std::env::var("A2A_EDGE_TEST_POSTGRES")
-            .expect("set A2A_EDGE_TEST_POSTGRES to the URL of a role that may create databases");
-        let (admin, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-        tokio::spawn(connection);
-        let name = format!("a2a_edge_test_{}", uuid::Uuid::new_v4().simple());
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-        let mut config: tokio_postgres::Config = url.parse().unwrap();
-        config.dbname(&name);
-        let url = postgres_url(&config);
+        let url = a2a_edge_tests::postgres::fresh_postgres().await;
         PostgresStore::connect(&url, Lease::default(), std::time::Duration::from_secs(5))
             .await
             .unwrap()
-    }
-
-    fn postgres_url(c: &tokio_postgres::Config) -> String {
-        let host = match &c.get_hosts()[0] {
-            tokio_postgres::config::Host::Tcp(h) => h.clone(),
-            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-        };
-        let port = c.get_ports().first().copied().unwrap_or(5432);
-        let user = c.get_user().unwrap_or("postgres");
-        let password = c
-            .get_password()
-            .map(|p| format!(":{}", String::from_utf8_lossy(p)))
-            .unwrap_or_default();
-        format!(
-            "postgres://{user}{password}@{host}:{port}/{}",
-            c.get_dbname().unwrap_or("postgres")
-        )
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
