@@ -245,14 +245,17 @@ mod tests {
     use super::*;
     use crate::http::tests::request;
 
-    /// What `accept` makes of a request: the call's name, or the refusal's status and kind
-    /// (a 405 carries its `Allow`), with the JSON-RPC id the answer echoes.
+    /// A refusal as a test reads it: the status, the kind and the extra headers.
+    type Refused = (u16, ErrorKind, Vec<String>);
+
+    /// What `accept` makes of a request: the call's name and whether it streams, or the
+    /// refusal (a 405 carries its `Allow`), with the JSON-RPC id the answer echoes.
     fn accepted(
         binding: Binding,
         headers: &[(&str, &str)],
         path: &str,
         body: &str,
-    ) -> (Result<(String, bool), (u16, ErrorKind, Vec<String>)>, Value) {
+    ) -> (Result<(String, bool), Refused>, Value) {
         let mut req = request(headers, "");
         req.path = path.into();
         req.method = "POST".into();
