@@ -135,8 +135,20 @@ mod tests {
                 .spawn()
                 .unwrap()
         };
+        // Until a child has exec'd, /proc shows the parent's environment (no marker yet): wait
+        // for it, as a real turn's processes have long exec'd when a later start reaps them.
+        let execd = |child: &std::process::Child| {
+            let comm = format!("/proc/{}/comm", child.id());
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+                assert!(std::time::Instant::now() < deadline, "sleep never started");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
         let mut marked = spawn("i/t1");
         let mut other = spawn("i/t2");
+        execd(&marked);
+        execd(&other);
         std::fs::write(dir.path().join(marked.id().to_string()), "i/t1").unwrap();
         // A record whose group now holds a process of another turn (a reused id) kills nothing.
         std::fs::write(dir.path().join(other.id().to_string()), "i/t9").unwrap();
