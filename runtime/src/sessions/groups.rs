@@ -135,20 +135,27 @@ mod tests {
                 .spawn()
                 .unwrap()
         };
-        // Until a child has exec'd, /proc shows the parent's environment (no marker yet): wait
-        // for it, as a real turn's processes have long exec'd when a later start reaps them.
-        let execd = |child: &std::process::Child| {
-            let comm = format!("/proc/{}/comm", child.id());
+        // Until a child's exec has set up its new stack, /proc shows no marker in its
+        // environment (its name changes earlier): wait for the marker itself, as a real turn's
+        // processes carry it long before a later start reaps them.
+        let marked_up = |child: &std::process::Child, marker: &str| {
+            let want = format!("{TURN_MARKER}={marker}");
+            let environ = format!("/proc/{}/environ", child.id());
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
-                assert!(std::time::Instant::now() < deadline, "sleep never started");
+            while !std::fs::read(&environ)
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{marker} never started"
+                );
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
         };
         let mut marked = spawn("i/t1");
         let mut other = spawn("i/t2");
-        execd(&marked);
-        execd(&other);
+        marked_up(&marked, "i/t1");
+        marked_up(&other, "i/t2");
         std::fs::write(dir.path().join(marked.id().to_string()), "i/t1").unwrap();
         // A record whose group now holds a process of another turn (a reused id) kills nothing.
         std::fs::write(dir.path().join(other.id().to_string()), "i/t9").unwrap();
