@@ -12,4 +12,9 @@ fn main() {
     println!("cargo:rustc-env=A2A_EDGE_SERVER_WASM={}", server.display());
     let client = guest_build::build(&guests, "a2a-client", &wit);
     println!("cargo:rustc-env=A2A_EDGE_CLIENT_WASM={}", client.display());
+    let echo_agent = guest_build::build(&guests, "echo-agent", &wit);
+    println!(
+        "cargo:rustc-env=A2A_EDGE_ECHO_AGENT_WASM={}",
+        echo_agent.display()
+    );
 }

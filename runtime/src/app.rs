@@ -12,6 +12,7 @@ use anyhow::Context;
 use crate::config::{Config, StorageBackend};
 use crate::credentials::{Credentials, SecretKey};
 use crate::engine::Engine;
+use crate::hosts::agent::{AgentHost, Runner};
 use crate::hosts::client::ClientHost;
 use crate::hosts::server::{Host, Services};
 use crate::instances::{Instance, Routes};
@@ -36,6 +37,8 @@ pub struct App {
     pub credentials: Arc<Credentials>,
     /// Outbound connections.
     pub outbound: Arc<Outbound>,
+    /// The agents' host: the agent components behind `component` presets.
+    pub agents: Arc<AgentHost>,
     /// The update check.
     pub update: crate::update::UpdateCheck,
     table: RwLock<Table>,
@@ -120,6 +123,16 @@ impl App {
             outbound.clone(),
             exit.clone(),
         );
+        let agents = Arc::new(AgentHost::new(
+            &engine.cache_dir,
+            data_dir.join("components"),
+            store.clone(),
+            exit.clone(),
+            services.metrics.clone(),
+        )?);
+        services
+            .sessions
+            .run_agents_on(Arc::new(Runner(agents.clone())));
         let host = tokio::task::block_in_place(|| Host::new(engine, &data_dir, services))?;
         crate::declared::seed_instances(&config, &*store, |c| host.registry.get(c).is_some())
             .await?;
@@ -138,6 +151,7 @@ impl App {
             host,
             credentials,
             outbound,
+            agents,
             update,
             table: RwLock::default(),
         });

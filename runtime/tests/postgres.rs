@@ -39,18 +39,14 @@ fn nap() -> String {
 }
 
 fn command(id: &str, command: Vec<String>) -> Preset {
-    Preset {
-        id: id.into(),
-        name: None,
-        description: None,
-        skills: Vec::new(),
-        default: false,
-        backend: Backend::Command(CommandSettings {
+    Preset::new(
+        id,
+        Backend::Command(CommandSettings {
             command,
             working_dir: None,
             timeout_ms: None,
         }),
-    }
+    )
 }
 
 /// A node's config on `url`: the demo (echo), `tck` (scripted), `slow` (a command that sleeps)

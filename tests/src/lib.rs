@@ -5,8 +5,10 @@ pub mod binary;
 pub mod events;
 pub mod faults;
 pub mod jsonrpc;
+pub mod model;
 pub mod network;
 pub mod postgres;
+pub mod toolchains;
 pub mod trials;
 pub mod webhook;
 
@@ -306,18 +308,14 @@ pub fn config_with(instances: &[(&str, &str, Option<u64>)]) -> Config {
 
 /// A preset `id` running `sh -c script` per turn, killed after `timeout_ms`.
 pub fn command_preset(id: &str, script: &str, timeout_ms: Option<u64>) -> Preset {
-    Preset {
-        id: id.into(),
-        name: None,
-        description: None,
-        skills: Vec::new(),
-        default: false,
-        backend: Backend::Command(CommandSettings {
+    Preset::new(
+        id,
+        Backend::Command(CommandSettings {
             command: vec!["sh".into(), "-c".into(), script.into()],
             working_dir: None,
             timeout_ms,
         }),
-    }
+    )
 }
 
 /// An instance declaration `id` on `preset` with the default limits.

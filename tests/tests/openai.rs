@@ -2,147 +2,12 @@
 //! asks for a tool call: the tool reaches a remote A2A agent (a second a2a-edge) and the answer
 //! carries its result; history carries across messages of one context.
 
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
-
 use a2a_edge::config::Config;
 use a2a_edge::sessions::preset::{Backend, OpenAiSettings, Preset};
 use a2a_edge_tests::events::kind;
+use a2a_edge_tests::model::{KEY, SLOW_CLOSED, hold_key, model};
 use a2a_edge_tests::{Server, instance, message};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
-
-const KEY: &str = "test-llm-key";
-
-/// Set once the model server saw its slow stream's client go away.
-static SLOW_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// A chat-completions server: answers a tool result with "The remote said: <result>", a prompt
-/// containing "use the tool" with a streamed tool call (prompt "ping"), a prompt starting "slow"
-/// with one chunk and then nothing until the client leaves, anything else with
-/// "You said: <prompt>". Records every request body.
-async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    let log = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let log = log.clone();
-            let service = hyper::service::service_fn(
-                move |req: hyper::Request<hyper::body::Incoming>| {
-                    let log = log.clone();
-                    async move {
-                        let authorized = req
-                            .headers()
-                            .get("authorization")
-                            .is_some_and(|v| v == format!("Bearer {KEY}").as_str());
-                        let given = req
-                            .headers()
-                            .get("authorization")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or_default()
-                            .to_owned();
-                        let path_ok = req.uri().path() == "/v1/chat/completions";
-                        let body: Value = serde_json::from_slice(
-                            &req.into_body().collect().await.unwrap().to_bytes(),
-                        )
-                        .unwrap_or(Value::Null);
-                        log.lock().unwrap().push(body.clone());
-                        if !authorized || !path_ok {
-                            return Ok::<_, Infallible>(
-                                hyper::Response::builder()
-                                    .status(401)
-                                    .body(
-                                        Full::new(Bytes::from(format!(
-                                            "{{\"error\":{{\"message\":\"bad key: {given}\"}}}}"
-                                        )))
-                                        .boxed(),
-                                    )
-                                    .unwrap(),
-                            );
-                        }
-                        let messages = body["messages"].as_array().cloned().unwrap_or_default();
-                        let last = messages.last().cloned().unwrap_or(Value::Null);
-                        let chunk = |delta: Value, finish: Option<&str>| {
-                            format!(
-                                "data: {}\n\n",
-                                json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-                            )
-                        };
-                        let mut sse = String::new();
-                        if last["content"].as_str().unwrap_or("").starts_with("slow") {
-                            let (tx, rx) = tokio::sync::mpsc::channel::<
-                                Result<hyper::body::Frame<Bytes>, Infallible>,
-                            >(4);
-                            tx.send(Ok(hyper::body::Frame::data(Bytes::from(chunk(
-                                json!({"content": "thinking"}),
-                                None,
-                            )))))
-                            .await
-                            .unwrap();
-                            tokio::spawn(async move {
-                                tx.closed().await;
-                                SLOW_CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
-                            });
-                            let body =
-                                http_body_util::StreamBody::new(tokio_stream_from(rx)).boxed();
-                            return Ok(hyper::Response::builder()
-                                .header("content-type", "text/event-stream")
-                                .body(body)
-                                .unwrap());
-                        }
-                        if last["role"] == "tool" {
-                            sse += &chunk(json!({"content": "The remote said: "}), None);
-                            sse += &chunk(json!({"content": last["content"]}), Some("stop"));
-                        } else if last["content"]
-                            .as_str()
-                            .unwrap_or("")
-                            .contains("use the tool")
-                        {
-                            let tool = body["tools"][0]["function"]["name"]
-                                .as_str()
-                                .unwrap_or("none")
-                                .to_owned();
-                            sse += &chunk(json!({"content": "Let me ask. "}), None);
-                            sse += &chunk(
-                                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": tool, "arguments": "{\"prom"}}]}),
-                                None,
-                            );
-                            sse += &chunk(
-                                json!({"tool_calls": [{"index": 0, "function": {"arguments": "pt\": \"ping\"}"}}]}),
-                                Some("tool_calls"),
-                            );
-                        } else {
-                            sse += &chunk(json!({"content": "You said: "}), None);
-                            sse += &chunk(json!({"content": last["content"]}), Some("stop"));
-                        }
-                        sse += "data: [DONE]\n\n";
-                        Ok(hyper::Response::builder()
-                            .header("content-type", "text/event-stream")
-                            .body(Full::new(Bytes::from(sse)).boxed())
-                            .unwrap())
-                    }
-                },
-            );
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service),
-            );
-        }
-    });
-    (base, seen)
-}
-
-/// A receiver as a stream of body frames.
-fn tokio_stream_from(
-    mut rx: tokio::sync::mpsc::Receiver<Result<hyper::body::Frame<Bytes>, Infallible>>,
-) -> impl futures_util::Stream<Item = Result<hyper::body::Frame<Bytes>, Infallible>> {
-    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
-}
+use serde_json::json;
 
 fn config(base: &str) -> Config {
     let settings = OpenAiSettings {
@@ -152,14 +17,7 @@ fn config(base: &str) -> Config {
         system_prompt: Some("You are a test.".into()),
         ..OpenAiSettings::default()
     };
-    let preset = Preset {
-        id: "llm".into(),
-        name: None,
-        description: None,
-        skills: Vec::new(),
-        default: false,
-        backend: Backend::OpenAi(settings),
-    };
+    let preset = Preset::new("llm", Backend::OpenAi(settings));
     Config {
         presets: vec![preset],
         instances: vec![instance("bot", "llm")],
@@ -173,13 +31,7 @@ async fn start(base: &str) -> Server {
 
 /// A server on `config` holding the model key.
 async fn start_on(config: Config) -> Server {
-    Server::start_with(config, |dir| {
-        use std::os::unix::fs::PermissionsExt;
-        let file = dir.join("credentials.json");
-        std::fs::write(&file, json!({"A2A_TEST_LLM_KEY": KEY}).to_string()).unwrap();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    })
-    .await
+    Server::start_with(config, |dir| hold_key(dir, KEY)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -528,13 +528,7 @@ impl Run {
 
     /// Applies progress; false when the task was settled elsewhere (e.g. canceled).
     fn progress(&mut self, p: Progress) -> bool {
-        let changes_status = !matches!(
-            p,
-            Progress::TextDelta(_)
-                | Progress::Reasoning(_)
-                | Progress::ToolCall { .. }
-                | Progress::Artifact(_)
-        );
+        let changes_status = !p.is_content();
         // Only a status change can be refused by the store and need undoing: copying the task
         // for every delta would make a long answer quadratic.
         let before = changes_status.then(|| self.ex.clone());

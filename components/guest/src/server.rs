@@ -51,6 +51,14 @@ impl From<TurnEvent> for Progress {
             TurnEvent::Artifact(j) => {
                 serde_json::from_str(&j).map_or_else(|e| invalid("artifact", e), Progress::Artifact)
             }
+            TurnEvent::ArtifactChunk(c) => serde_json::from_str(&c.artifact).map_or_else(
+                |e| invalid("artifact chunk", e),
+                |artifact| Progress::ArtifactChunk {
+                    artifact,
+                    last: c.last,
+                },
+            ),
+            TurnEvent::Working(t) => Progress::Working(t),
             TurnEvent::Message(j) => {
                 serde_json::from_str(&j).map_or_else(|e| invalid("message", e), Progress::Message)
             }

@@ -160,7 +160,8 @@ impl Remote {
     }
 
     /// The tool's answer (README "Outbound connections"): the artifacts' text; `[remote agent <STATE> task=<id>] <message>`
-    /// when it waits for input or auth; an error with the remote message when it failed.
+    /// when it waits for input or auth (see [`interruption`]); an error with the remote message
+    /// when it failed.
     pub fn outcome(&self) -> Result<String, String> {
         if let Some(m) = &self.message {
             return Ok(nonempty(text(&m.parts)));
@@ -185,13 +186,9 @@ impl Remote {
                 said
             }),
             TaskState::Canceled => Err(format!("remote agent task {} was canceled", t.id)),
-            s if s.is_interrupted() => {
-                Ok(
-                    format!("[remote agent {} task={}] {said}", s.as_str(), t.id)
-                        .trim_end()
-                        .to_owned(),
-                )
-            }
+            s if s.is_interrupted() => Ok(format!("{MARKER}{} task={}] {said}", s.as_str(), t.id)
+                .trim_end()
+                .to_owned()),
             _ => Ok(nonempty(
                 t.artifacts
                     .iter()
@@ -286,6 +283,19 @@ pub fn split_url(url: &str) -> Result<Target<'_>, String> {
     })
 }
 
+/// How an interrupted remote task's outcome starts.
+const MARKER: &str = "[remote agent ";
+
+/// The remote task an outcome says is waiting, and what it asks: `(task id, question)`.
+pub fn interruption(outcome: &str) -> Option<(&str, &str)> {
+    let rest = outcome.strip_prefix(MARKER)?;
+    let (head, question) = rest.split_once(']')?;
+    let (state, task) = head.split_once(" task=")?;
+    TaskState::from_name(state)
+        .filter(|s| s.is_interrupted())
+        .map(|_| (task, question.trim_start()))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -369,6 +379,19 @@ mod tests {
         assert!(r.settled());
         assert_eq!(r.task_id(), Some("t1"));
         assert_eq!(r.outcome().unwrap(), "Hello");
+    }
+
+    #[test]
+    fn an_interrupted_outcome_names_its_task_and_question() {
+        let mut r = Remote::default();
+        r.apply(frame(json!({"task": {"id": "t7", "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "which city?"}]}}}})));
+        let said = r.outcome().unwrap();
+        assert_eq!(interruption(&said), Some(("t7", "which city?")));
+        assert_eq!(
+            interruption("[remote agent TASK_STATE_COMPLETED task=t] x"),
+            None
+        );
+        assert_eq!(interruption("plain answer"), None);
     }
 
     #[test]

@@ -33,6 +33,15 @@ pub enum Progress {
     },
     /// A whole artifact.
     Artifact(Artifact),
+    /// A chunk of an artifact: the first of its id creates it, later ones append; `last` closes it.
+    ArtifactChunk {
+        /// The chunk (its id names the artifact).
+        artifact: Artifact,
+        /// Whether it is the artifact's last chunk.
+        last: bool,
+    },
+    /// A WORKING status with what the agent is doing now.
+    Working(String),
     /// The turn answers with a message instead of a task.
     Message(Message),
     /// The agent needs input; what it asks.
@@ -51,12 +60,21 @@ pub enum Progress {
 }
 
 impl Progress {
-    /// Whether this event ends the turn (every event but text, reasoning, tool calls and
-    /// artifacts).
+    /// Whether this event ends the turn (every event but content and WORKING status).
     pub fn is_final(&self) -> bool {
-        !matches!(
+        !self.is_content() && !matches!(self, Self::Working(_))
+    }
+
+    /// Whether this event only adds content (text, reasoning, tool calls, artifacts): it never
+    /// changes the task's status.
+    pub fn is_content(&self) -> bool {
+        matches!(
             self,
-            Self::TextDelta(_) | Self::Reasoning(_) | Self::ToolCall { .. } | Self::Artifact(_)
+            Self::TextDelta(_)
+                | Self::Reasoning(_)
+                | Self::ToolCall { .. }
+                | Self::Artifact(_)
+                | Self::ArtifactChunk { .. }
         )
     }
 }
@@ -170,6 +188,17 @@ impl Execution {
                 frames.push(self.merge(artifact(&artifact_id, part), append, false));
             }
             Progress::Artifact(a) => frames.push(self.merge(a, false, true)),
+            Progress::ArtifactChunk { artifact, last } => {
+                let append = self
+                    .task
+                    .artifacts
+                    .iter()
+                    .any(|a| a.artifact_id == artifact.artifact_id);
+                frames.push(self.merge(artifact, append, last));
+            }
+            Progress::Working(text) => {
+                frames.push(self.set_status(TaskState::Working, Some(text), now_ms, message_id)?)
+            }
             // The direct answer is the completed status's message, so a resend finds it again.
             Progress::Message(m) => {
                 self.task.status.state.transition(TaskState::Completed)?;
@@ -493,6 +522,47 @@ mod tests {
             "kept for a resend"
         );
         assert_eq!(ex.task().history.last(), Some(&m));
+    }
+
+    #[test]
+    fn artifact_chunks_create_then_append_and_the_last_closes() {
+        let mut ex = Execution::new(task(TaskState::Working));
+        let mut chunk = |text: &str, last: bool| {
+            let p = Progress::ArtifactChunk {
+                artifact: artifact("r", Part::text(text)),
+                last,
+            };
+            assert!(!p.is_final() && p.is_content());
+            match ex.apply(p, 1, || "m".into()).unwrap().pop() {
+                Some(StreamResponse::ArtifactUpdate(u)) => (u.append, u.last_chunk),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(chunk("a", false), (false, false), "the first creates it");
+        assert_eq!(chunk("b", false), (true, false));
+        assert_eq!(chunk("c", true), (true, true));
+        assert_eq!(ex.task().artifacts.len(), 1);
+        assert_eq!(ex.task().artifacts[0].parts, vec![Part::text("abc")]);
+        assert_eq!(ex.task().status.state, TaskState::Working);
+    }
+
+    #[test]
+    fn a_working_status_says_what_the_agent_does_and_the_turn_goes_on() {
+        let mut ex = Execution::new(task(TaskState::Submitted));
+        let p = Progress::Working("reading".into());
+        assert!(!p.is_final() && !p.is_content());
+        let frames = ex.apply(p, 7, || "w1".into()).unwrap();
+        let [StreamResponse::StatusUpdate(u)] = frames.as_slice() else {
+            panic!("{frames:?}")
+        };
+        assert_eq!(u.status.state, TaskState::Working);
+        let m = u.status.message.as_ref().unwrap();
+        assert_eq!(
+            (m.message_id.as_str(), m.parts[0].text.as_deref()),
+            ("w1", Some("reading"))
+        );
+        ex.apply(Progress::Completed, 8, || "m".into()).unwrap();
+        assert_eq!(ex.task().status.state, TaskState::Completed);
     }
 
     #[test]

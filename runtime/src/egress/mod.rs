@@ -11,6 +11,7 @@
 //! addresses (cloud metadata lives there) are always refused.
 
 mod exit;
+pub mod guarded;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;

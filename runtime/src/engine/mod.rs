@@ -21,7 +21,7 @@ pub use registry::Registry;
 use crate::config::RuntimeSettings;
 
 /// Epoch tick; the CPU limit is counted in these.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The engine, its compile cache and the limits every store gets.
 pub struct Engine {
@@ -29,6 +29,8 @@ pub struct Engine {
     pub wasm: wasmtime::Engine,
     /// Compiled components on disk.
     pub cache: Arc<Cache>,
+    /// Where compiled components are kept.
+    pub cache_dir: std::path::PathBuf,
     cpu_burst_ticks: u32,
     memory_bytes: usize,
 }
@@ -65,19 +67,18 @@ impl Engine {
             "cannot create the wasmtime engine (is enough virtual address space available?)",
         )?;
         spawn_epoch_ticker(&wasm);
-        let cache = Arc::new(Cache::new(
-            wasm.clone(),
-            settings
-                .cache_dir
-                .clone()
-                .unwrap_or_else(|| data_dir.join("cache")),
-        )?);
+        let cache_dir = settings
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("cache"));
+        let cache = Arc::new(Cache::new(wasm.clone(), cache_dir.clone())?);
         let cpu_burst_ticks = u32::try_from(settings.cpu_burst_ms / EPOCH_TICK.as_millis() as u64)
             .unwrap_or(u32::MAX)
             .max(1);
         Ok(Engine {
             wasm,
             cache,
+            cache_dir,
             cpu_burst_ticks,
             memory_bytes,
         })
@@ -165,6 +166,18 @@ pub fn trap_cause(e: &wasmtime::Error) -> String {
         ""
     };
     format!("{prefix}{}", line.chars().take(300).collect::<String>())
+}
+
+/// The engine agent components run on, and its compile cache (`<cache_dir>/agents`):
+/// on-demand allocation, since agents differ widely in size (a Python one holds an interpreter),
+/// and epoch interruption for their CPU limit and cancel.
+pub fn agent_engine(cache_dir: &Path) -> anyhow::Result<(wasmtime::Engine, Cache)> {
+    let mut config = Config::new();
+    config.wasm_component_model(true).epoch_interruption(true);
+    let wasm = wt(wasmtime::Engine::new(&config)).context("cannot create the agents' engine")?;
+    spawn_epoch_ticker(&wasm);
+    let cache = Cache::new(wasm.clone(), cache_dir.join("agents"))?;
+    Ok((wasm, cache))
 }
 
 /// Advances the engine's epoch every tick until the engine is gone.

@@ -81,7 +81,12 @@ impl<T: Send + 'static> Registry<T> {
                 let Some(name) = component_name(&path) else {
                     continue;
                 };
-                match std::fs::read(&path)
+                let wasm = std::fs::read(&path);
+                if wasm.as_deref().is_ok_and(is_agent) {
+                    tracing::debug!(component = %name, "an agent component: its presets load it");
+                    continue;
+                }
+                match wasm
                     .map_err(anyhow::Error::from)
                     .and_then(|wasm| registry.load(&name, &wasm, Source::File(path.clone())))
                 {
@@ -122,21 +127,7 @@ impl<T: Send + 'static> Registry<T> {
     /// The name is checked before any path is built, and no error names a host path or says why
     /// a file could not be read (the log does, for the operator).
     pub async fn reload(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Loaded<T>>> {
-        check_name(name)?;
-        let path = self.components_dir.join(format!("{name}.wasm"));
-        let embedded = EMBEDDED.iter().find(|(n, _)| *n == name).map(|(_, w)| *w);
-        let (wasm, source) = match (std::fs::read(&path), embedded) {
-            (Ok(wasm), _) => (wasm, Source::File(path)),
-            (Err(_), Some(wasm)) => (wasm.to_vec(), Source::Embedded),
-            (Err(e), None) => {
-                tracing::warn!(component = %name, path = %path.display(), error = %e, "component file not readable");
-                let built_in: Vec<&str> = EMBEDDED.iter().map(|(n, _)| *n).collect();
-                anyhow::bail!(
-                    "there is no component {name:?}: put {name}.wasm in the data directory's components/ folder, or use a built-in one ({})",
-                    built_in.join(", ")
-                );
-            }
-        };
+        let (wasm, source) = read(&self.components_dir, name, EMBEDDED, "component")?;
         let this = self.clone();
         let owned = name.to_owned();
         let loaded =
@@ -165,6 +156,53 @@ impl<T: Send + 'static> Registry<T> {
             pre,
         })
     }
+}
+
+/// The wasm of `name`: `<components_dir>/<name>.wasm`, else the built-in one of that name. The
+/// name is checked before any path is built, and no error names a host path or says why a file
+/// could not be read (the log does, for the operator); `what` names the kind in the error.
+pub fn read(
+    components_dir: &Path,
+    name: &str,
+    built_in: &[(&str, &[u8])],
+    what: &str,
+) -> anyhow::Result<(Vec<u8>, Source)> {
+    check_name(name)?;
+    let path = components_dir.join(format!("{name}.wasm"));
+    let embedded = built_in.iter().find(|(n, _)| *n == name).map(|(_, w)| *w);
+    match (std::fs::read(&path), embedded) {
+        (Ok(wasm), _) => Ok((wasm, Source::File(path))),
+        (Err(_), Some(wasm)) => Ok((wasm.to_vec(), Source::Embedded)),
+        (Err(e), None) => {
+            tracing::warn!(component = %name, path = %path.display(), error = %e, "{what} file not readable");
+            let names: Vec<&str> = built_in.iter().map(|(n, _)| *n).collect();
+            anyhow::bail!(
+                "there is no {what} {name:?}: put {name}.wasm in the data directory's components/ folder, or use a built-in one ({})",
+                names.join(", ")
+            )
+        }
+    }
+}
+
+/// Whether `wasm` is an agent component (world `a2a:agent/agent`: it exports `run`), which the
+/// agents' host loads, not this registry.
+pub fn is_agent(wasm: &[u8]) -> bool {
+    use wasmparser::{Parser, Payload};
+    let mut depth = 0u32;
+    for payload in Parser::new(0).parse_all(wasm) {
+        match payload {
+            Ok(Payload::ModuleSection { .. } | Payload::ComponentSection { .. }) => depth += 1,
+            Ok(Payload::End(_)) => depth = depth.saturating_sub(1),
+            Ok(Payload::ComponentExportSection(exports)) if depth == 0 => {
+                if exports.into_iter().flatten().any(|e| e.name.name == "run") {
+                    return true;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 /// `<name>.wasm` → `name`.

@@ -16,6 +16,8 @@ pub struct Tool {
     pub name: String,
     /// The connection.
     pub connection_id: String,
+    /// Its name.
+    pub connection: String,
     /// The remote skill id.
     pub skill: String,
     /// Shown name.
@@ -60,6 +62,7 @@ pub fn tools(r: &ConnectionRecord, live: &Live) -> Vec<Tool> {
             Tool {
                 name,
                 connection_id: r.id.clone(),
+                connection: r.name.clone(),
                 skill: id,
                 description: format!("{title} — remote A2A agent \"{agent}\". {about}")
                     .trim_end()
@@ -120,6 +123,8 @@ impl TurnHost for SessionTools {
             .into_iter()
             .map(|t| ToolSpec {
                 name: t.name,
+                connection: t.connection,
+                skill: t.skill,
                 description: t.description,
                 parameters: a2a_protocol::tools::parameters(),
             })

@@ -2,15 +2,16 @@
 //! and reporting their events through a channel the guest reads via the `turn` resource.
 
 mod command;
+mod component;
 mod echo;
 pub mod groups;
 pub mod history;
-mod openai;
+pub mod openai;
 pub mod preset;
 mod scripted;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use a2a_protocol::execution::Progress;
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,10 @@ use preset::{Backend as Settings, Preset};
 pub struct ToolSpec {
     /// Its name.
     pub name: String,
+    /// The outbound connection it calls (by name).
+    pub connection: String,
+    /// The remote skill it calls.
+    pub skill: String,
     /// What the model reads.
     pub description: String,
     /// JSON Schema of its arguments.
@@ -133,6 +138,19 @@ pub trait Backend: Send + Sync {
 
 /// A boxed, sendable turn.
 pub type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// What runs agent components (README "Writing an agent").
+pub trait Agents: Send + Sync {
+    /// Runs one turn of `agent`, sending its progress to `events`; its final event. `cancel`
+    /// stops it.
+    fn turn(
+        &self,
+        agent: Arc<preset::ComponentSettings>,
+        input: TurnInput,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Progress> + Send>>;
+}
 
 /// The most text one coalesced delta carries.
 pub const COALESCE_BYTES: usize = 16 << 10;
@@ -248,6 +266,7 @@ fn backend(
     preset: &Preset,
     groups: &Arc<groups::Groups>,
     exit: &crate::egress::Exit,
+    agents: &Arc<OnceLock<Arc<dyn Agents>>>,
 ) -> Arc<dyn Backend> {
     match &preset.backend {
         Settings::Echo => Arc::new(echo::Echo),
@@ -259,6 +278,7 @@ fn backend(
             groups: groups.clone(),
         }),
         Settings::OpenAi(o) => Arc::new(openai::OpenAi::new(o, exit)),
+        Settings::Component(c) => Arc::new(component::Component::new(c, agents.clone())),
     }
 }
 
@@ -290,6 +310,7 @@ pub struct Sessions {
     live: Mutex<HashMap<(String, String), SessionInfo>>,
     running: Arc<Mutex<HashMap<String, CancellationToken>>>,
     limits: SessionSettings,
+    agents: Arc<OnceLock<Arc<dyn Agents>>>,
 }
 
 impl Sessions {
@@ -301,9 +322,10 @@ impl Sessions {
         exit: &crate::egress::Exit,
     ) -> Sessions {
         let groups = Arc::new(groups::Groups::new(run_dir));
+        let agents = Arc::default();
         let backends = presets
             .iter()
-            .map(|p| (p.id.clone(), backend(p, &groups, exit)))
+            .map(|p| (p.id.clone(), backend(p, &groups, exit, &agents)))
             .collect();
         Sessions {
             backends,
@@ -311,7 +333,13 @@ impl Sessions {
             live: Mutex::default(),
             running: Arc::default(),
             limits: SessionSettings::default(),
+            agents,
         }
+    }
+
+    /// Runs the presets' agent components on `agents` (set once, at start).
+    pub fn run_agents_on(&self, agents: Arc<dyn Agents>) {
+        let _ = self.agents.set(agents);
     }
 
     /// These sessions, evicted by `limits`.

@@ -36,23 +36,27 @@ fn redacted(text: &str, key: &str) -> String {
     text.replace(key, "[the key]")
 }
 
-/// The backend of one preset.
+/// An OpenAI-compatible chat-completions API: where, which model, with which secret.
 #[derive(Clone)]
-pub struct OpenAi {
+pub struct Chat {
     http: reqwest::Client,
     url: String,
     model: String,
-    key_env: String,
-    system: Option<String>,
-    max_steps: u32,
+    /// The secret holding the API key.
+    pub key_env: String,
 }
 
-impl OpenAi {
-    /// The backend with a preset's settings.
-    /// Its requests leave through `exit` (TLS roots, proxy).
-    pub fn new(preset: &OpenAiSettings, exit: &crate::egress::Exit) -> OpenAi {
-        let timeout = Duration::from_millis(preset.timeout_ms.unwrap_or(120_000));
-        OpenAi {
+impl Chat {
+    /// The API at `base_url` (default DeepSeek's) with `model`, its key in the secret `key_env`;
+    /// requests leave through `exit` (TLS roots, proxy) and wait at most `timeout` for a byte.
+    pub fn new(
+        base_url: Option<&str>,
+        model: Option<&str>,
+        key_env: Option<&str>,
+        timeout: Duration,
+        exit: &crate::egress::Exit,
+    ) -> Chat {
+        Chat {
             http: exit
                 .client(reqwest::Client::builder())
                 .connect_timeout(Duration::from_secs(10))
@@ -61,17 +65,34 @@ impl OpenAi {
                 .expect("a plain HTTP client builds"),
             url: format!(
                 "{}/chat/completions",
-                preset
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(DEFAULT_BASE_URL)
-                    .trim_end_matches('/')
+                base_url.unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/')
             ),
-            model: preset.model.clone().unwrap_or_else(|| DEFAULT_MODEL.into()),
-            key_env: preset
-                .api_key_env
-                .clone()
-                .unwrap_or_else(|| DEFAULT_KEY_ENV.into()),
+            model: model.unwrap_or(DEFAULT_MODEL).to_owned(),
+            key_env: key_env.unwrap_or(DEFAULT_KEY_ENV).to_owned(),
+        }
+    }
+}
+
+/// The backend of one preset.
+#[derive(Clone)]
+pub struct OpenAi {
+    chat: Chat,
+    system: Option<String>,
+    max_steps: u32,
+}
+
+impl OpenAi {
+    /// The backend with a preset's settings.
+    /// Its requests leave through `exit` (TLS roots, proxy).
+    pub fn new(preset: &OpenAiSettings, exit: &crate::egress::Exit) -> OpenAi {
+        OpenAi {
+            chat: Chat::new(
+                preset.base_url.as_deref(),
+                preset.model.as_deref(),
+                preset.api_key_env.as_deref(),
+                Duration::from_millis(preset.timeout_ms.unwrap_or(120_000)),
+                exit,
+            ),
             system: preset.system_prompt.clone(),
             max_steps: preset.max_steps.unwrap_or(8).max(1),
         }
@@ -93,21 +114,37 @@ fn opening(system: Option<&str>, input: &TurnInput) -> Vec<Value> {
 
 /// One tool call the model asked for, assembled from its deltas.
 #[derive(Clone, Debug, Default, PartialEq)]
-struct Call {
-    id: String,
-    name: String,
-    arguments: String,
+pub struct Call {
+    /// Its id.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// Its arguments, JSON.
+    pub arguments: String,
 }
 
 /// What one model request produced.
 #[derive(Debug, Default, PartialEq)]
-struct Step {
-    text: String,
-    calls: Vec<Call>,
+pub struct Step {
+    /// The answer's text.
+    pub text: String,
+    /// The tools it calls.
+    pub calls: Vec<Call>,
+    /// Why it stopped (`stop`, `tool_calls`, `length`, …; empty when the API did not say).
+    pub finish_reason: String,
+    /// Tokens of the prompt and of the answer, when the API counted them.
+    pub usage: (u32, u32),
 }
 
 /// Applies one streamed chunk (`choices[0].delta`), sending events as they come.
 fn apply(chunk: &Value, step: &mut Step, events: &EventSink) {
+    if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+        let n = |k: &str| u[k].as_u64().unwrap_or(0).min(u32::MAX as u64) as u32;
+        step.usage = (n("prompt_tokens"), n("completion_tokens"));
+    }
+    if let Some(r) = chunk["choices"][0]["finish_reason"].as_str() {
+        step.finish_reason = r.to_owned();
+    }
     let delta = &chunk["choices"][0]["delta"];
     if let Some(r) = delta["reasoning_content"]
         .as_str()
@@ -144,19 +181,44 @@ fn apply(chunk: &Value, step: &mut Step, events: &EventSink) {
     }
 }
 
-impl OpenAi {
-    /// One streamed request; what it produced.
-    async fn request(
+impl Chat {
+    /// Why a turn cannot call the model: its key is not stored.
+    pub fn no_key(&self) -> String {
+        format!(
+            "the model API key is not set: store it as {} (credentials file or environment)",
+            self.key_env
+        )
+    }
+
+    /// One streamed request of `messages` (and `tools`, and any `extra` request fields);
+    /// what it produced, its text and reasoning sent to `events` as they come. An error never
+    /// quotes the key.
+    pub async fn request(
         &self,
         key: &str,
         messages: &[Value],
         tools: &[Value],
+        extra: serde_json::Map<String, Value>,
+        events: &EventSink,
+    ) -> Result<Step, String> {
+        self.send(key, messages, tools, extra, events)
+            .await
+            .map_err(|e| redacted(&e, key))
+    }
+
+    async fn send(
+        &self,
+        key: &str,
+        messages: &[Value],
+        tools: &[Value],
+        extra: serde_json::Map<String, Value>,
         events: &EventSink,
     ) -> Result<Step, String> {
         let mut body = json!({ "model": self.model, "messages": messages, "stream": true });
         if !tools.is_empty() {
             body["tools"] = json!(tools);
         }
+        body.as_object_mut().expect("a JSON object").extend(extra);
         let r = self
             .http
             .post(&self.url)
@@ -207,18 +269,17 @@ impl OpenAi {
         }
         Ok(step)
     }
+}
 
+impl OpenAi {
     async fn turn(
         &self,
         input: TurnInput,
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Progress {
-        let Some(key) = input.host.secret(&self.key_env) else {
-            return Progress::Unavailable(format!(
-                "the model API key is not set: store it as {} (credentials file or environment)",
-                self.key_env
-            ));
+        let Some(key) = input.host.secret(&self.chat.key_env) else {
+            return Progress::Unavailable(self.chat.no_key());
         };
         let tools: Vec<Value> = input
             .host
@@ -230,11 +291,11 @@ impl OpenAi {
         for _ in 0..self.max_steps {
             let step = tokio::select! {
                 _ = cancel.cancelled() => return Progress::Failed("canceled".into()),
-                s = self.request(&key, &messages, &tools, events) => s,
+                s = self.chat.request(&key, &messages, &tools, Default::default(), events) => s,
             };
             let step = match step {
                 Ok(s) => s,
-                Err(e) => return Progress::Unavailable(redacted(&e, &key)),
+                Err(e) => return Progress::Unavailable(e),
             };
             if step.calls.is_empty() {
                 return Progress::Completed;

@@ -1,6 +1,7 @@
 //! Presets: named session configurations instances run on, each with its backend and that
 //! backend's settings.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,85 @@ pub enum Backend {
     Command(CommandSettings),
     /// An OpenAI-compatible chat model.
     OpenAi(OpenAiSettings),
+    /// An agent component (README "Writing an agent").
+    Component(ComponentSettings),
+}
+
+/// The `component` backend's settings: which agent component, what it is granted, its limits.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ComponentSettings {
+    /// The agent component's name (`<data-dir>/components/<name>.wasm`, or a built-in one).
+    pub component: String,
+    /// What it may use; anything else is refused.
+    pub grants: Grants,
+    /// How much it may take.
+    pub limits: AgentLimits,
+    /// The non-secret settings it reads through `wasi:config/store`.
+    pub config: BTreeMap<String, String>,
+}
+
+/// What an agent component is granted; by default nothing.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Grants {
+    /// The model it may call through `llm`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmGrant>,
+    /// The outbound connections (by name) it may call through `agents`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    /// The hosts (`name` or `name:port`) `wasi:http/outgoing-handler` may reach.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
+    /// Whether those hosts may resolve to loopback or private addresses.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private: bool,
+    /// Whether it may keep `wasi:keyvalue` buckets.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub key_value: bool,
+}
+
+/// The model an agent may call.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LlmGrant {
+    /// The API base URL, up to `/chat/completions` (default `https://api.deepseek.com`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The model (default `deepseek-chat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The secret holding the API key (default `DEEPSEEK_API_KEY`); the agent never sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+}
+
+/// What one agent turn may take.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct AgentLimits {
+    /// Linear memory of one turn's instance, MiB.
+    pub memory_mib: u32,
+    /// Computing time of one turn (10 ms resolution), ms.
+    pub cpu_ms: u64,
+    /// Wall-clock time of one turn, waits included, ms.
+    pub timeout_ms: u64,
+    /// Turns of this preset running at once; more wait for a slot within their timeout.
+    pub concurrent_turns: u32,
+    /// What the instance's key-value buckets may hold in all (keys and values), MiB.
+    pub key_value_mib: u32,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            memory_mib: 256,
+            cpu_ms: 10_000,
+            timeout_ms: 120_000,
+            concurrent_turns: 16,
+            key_value_mib: 16,
+        }
+    }
 }
 
 /// The `command` backend's settings.
@@ -82,7 +162,7 @@ pub struct SkillDecl {
 }
 
 /// The backends this runtime has, as presets name them.
-pub const BACKENDS: &[&str] = &["echo", "scripted", "command", "openai"];
+pub const BACKENDS: &[&str] = &["echo", "scripted", "command", "openai", "component"];
 
 impl Backend {
     /// The name presets give it.
@@ -92,20 +172,30 @@ impl Backend {
             Backend::Scripted => "scripted",
             Backend::Command(_) => "command",
             Backend::OpenAi(_) => "openai",
+            Backend::Component(_) => "component",
         }
     }
 }
 
 impl Preset {
-    /// A built-in preset without settings.
-    pub fn builtin(id: &str, name: &str, description: &str, backend: Backend) -> Preset {
+    /// A preset `id` on `backend`: no name, description or skills, not the default.
+    pub fn new(id: &str, backend: Backend) -> Preset {
         Preset {
             id: id.into(),
-            name: Some(name.into()),
-            description: Some(description.into()),
+            name: None,
+            description: None,
             skills: Vec::new(),
             default: false,
             backend,
+        }
+    }
+
+    /// A built-in preset without settings.
+    pub fn builtin(id: &str, name: &str, description: &str, backend: Backend) -> Preset {
+        Preset {
+            name: Some(name.into()),
+            description: Some(description.into()),
+            ..Preset::new(id, backend)
         }
     }
 }
@@ -141,13 +231,25 @@ struct PresetDecl {
     system_prompt: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_steps: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    component: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    grants: Option<Grants>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limits: Option<AgentLimits>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config: Option<BTreeMap<String, String>>,
 }
 
 impl PresetDecl {
     /// Refuses a backend-specific key the chosen backend does not take.
     fn check_keys(&self) -> Result<(), String> {
-        let (command, openai, both): (&[&str], &[&str], &[&str]) =
-            (&["command"], &["openai"], &["command", "openai"]);
+        let (command, openai, both, component): (&[&str], &[&str], &[&str], &[&str]) = (
+            &["command"],
+            &["openai"],
+            &["command", "openai"],
+            &["component"],
+        );
         let keys = [
             ("command", !self.command.is_empty(), command),
             ("workingDir", self.working_dir.is_some(), command),
@@ -157,6 +259,10 @@ impl PresetDecl {
             ("apiKeyEnv", self.api_key_env.is_some(), openai),
             ("systemPrompt", self.system_prompt.is_some(), openai),
             ("maxSteps", self.max_steps.is_some(), openai),
+            ("component", self.component.is_some(), component),
+            ("grants", self.grants.is_some(), component),
+            ("limits", self.limits.is_some(), component),
+            ("config", self.config.is_some(), component),
         ];
         match keys
             .iter()
@@ -203,6 +309,22 @@ impl TryFrom<PresetDecl> for Preset {
                 working_dir: d.working_dir,
                 timeout_ms: d.timeout_ms,
             }),
+            "component" => {
+                let component = d.component.ok_or_else(|| {
+                    format!(
+                        "preset {:?}: the component backend needs `component = \"<name>\"` (an agent component in the data directory's components/ folder, or `echo-agent`)",
+                        d.id
+                    )
+                })?;
+                let limits = d.limits.unwrap_or_default();
+                check_limits(&d.id, &limits)?;
+                Backend::Component(ComponentSettings {
+                    component,
+                    grants: d.grants.unwrap_or_default(),
+                    limits,
+                    config: d.config.unwrap_or_default(),
+                })
+            }
             _ => Backend::OpenAi(OpenAiSettings {
                 base_url: d.base_url,
                 model: d.model,
@@ -239,6 +361,12 @@ impl From<Preset> for PresetDecl {
             Backend::Command(c) => {
                 (d.command, d.working_dir, d.timeout_ms) = (c.command, c.working_dir, c.timeout_ms)
             }
+            Backend::Component(c) => {
+                d.component = Some(c.component);
+                d.grants = Some(c.grants);
+                d.limits = Some(c.limits);
+                d.config = (!c.config.is_empty()).then_some(c.config);
+            }
             Backend::OpenAi(o) => {
                 (
                     d.base_url,
@@ -258,6 +386,29 @@ impl From<Preset> for PresetDecl {
             }
         }
         d
+    }
+}
+
+/// Refuses limits no turn could run within.
+fn check_limits(id: &str, l: &AgentLimits) -> Result<(), String> {
+    let bad = [
+        (
+            "memoryMib",
+            l.memory_mib == 0 || l.memory_mib > 4096,
+            "1 to 4096",
+        ),
+        ("cpuMs", l.cpu_ms < 10, "at least 10"),
+        ("timeoutMs", l.timeout_ms < 10, "at least 10"),
+        (
+            "concurrentTurns",
+            l.concurrent_turns == 0 || l.concurrent_turns > 10_000,
+            "1 to 10000",
+        ),
+        ("keyValueMib", l.key_value_mib > 4096, "at most 4096"),
+    ];
+    match bad.iter().find(|(_, bad, _)| *bad) {
+        Some((key, _, range)) => Err(format!("preset {id:?}: `limits.{key}` must be {range}")),
+        None => Ok(()),
     }
 }
 
@@ -308,6 +459,51 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown field `colour`")
         );
+    }
+
+    #[test]
+    fn a_component_preset_names_its_agent_grants_and_limits() {
+        let c = preset(
+            "id = \"a\"\nbackend = \"component\"\ncomponent = \"echo-agent\"\n\
+             grants = { keyValue = true, allowedHosts = [\"api.example.com\"], llm = { model = \"m\" } }\n\
+             limits = { memoryMib = 64 }\nconfig = { greeting = \"hi\" }",
+        )
+        .unwrap();
+        let Backend::Component(s) = &c.backend else {
+            panic!("{c:?}")
+        };
+        assert_eq!(s.component, "echo-agent");
+        assert!(s.grants.key_value && s.grants.agents.is_empty() && !s.grants.allow_private);
+        assert_eq!(s.grants.llm.as_ref().unwrap().model.as_deref(), Some("m"));
+        assert_eq!(
+            (s.limits.memory_mib, s.limits.cpu_ms),
+            (64, AgentLimits::default().cpu_ms),
+            "unset limits keep their defaults"
+        );
+        assert_eq!(s.config["greeting"], "hi");
+        assert_eq!(preset(&toml::to_string(&c).unwrap()).unwrap(), c);
+        for (text, says) in [
+            ("id = \"a\"\nbackend = \"component\"", "needs `component"),
+            (
+                "id = \"a\"\nbackend = \"component\"\ncomponent = \"x\"\nlimits = { memoryMib = 0 }",
+                "`limits.memoryMib` must be 1 to 4096",
+            ),
+            (
+                "id = \"a\"\nbackend = \"component\"\ncomponent = \"x\"\ngrants = { llm = true }",
+                "invalid type",
+            ),
+            (
+                "id = \"a\"\nbackend = \"component\"\ncomponent = \"x\"\ngrants = { network = true }",
+                "unknown field `network`",
+            ),
+            (
+                "id = \"e\"\nbackend = \"echo\"\ngrants = {}",
+                "`grants` is a setting of the component backend",
+            ),
+        ] {
+            let e = preset(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 
     #[test]

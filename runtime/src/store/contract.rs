@@ -34,6 +34,67 @@ pub async fn check(s: &dyn Store) {
     notes_stay_beside_their_task(s).await;
     records_and_counts(s).await;
     push_configs_queue_every_write_in_order(s).await;
+    key_values_stay_in_their_scope_within_the_quota(s).await;
+}
+
+async fn key_values_stay_in_their_scope_within_the_quota(s: &dyn Store) {
+    let at = |scope: &str, bucket: &str, key: &str| KvKey {
+        scope: scope.into(),
+        bucket: bucket.into(),
+        key: key.into(),
+    };
+    assert_eq!(s.kv_get(at("i", "b", "k")).await.unwrap(), None);
+    s.kv_set(at("i", "b", "k"), b"one".to_vec(), 100)
+        .await
+        .unwrap();
+    s.kv_set(at("i", "b", "k"), b"two".to_vec(), 100)
+        .await
+        .unwrap();
+    s.kv_set(at("i", "b", "a"), vec![0, 255], 100)
+        .await
+        .unwrap();
+    s.kv_set(at("j", "b", "k"), b"other".to_vec(), 100)
+        .await
+        .unwrap();
+    assert_eq!(s.kv_get(at("i", "b", "k")).await.unwrap().unwrap(), b"two");
+    assert_eq!(
+        s.kv_get(at("i", "b", "a")).await.unwrap().unwrap(),
+        [0, 255]
+    );
+    assert_eq!(
+        s.kv_keys("i".into(), "b".into(), 0, 10).await.unwrap(),
+        ["a", "k"],
+        "in order, the scope's own"
+    );
+    assert_eq!(
+        s.kv_keys("i".into(), "b".into(), 1, 10).await.unwrap(),
+        ["k"]
+    );
+    assert!(
+        s.kv_keys("i".into(), "c".into(), 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // "b"+"k"+"two" and "b"+"a"+2 bytes: 9 bytes used; replacing a value counts it once.
+    s.kv_set(at("i", "b", "k"), vec![7; 14], 20).await.unwrap();
+    let full = s.kv_set(at("i", "b", "z"), vec![1], 20).await.unwrap_err();
+    assert!(
+        full.to_string().contains("key-value store is full"),
+        "{full}"
+    );
+    assert_eq!(
+        s.kv_get(at("i", "b", "z")).await.unwrap(),
+        None,
+        "nothing written"
+    );
+    s.kv_delete(at("i", "b", "k")).await.unwrap();
+    s.kv_delete(at("i", "b", "k")).await.unwrap();
+    s.kv_set(at("i", "b", "z"), vec![1], 20).await.unwrap();
+    assert_eq!(
+        s.kv_get(at("j", "b", "k")).await.unwrap().unwrap(),
+        b"other"
+    );
 }
 
 async fn message_claims_compare_and_swap(s: &dyn Store) {

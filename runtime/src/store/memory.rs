@@ -36,6 +36,8 @@ struct Data {
     leases: BTreeMap<String, u64>,
     /// The operator's notes on tasks, by instance and task.
     notes: BTreeMap<(String, String), String>,
+    /// Agents' key-value buckets.
+    kv: BTreeMap<KvKey, Vec<u8>>,
 }
 
 impl Data {
@@ -595,6 +597,52 @@ impl Records for MemoryStore {
 
     fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
         self.with(|d| Ok(d.connections.values().cloned().collect()))
+    }
+}
+
+impl KeyValues for MemoryStore {
+    fn kv_get(&self, at: KvKey) -> Pending<Option<Vec<u8>>> {
+        self.with(|d| Ok(d.kv.get(&at).cloned()))
+    }
+
+    fn kv_set(&self, at: KvKey, value: Vec<u8>, quota: u64) -> Pending<()> {
+        self.with(|d| {
+            let used: u64 =
+                d.kv.iter()
+                    .filter(|(k, _)| k.scope == at.scope && **k != at)
+                    .map(|(k, v)| k.cost(v.len()))
+                    .sum();
+            if used + at.cost(value.len()) > quota {
+                return Err(over_quota(quota));
+            }
+            d.kv.insert(at, value);
+            Ok(())
+        })
+    }
+
+    fn kv_delete(&self, at: KvKey) -> Pending<()> {
+        self.with(|d| {
+            d.kv.remove(&at);
+            Ok(())
+        })
+    }
+
+    fn kv_keys(
+        &self,
+        scope: String,
+        bucket: String,
+        offset: u64,
+        limit: u32,
+    ) -> Pending<Vec<String>> {
+        self.with(|d| {
+            Ok(d.kv
+                .keys()
+                .filter(|k| k.scope == scope && k.bucket == bucket)
+                .skip(offset as usize)
+                .take(limit as usize)
+                .map(|k| k.key.clone())
+                .collect())
+        })
     }
 }
 

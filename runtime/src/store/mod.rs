@@ -45,7 +45,9 @@ mod roles;
 mod sqlite;
 
 pub use postgres::PostgresStore;
-pub use roles::{Cluster, FrameLog, PushOutbox, Records, Store, Tasks};
+pub use roles::{
+    Cluster, FrameLog, KeyValues, KvKey, PushOutbox, Records, Store, Tasks, over_quota,
+};
 pub use sqlite::{SqliteStore, backup};
 
 use a2a_protocol::TaskState;

@@ -150,10 +150,54 @@ pub trait Cluster: Send + Sync {
     }
 }
 
+/// Where an agent's value lives: its instance (the scope), bucket and key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KvKey {
+    /// The instance whose agent keeps it.
+    pub scope: String,
+    /// The bucket the agent opened.
+    pub bucket: String,
+    /// The key.
+    pub key: String,
+}
+
+impl KvKey {
+    /// What the value counts against its scope's quota, with its key and bucket.
+    pub fn cost(&self, value: usize) -> u64 {
+        (self.bucket.len() + self.key.len() + value) as u64
+    }
+}
+
+/// The key-value buckets of agent components (`wasi:keyvalue/store`), each instance's apart.
+pub trait KeyValues: Send + Sync {
+    /// The value at `at`.
+    fn kv_get(&self, at: KvKey) -> Pending<Option<Vec<u8>>>;
+    /// Sets the value at `at`; refused with [`over_quota`] when the scope would then hold more
+    /// than `quota` bytes (buckets, keys and values, see [`KvKey::cost`]).
+    fn kv_set(&self, at: KvKey, value: Vec<u8>, quota: u64) -> Pending<()>;
+    /// Removes the value at `at` (none there: nothing to do).
+    fn kv_delete(&self, at: KvKey) -> Pending<()>;
+    /// The keys of `bucket` in `scope`, in order, from the `offset`-th, at most `limit`.
+    fn kv_keys(
+        &self,
+        scope: String,
+        bucket: String,
+        offset: u64,
+        limit: u32,
+    ) -> Pending<Vec<String>>;
+}
+
+/// The refusal of a write past a scope's key-value quota.
+pub fn over_quota(quota: u64) -> StoreError {
+    StoreError::Invalid(format!(
+        "the instance's key-value store is full ({quota} bytes, the preset's limits): delete keys first"
+    ))
+}
+
 /// What the runtime needs from a store. Every call is answered through a [`Pending`]: reads of
 /// many rows run off the async runtime (a long query never stalls a worker), point reads may
 /// answer at once, writes are queued and answered once committed.
-pub trait Store: Tasks + FrameLog + PushOutbox + Records + Cluster {
+pub trait Store: Tasks + FrameLog + PushOutbox + Records + Cluster + KeyValues {
     /// Answers once every write queued before it is committed.
     fn flush(&self) -> Pending<()>;
     /// SQL statements run since start, for the metrics (0 for a store that runs none).

@@ -42,6 +42,40 @@ const REASONS: &[&str] = &["skill", "rate", "quota", "timeout", "auth", "streams
 /// attempts or too old), refused by the egress guard.
 pub const PUSH_OUTCOMES: [&str; 4] = ["delivered", "retried", "failed", "refused"];
 
+/// How agent turns end.
+pub const AGENT_OUTCOMES: [&str; 5] = [
+    "completed",
+    "input_required",
+    "auth_required",
+    "failed",
+    "canceled",
+];
+
+/// What agent turns took (README "Writing an agent").
+#[derive(Debug, Default)]
+struct AgentCounts {
+    /// Turns by outcome, in [`AGENT_OUTCOMES`] order.
+    turns: [AtomicU64; 5],
+    /// Computing time per turn.
+    cpu: Histogram,
+    /// Memory high-water marks: their sum over turns, and the highest.
+    memory: [AtomicU64; 2],
+    /// Model tokens: prompt, completion.
+    tokens: [AtomicU64; 2],
+}
+
+/// One agent turn's account, for [`Metrics::agent_turn`].
+pub struct AgentTurn {
+    /// One of [`AGENT_OUTCOMES`].
+    pub outcome: &'static str,
+    /// Computing time.
+    pub cpu: std::time::Duration,
+    /// The most memory it held, bytes.
+    pub peak_memory: u64,
+    /// Model tokens: prompt, completion.
+    pub tokens: (u64, u64),
+}
+
 /// The runtime's counters.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -58,6 +92,7 @@ pub struct Metrics {
     push_pending: AtomicU64,
     /// Tasks of lost nodes this node settled FAILED, and renewals of its leases that failed.
     cluster: [AtomicU64; 2],
+    agents: AgentCounts,
 }
 
 /// Latency by method, request in to answer out (head sent, for streams): one histogram per
@@ -211,6 +246,33 @@ impl Metrics {
         (counts, self.push_pending.load(Ordering::Relaxed))
     }
 
+    /// Counts one agent turn.
+    pub fn agent_turn(&self, t: AgentTurn) {
+        let a = &self.agents;
+        let i = AGENT_OUTCOMES
+            .iter()
+            .position(|o| *o == t.outcome)
+            .unwrap_or(3);
+        a.turns[i].fetch_add(1, Ordering::Relaxed);
+        a.cpu.record(t.cpu);
+        a.memory[0].fetch_add(t.peak_memory, Ordering::Relaxed);
+        a.memory[1].fetch_max(t.peak_memory, Ordering::Relaxed);
+        a.tokens[0].fetch_add(t.tokens.0, Ordering::Relaxed);
+        a.tokens[1].fetch_add(t.tokens.1, Ordering::Relaxed);
+    }
+
+    /// Agent turns by outcome, then [sum, max] of their memory high-water marks and the
+    /// [prompt, completion] tokens.
+    fn agent_counts(&self) -> ([(&'static str, u64); 5], [u64; 2], [u64; 2]) {
+        let a = &self.agents;
+        let load = |x: &AtomicU64| x.load(Ordering::Relaxed);
+        (
+            std::array::from_fn(|i| (AGENT_OUTCOMES[i], load(&a.turns[i]))),
+            [load(&a.memory[0]), load(&a.memory[1])],
+            [load(&a.tokens[0]), load(&a.tokens[1])],
+        )
+    }
+
     /// Invocations that trapped or hit a limit.
     pub fn traps(&self) -> u64 {
         self.traps.load(Ordering::Relaxed)
@@ -247,6 +309,14 @@ impl Metrics {
             .collect();
         push.insert("pending".into(), json!(pending));
         let [failed_over, renewal_failures] = self.cluster();
+        let (turns, [memory_sum, memory_max], [prompt, completion]) = self.agent_counts();
+        let turn_count: u64 = turns.iter().map(|(_, n)| n).sum();
+        let agents = json!({
+            "turns": turns.iter().map(|(o, n)| ((*o).to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
+            "cpuMs": self.agents.cpu.summary(),
+            "memoryPeakBytes": { "max": memory_max, "mean": memory_sum.checked_div(turn_count).unwrap_or(0) },
+            "tokens": { "prompt": prompt, "completion": completion },
+        });
         json!({
             "requests": requests,
             "push": push,
@@ -261,6 +331,7 @@ impl Metrics {
             "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes, "statements": g.store_statements, "failures": g.store_failures },
             "log": { "droppedLines": logging::dropped_lines() },
             "cluster": { "failedOver": failed_over, "leaseRenewalFailures": renewal_failures },
+            "agents": agents,
         })
     }
 
@@ -276,6 +347,8 @@ impl Metrics {
             host_calls: self.host_calls.load(Ordering::Relaxed),
             pushes: self.pushes_with(g.push_dropped),
             cluster: self.cluster(),
+            agents: self.agent_counts(),
+            agent_cpu: self.agents.cpu.clone(),
         };
         let mut registry = Registry::with_prefix("a2a_edge");
         registry.register_collector(Box::new(scrape));
@@ -326,6 +399,8 @@ struct Scrape {
     host_calls: u64,
     pushes: ([(&'static str, u64); 4], u64),
     cluster: [u64; 2],
+    agents: ([(&'static str, u64); 5], [u64; 2], [u64; 2]),
+    agent_cpu: Histogram,
 }
 
 impl Scrape {
@@ -350,6 +425,23 @@ impl Scrape {
             rejections
                 .encode_family(&[("reason", *r)])?
                 .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let help = "Agent component turns, by outcome.";
+        let mut turns = e.encode_descriptor("agent_turns", help, None, MetricType::Counter)?;
+        for (o, n) in &self.agents.0 {
+            turns
+                .encode_family(&[("outcome", *o)])?
+                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let help = "Model tokens agent components used, by kind.";
+        let mut tokens = e.encode_descriptor("agent_tokens", help, None, MetricType::Counter)?;
+        for (kind, n) in [
+            ("prompt", self.agents.2[0]),
+            ("completion", self.agents.2[1]),
+        ] {
+            tokens
+                .encode_family(&[("kind", kind)])?
+                .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
         }
         let help = "Push-notification delivery attempts, by outcome.";
         let mut pushes = e.encode_descriptor("push_attempts", help, None, MetricType::Counter)?;
@@ -416,7 +508,13 @@ impl Scrape {
                 .encode_family(&[("instance", Escaped(i)), ("state", Escaped(s))])?
                 .encode_gauge(n)?;
         }
-        let plain: [(&str, &str, Option<&Unit>, u64); 6] = [
+        let plain: [(&str, &str, Option<&Unit>, u64); 7] = [
+            (
+                "agent_turn_memory_peak",
+                "The most memory one agent turn held.",
+                Some(&Unit::Bytes),
+                self.agents.1[1],
+            ),
             (
                 "push_pending",
                 "Push notifications waiting in the outbox.",
@@ -488,6 +586,13 @@ impl Collector for Scrape {
             help,
             Some(&Unit::Seconds),
             MetricType::Histogram,
+        )?)?;
+        let help = "Computing time of agent component turns (10 ms resolution).";
+        self.agent_cpu.encode(e.encode_descriptor(
+            "agent_turn_cpu",
+            help,
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
         )?)
     }
 }
@@ -512,6 +617,14 @@ mod tests {
         m.push_attempt("bogus");
         m.push_pending(3);
         m.failed_over(1);
+        for (outcome, peak) in [("completed", 100u64), ("failed", 300)] {
+            m.agent_turn(AgentTurn {
+                outcome,
+                cpu: Duration::from_millis(20),
+                peak_memory: peak,
+                tokens: (5, 7),
+            });
+        }
         let g = Gauges {
             tasks: vec![
                 ("a".into(), "TASK_STATE_WORKING", 2),
@@ -556,6 +669,29 @@ mod tests {
             json!({ "failedOver": 1, "leaseRenewalFailures": 0 })
         );
         assert!(p.contains("a2a_edge_tasks_failed_over_total 1"), "{p}");
+        assert_eq!(j["agents"]["turns"]["failed"], 1);
+        assert_eq!(j["agents"]["cpuMs"]["count"], 2);
+        assert_eq!(
+            j["agents"]["memoryPeakBytes"],
+            json!({ "max": 300, "mean": 200 })
+        );
+        assert_eq!(
+            j["agents"]["tokens"],
+            json!({ "prompt": 10, "completion": 14 })
+        );
+        assert!(
+            p.contains("a2a_edge_agent_turns_total{outcome=\"completed\"} 1"),
+            "{p}"
+        );
+        assert!(
+            p.contains("a2a_edge_agent_tokens_total{kind=\"completion\"} 14"),
+            "{p}"
+        );
+        assert!(
+            p.contains("a2a_edge_agent_turn_memory_peak_bytes 300"),
+            "{p}"
+        );
+        assert!(p.contains("a2a_edge_agent_turn_cpu_seconds_count 2"), "{p}");
         assert!(p.contains("a2a_edge_store_failures_total 4"), "{p}");
         assert!(p.contains("a2a_edge_lease_renewal_failures_total 0"), "{p}");
         assert!(

@@ -3,13 +3,8 @@
 //! size cap; the bearer credential is added here, by the host, and only for the connection's own
 //! origins — the guest never holds it and cannot choose where it goes.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use hyper::body::{Body as HttpBody, Frame};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
@@ -58,74 +53,12 @@ impl WasiHttpHooks for Policy {
         {
             request.headers_mut().insert(http::header::AUTHORIZATION, v);
         }
-        // The guest may ask for shorter timeouts, never longer ones.
-        let t = options
-            .and_then(|o| {
-                o.connect_timeout
-                    .into_iter()
-                    .chain(o.first_byte_timeout)
-                    .min()
-            })
-            .map_or(rules.timeout, |d| d.min(rules.timeout));
+        let t = crate::egress::guarded::timeout(options, rules.timeout);
         let (cap, reach, exit) = (
             rules.max_response_bytes,
             rules.reach.clone(),
             rules.exit.clone(),
         );
-        Box::new(async move {
-            let addrs = crate::egress::resolve(request.uri(), &reach, t).await?;
-            let (response, io) = exit.send(request, addrs, t).await?;
-            let response = response.map(|body| {
-                Capped {
-                    inner: body,
-                    left: cap,
-                    cap,
-                    idle: t,
-                    timer: Box::pin(tokio::time::sleep(t)),
-                }
-                .boxed_unsync()
-            });
-            Ok((response, io))
-        })
-    }
-}
-
-/// A response body that fails once it exceeds its cap, or when no byte came for `idle`.
-struct Capped {
-    inner: WasiBody,
-    left: u64,
-    cap: u64,
-    idle: Duration,
-    timer: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl HttpBody for Capped {
-    type Data = Bytes;
-    type Error = Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
-        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(frame) => frame,
-            Poll::Pending => {
-                std::task::ready!(self.timer.as_mut().poll(cx));
-                return Poll::Ready(Some(Err(Error::ConnectionReadTimeout)));
-            }
-        };
-        let deadline = tokio::time::Instant::now() + self.idle;
-        self.timer.as_mut().reset(deadline);
-        if let Some(Ok(f)) = &frame
-            && let Some(data) = f.data_ref()
-        {
-            let n = data.len() as u64;
-            if n > self.left {
-                let cap = self.cap;
-                return Poll::Ready(Some(Err(ErrorCode::HttpResponseBodySize(Some(cap)).into())));
-            }
-            self.left -= n;
-        }
-        Poll::Ready(frame)
+        Box::new(async move { crate::egress::guarded::send(request, &reach, &exit, t, cap).await })
     }
 }

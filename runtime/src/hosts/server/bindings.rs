@@ -37,7 +37,7 @@ wasmtime::component::bindgen!({
 
 pub use a2a::edge::*;
 
-use sessions::{ToolCallDelta, TurnEvent};
+use sessions::{ArtifactChunk, ToolCallDelta, TurnEvent};
 use types::{
     FrameKind, MessageClaim, MessageRecord, NewFrame, StoreError, TaskRow,
     TaskState as WitTaskState, Written,
@@ -67,6 +67,11 @@ impl From<Progress> for TurnEvent {
                 arguments,
             }),
             Progress::Artifact(a) => TurnEvent::Artifact(json(serde_json::to_string(&a))),
+            Progress::ArtifactChunk { artifact, last } => TurnEvent::ArtifactChunk(ArtifactChunk {
+                artifact: json(serde_json::to_string(&artifact)),
+                last,
+            }),
+            Progress::Working(t) => TurnEvent::Working(t),
             Progress::Message(m) => TurnEvent::Message(json(serde_json::to_string(&m))),
             Progress::InputRequired(t) => TurnEvent::InputRequired(t),
             Progress::AuthRequired(t) => TurnEvent::AuthRequired(t),

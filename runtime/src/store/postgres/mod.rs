@@ -395,6 +395,30 @@ impl PushOutbox for PostgresStore {
     }
 }
 
+impl KeyValues for PostgresStore {
+    fn kv_get(&self, at: KvKey) -> Pending<Option<Vec<u8>>> {
+        self.run(op!(c => c.kv_get(&at).await))
+    }
+
+    fn kv_set(&self, at: KvKey, value: Vec<u8>, quota: u64) -> Pending<()> {
+        self.run(op!(c => c.kv_set(&at, &value, quota).await))
+    }
+
+    fn kv_delete(&self, at: KvKey) -> Pending<()> {
+        self.run(op!(c => c.kv_delete(&at).await))
+    }
+
+    fn kv_keys(
+        &self,
+        scope: String,
+        bucket: String,
+        offset: u64,
+        limit: u32,
+    ) -> Pending<Vec<String>> {
+        self.run(op!(c => c.kv_keys(&scope, &bucket, offset, limit).await))
+    }
+}
+
 impl Records for PostgresStore {
     fn put_secret(&self, name: String, sealed: Option<SealedSecret>) -> Pending<()> {
         self.run(op!(c => c.put_secret(&name, sealed.as_ref()).await))

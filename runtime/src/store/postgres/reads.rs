@@ -4,8 +4,8 @@ use a2a_protocol::TaskState;
 use tokio_postgres::types::ToSql;
 
 use crate::store::{
-    ContextSummary, MessageRecord, PageStart, SealedSecret, StoreError, TaskFilter, TaskPage,
-    TaskRow, parse_token,
+    ContextSummary, KvKey, MessageRecord, PageStart, SealedSecret, StoreError, TaskFilter,
+    TaskPage, TaskRow, parse_token,
 };
 
 use super::conn::*;
@@ -169,6 +169,33 @@ impl Conn {
                 StoreError::Invalid(format!("a stored {table} record is unreadable: {e}"))
             })
         })
+        .await
+    }
+
+    pub async fn kv_get(&mut self, at: &KvKey) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .read(
+                "SELECT value FROM agent_kv WHERE scope = $1 AND bucket = $2 AND key = $3",
+                &[&at.scope, &at.bucket, &at.key],
+                |r| Ok(r.get::<_, Vec<u8>>(0)),
+            )
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    pub async fn kv_keys(
+        &mut self,
+        scope: &str,
+        bucket: &str,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        self.read(
+            "SELECT key FROM agent_kv WHERE scope = $1 AND bucket = $2 ORDER BY key LIMIT $3 OFFSET $4",
+            &[&scope, &bucket, &(limit as i64), &(offset as i64)],
+            |r| Ok(r.get::<_, String>(0)),
+        )
         .await
     }
 

@@ -84,6 +84,14 @@ const MIGRATIONS: &[&str] = &[
         note TEXT NOT NULL,
         PRIMARY KEY (instance_id, task_id)
     );",
+    // 4: agent components' key-value buckets, each instance's apart.
+    "CREATE TABLE agent_kv (
+        scope TEXT NOT NULL,
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value BYTEA NOT NULL,
+        PRIMARY KEY (scope, bucket, key)
+    );",
 ];
 
 /// Brings the database up to the newest schema; refuses one from a newer runtime.

@@ -5,8 +5,8 @@ use a2a_protocol::sse::Member;
 
 use crate::records::task_key;
 use crate::store::{
-    Frame, FramePage, Lease, MessageClaim, MessageRecord, NewFrame, PushConfig, RETAIN_FRAMES,
-    SealedSecret, StoreError, TaskRow, Written,
+    Frame, FramePage, KvKey, Lease, MessageClaim, MessageRecord, NewFrame, PushConfig,
+    RETAIN_FRAMES, SealedSecret, StoreError, TaskRow, Written, over_quota,
 };
 
 use super::conn::*;
@@ -354,6 +354,46 @@ impl Conn {
                 "INSERT INTO task_notes VALUES ($1, $2, $3)
                  ON CONFLICT (instance_id, task_id) DO UPDATE SET note = EXCLUDED.note",
                 &[&instance_id, &task_id, &note],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Sets an agent's value unless its scope would then hold more than `quota` bytes; the
+    /// scope's lock makes the check and the write one step across nodes.
+    pub async fn kv_set(&mut self, at: &KvKey, value: &[u8], quota: u64) -> Result<(), StoreError> {
+        self.write(async |tx| {
+            tx.exec("SELECT pg_advisory_xact_lock(hashtext($1))", &[&at.scope])
+                .await?;
+            let used: i64 = tx
+                .opt(
+                    "SELECT COALESCE(SUM(octet_length(bucket) + octet_length(key) + octet_length(value)), 0)::BIGINT
+                     FROM agent_kv WHERE scope = $1 AND NOT (bucket = $2 AND key = $3)",
+                    &[&at.scope, &at.bucket, &at.key],
+                )
+                .await?
+                .map_or(0, |r| r.get(0));
+            if used as u64 + at.cost(value.len()) > quota {
+                return Err(over_quota(quota));
+            }
+            tx.exec(
+                "INSERT INTO agent_kv VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (scope, bucket, key) DO UPDATE SET value = EXCLUDED.value",
+                &[&at.scope, &at.bucket, &at.key, &value],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn kv_delete(&mut self, at: &KvKey) -> Result<(), StoreError> {
+        self.write(async |tx| {
+            tx.exec(
+                "DELETE FROM agent_kv WHERE scope = $1 AND bucket = $2 AND key = $3",
+                &[&at.scope, &at.bucket, &at.key],
             )
             .await?;
             Ok(())

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use a2a_protocol::TaskState;
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::*;
 use writes::{Table, Write};
@@ -384,6 +384,47 @@ impl Records for SqliteStore {
 
     fn connections(&self) -> Pending<Vec<ConnectionRecord>> {
         self.read(|c| reads::records(c, Table::Connections.name()))
+    }
+}
+
+impl KeyValues for SqliteStore {
+    fn kv_get(&self, at: KvKey) -> Pending<Option<Vec<u8>>> {
+        self.read_here(|c| {
+            Ok(c.prepare_cached(
+                "SELECT value FROM agent_kv WHERE scope = ?1 AND bucket = ?2 AND key = ?3",
+            )?
+            .query_row(rusqlite::params![at.scope, at.bucket, at.key], |r| r.get(0))
+            .optional()?)
+        })
+    }
+
+    fn kv_set(&self, at: KvKey, value: Vec<u8>, quota: u64) -> Pending<()> {
+        self.send(|r| Write::KvSet(at, value, quota, r))
+    }
+
+    fn kv_delete(&self, at: KvKey) -> Pending<()> {
+        self.send(|r| Write::KvDelete(at, r))
+    }
+
+    fn kv_keys(
+        &self,
+        scope: String,
+        bucket: String,
+        offset: u64,
+        limit: u32,
+    ) -> Pending<Vec<String>> {
+        self.read(move |c| {
+            let mut q = c.prepare_cached(
+                "SELECT key FROM agent_kv WHERE scope = ?1 AND bucket = ?2 ORDER BY key LIMIT ?3 OFFSET ?4",
+            )?;
+            let keys = q
+                .query_map(
+                    rusqlite::params![scope, bucket, limit, offset as i64],
+                    |r| r.get(0),
+                )?
+                .collect::<Result<_, _>>()?;
+            Ok(keys)
+        })
     }
 }
 

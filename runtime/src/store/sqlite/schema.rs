@@ -118,6 +118,14 @@ const MIGRATIONS: &[&str] = &[
         note TEXT NOT NULL,
         PRIMARY KEY (instance_id, task_id)
     ) WITHOUT ROWID;",
+    // 9: agent components' key-value buckets, each instance's apart.
+    "CREATE TABLE agent_kv (
+        scope TEXT NOT NULL,
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value BLOB NOT NULL,
+        PRIMARY KEY (scope, bucket, key)
+    ) WITHOUT ROWID;",
 ];
 
 /// Brings a database up to the newest schema and checks it is that schema; refuses a database

@@ -9,8 +9,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::push::{self, Outbox};
 use super::reads::{find_message, get_task};
 use crate::store::{
-    Attempt, Lease, MessageClaim, NewFrame, PushConfig, RETAIN_FRAMES, Reply, StoreError, TaskRow,
-    Written,
+    Attempt, KvKey, Lease, MessageClaim, NewFrame, PushConfig, RETAIN_FRAMES, Reply, StoreError,
+    TaskRow, Written, over_quota,
 };
 
 /// Most writes committed in one transaction.
@@ -36,7 +36,25 @@ pub enum Write {
     DeleteRecord(Table, String, Reply<()>),
     NoteTask(String, String, String, Reply<()>),
     FailUnsettled(u64, String, Reply<u64>),
+    KvSet(KvKey, Vec<u8>, u64, Reply<()>),
+    KvDelete(KvKey, Reply<()>),
     Flush(Reply<()>),
+}
+
+/// Sets an agent's value unless its scope would then hold more than `quota` bytes.
+fn kv_set(c: &Connection, at: &KvKey, value: &[u8], quota: u64) -> Result<(), StoreError> {
+    let used: i64 = c
+        .prepare_cached(
+            "SELECT COALESCE(SUM(length(CAST(bucket AS BLOB)) + length(CAST(key AS BLOB)) + length(value)), 0)
+             FROM agent_kv WHERE scope = ?1 AND NOT (bucket = ?2 AND key = ?3)",
+        )?
+        .query_row(params![at.scope, at.bucket, at.key], |r| r.get(0))?;
+    if used as u64 + at.cost(value.len()) > quota {
+        return Err(over_quota(quota));
+    }
+    c.prepare_cached("INSERT OR REPLACE INTO agent_kv VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![at.scope, at.bucket, at.key, value])?;
+    Ok(())
 }
 
 /// Answers a queued write once its group commits (or fails with the group's error).
@@ -192,6 +210,16 @@ fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group
                     .execute(params![instance, task, note])?;
                 Ok(())
             })),
+            Write::KvSet(at, value, quota, reply) => {
+                replies.push(run(&tx, reply, |c| kv_set(c, &at, &value, quota)))
+            }
+            Write::KvDelete(at, reply) => replies.push(run(&tx, reply, |c| {
+                c.prepare_cached(
+                    "DELETE FROM agent_kv WHERE scope = ?1 AND bucket = ?2 AND key = ?3",
+                )?
+                .execute(params![at.scope, at.bucket, at.key])?;
+                Ok(())
+            })),
             Write::FailUnsettled(now, text, reply) => {
                 replies.push(run(&tx, reply, |c| fail_unsettled(c, outbox, now, &text)))
             }
@@ -238,6 +266,8 @@ fn fail(w: Write, e: StoreError) {
         | Write::PutPushConfig(.., r)
         | Write::DeletePushConfig(.., r)
         | Write::Attempted(.., r)
+        | Write::KvSet(.., r)
+        | Write::KvDelete(.., r)
         | Write::Flush(r) => {
             let _ = r.send(Err(e));
         }

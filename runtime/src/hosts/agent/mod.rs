@@ -1,0 +1,296 @@
+//! The agents' host (world `a2a:agent/agent`, README "Writing an agent"): agent components
+//! loaded by name (`<data-dir>/components/<name>.wasm`, or a built-in one), their imports
+//! checked, pre-instantiated; each turn in a fresh instance of its own store, with what the
+//! preset grants and within its memory and CPU limits. A reload swaps the component for new
+//! turns while running ones finish on the version they started on.
+
+mod agents;
+mod bindings;
+mod config;
+mod history;
+mod imports;
+mod keyvalue;
+mod limits;
+mod llm;
+mod logging;
+mod outgoing;
+mod progress;
+mod state;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::Linker;
+use wasmtime::{Store, UpdateDeadline};
+
+use a2a_protocol::execution::Progress;
+
+use crate::engine::registry::{Source, read};
+use crate::engine::{Cache, trap_cause, wt};
+use crate::sessions::openai::Chat;
+use crate::sessions::preset::{ComponentSettings, LlmGrant};
+use crate::sessions::{Agents, EventSink, TurnInput};
+use crate::store::Store as TaskStore;
+use crate::telemetry::{AgentTurn, Metrics};
+use bindings::a2a::agent::types::{Outcome, Turn};
+use bindings::{Agent as AgentWorld, AgentPre};
+use state::{AgentState, Granted};
+
+/// The agents built into the binary.
+pub const EMBEDDED: &[(&str, &[u8])] = &[(
+    "echo-agent",
+    include_bytes!(env!("A2A_EDGE_ECHO_AGENT_WASM")),
+)];
+
+/// A loaded agent component, ready to instantiate.
+pub struct Agent {
+    /// Name presets refer to.
+    pub name: String,
+    /// Origin.
+    pub source: Source,
+    /// sha256 of the wasm, hex.
+    pub sha256: String,
+    /// Size of the wasm, bytes.
+    pub size: usize,
+    /// The interfaces it imports.
+    pub imports: Vec<String>,
+    /// When it was loaded, ms.
+    pub loaded_at: u64,
+    pre: AgentPre<AgentState>,
+}
+
+/// The agents' host.
+pub struct AgentHost {
+    engine: wasmtime::Engine,
+    cache: Cache,
+    linker: Linker<AgentState>,
+    components_dir: PathBuf,
+    loaded: RwLock<HashMap<String, Arc<Agent>>>,
+    store: Arc<dyn TaskStore>,
+    exit: crate::egress::Exit,
+    chats: Mutex<HashMap<LlmGrant, Arc<Chat>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl AgentHost {
+    /// The host of the agents in `components_dir` (and the built-in ones), compiled into
+    /// `cache_dir`; their key-value buckets and histories in `store`, their requests leaving
+    /// through `exit`, their turns counted in `metrics`.
+    pub fn new(
+        cache_dir: &std::path::Path,
+        components_dir: PathBuf,
+        store: Arc<dyn TaskStore>,
+        exit: crate::egress::Exit,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<AgentHost> {
+        let (engine, cache) = crate::engine::agent_engine(cache_dir)?;
+        let linker = state::link(&engine)?;
+        Ok(AgentHost {
+            engine,
+            cache,
+            linker,
+            components_dir,
+            loaded: RwLock::default(),
+            store,
+            exit,
+            chats: Mutex::default(),
+            metrics,
+        })
+    }
+
+    /// Every loaded agent, by name.
+    pub fn all(&self) -> Vec<Arc<Agent>> {
+        let mut all: Vec<_> = self.loaded.read().unwrap().values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// The agent `name`, loading it on first use.
+    pub async fn agent(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Agent>> {
+        if let Some(a) = self.loaded.read().unwrap().get(name) {
+            return Ok(a.clone());
+        }
+        self.reload(name).await
+    }
+
+    /// Reads `name` again from its source (`<components-dir>/<name>.wasm`, else the built-in
+    /// one), checks and pre-instantiates it on a blocking thread, then swaps it in for new
+    /// turns. On any error the current version keeps serving.
+    pub async fn reload(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Agent>> {
+        let (wasm, source) = read(&self.components_dir, name, EMBEDDED, "agent component")?;
+        let this = self.clone();
+        let owned = name.to_owned();
+        let agent = tokio::task::spawn_blocking(move || this.load(&owned, &wasm, source)).await??;
+        let agent = Arc::new(agent);
+        tracing::info!(agent = %name, sha256 = %&agent.sha256[..12], "agent component ready");
+        self.loaded
+            .write()
+            .unwrap()
+            .insert(name.to_owned(), agent.clone());
+        Ok(agent)
+    }
+
+    /// Compiles (or loads from cache), checks the imports of and pre-instantiates a component.
+    fn load(&self, name: &str, wasm: &[u8], source: Source) -> anyhow::Result<Agent> {
+        let (component, sha256, _) = self.cache.load(name, wasm)?;
+        let imports = imports::of(&component, &self.engine);
+        imports::check(name, &imports)?;
+        let pre = wt(self.linker.instantiate_pre(&component)).with_context(|| {
+            format!("agent component {name:?} imports something this runtime does not provide")
+        })?;
+        let pre = wt(AgentPre::new(pre)).with_context(|| {
+            format!("component {name:?} is not an agent: it does not export a2a:agent's `run`")
+        })?;
+        Ok(Agent {
+            name: name.to_owned(),
+            source,
+            sha256,
+            size: wasm.len(),
+            imports,
+            loaded_at: crate::clock::now_ms(),
+            pre,
+        })
+    }
+
+    /// What `settings` grant, with the model client shared by every preset naming it.
+    fn granted(&self, settings: &ComponentSettings) -> Granted {
+        let g = &settings.grants;
+        let chat = g.llm.as_ref().map(|l| {
+            self.chats
+                .lock()
+                .unwrap()
+                .entry(l.clone())
+                .or_insert_with(|| {
+                    Arc::new(Chat::new(
+                        l.base_url.as_deref(),
+                        l.model.as_deref(),
+                        l.api_key_env.as_deref(),
+                        std::time::Duration::from_millis(settings.limits.timeout_ms),
+                        &self.exit,
+                    ))
+                })
+                .clone()
+        });
+        Granted {
+            chat,
+            agents: Arc::new(g.agents.clone()),
+            allowed_hosts: Arc::new(g.allowed_hosts.clone()),
+            allow_private: g.allow_private,
+            key_values: g
+                .key_value
+                .then(|| self.store.clone() as Arc<dyn crate::store::KeyValues>),
+            config: Arc::new(settings.config.clone()),
+            limits: settings.limits,
+        }
+    }
+
+    /// Runs one turn of `settings`' agent; its final event.
+    pub async fn run(
+        self: Arc<Self>,
+        settings: Arc<ComponentSettings>,
+        input: TurnInput,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> Progress {
+        let agent = match self.agent(&settings.component).await {
+            Ok(a) => a,
+            Err(e) => return Progress::Unavailable(format!("{e:#}")),
+        };
+        let turn = turn(&input);
+        let data = AgentState::prepare(
+            &agent.name,
+            &self.granted(&settings),
+            &input,
+            self.store.clone(),
+            events,
+            cancel.clone(),
+            self.exit.clone(),
+        );
+        let mut store = Store::new(&self.engine, data);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|mut ctx| {
+            ctx.data_mut().meter.tick()?;
+            Ok(UpdateDeadline::Yield(1))
+        });
+        let run = async {
+            let instance: AgentWorld = agent.pre.instantiate_async(&mut store).await?;
+            instance.call_run(&mut store, &turn).await
+        };
+        let result = tokio::select! {
+            () = cancel.cancelled() => None,
+            r = run => Some(r),
+        };
+        let last = match result {
+            None => Progress::Failed("canceled".into()),
+            Some(Ok(Outcome::Completed)) => Progress::Completed,
+            Some(Ok(Outcome::InputRequired(q))) => Progress::InputRequired(q),
+            Some(Ok(Outcome::AuthRequired(q))) => Progress::AuthRequired(q),
+            Some(Ok(Outcome::Failed(why))) => Progress::Failed(why),
+            Some(Err(e)) => Progress::Failed(format!("the agent stopped: {}", trap_cause(&e))),
+        };
+        self.count(&last, store.data());
+        last
+    }
+
+    fn count(&self, last: &Progress, data: &AgentState) {
+        let outcome = match last {
+            Progress::Completed => "completed",
+            Progress::InputRequired(_) => "input_required",
+            Progress::AuthRequired(_) => "auth_required",
+            Progress::Failed(why) if why == "canceled" => "canceled",
+            _ => "failed",
+        };
+        self.metrics.agent_turn(AgentTurn {
+            outcome,
+            cpu: std::time::Duration::from_millis(data.meter.cpu_ms()),
+            peak_memory: data.limiter.peak as u64,
+            tokens: data.tokens(),
+        });
+        if data.dropped_lines() > 0 {
+            tracing::warn!(
+                lines = data.dropped_lines(),
+                "an agent logged more lines than a turn may: dropped"
+            );
+        }
+    }
+}
+
+/// The turn as the agent reads it: the message's text, parts and metadata.
+fn turn(input: &TurnInput) -> Turn {
+    let message: serde_json::Value = serde_json::from_str(&input.message).unwrap_or_default();
+    let json = |v: &serde_json::Value, empty: &str| {
+        if v.is_null() {
+            empty.to_owned()
+        } else {
+            v.to_string()
+        }
+    };
+    Turn {
+        task_id: input.task_id.clone(),
+        context_id: input.context_id.clone(),
+        message_id: input.message_id.clone(),
+        skill: input.skill.clone(),
+        text: input.prompt.clone(),
+        parts: json(&message["parts"], "[]"),
+        metadata: json(&message["metadata"], "{}"),
+    }
+}
+
+/// The agents' host as the sessions run it.
+pub struct Runner(pub Arc<AgentHost>);
+
+impl Agents for Runner {
+    fn turn(
+        &self,
+        agent: Arc<ComponentSettings>,
+        input: TurnInput,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Progress> + Send>> {
+        Box::pin(self.0.clone().run(agent, input, events, cancel))
+    }
+}

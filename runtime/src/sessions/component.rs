@@ -1,0 +1,73 @@
+//! The `component` backend: the preset's agent component runs each turn (README "Writing an
+//! agent"), through the runtime's [`Agents`], within the preset's wall-clock timeout and
+//! concurrent-turns limit. Memory and CPU are limited where the agent runs.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use a2a_protocol::execution::Progress;
+
+use super::preset::ComponentSettings;
+use super::{Agents, Backend, BoxFuture, EventSink, TurnInput};
+
+/// The backend of one preset.
+#[derive(Clone)]
+pub struct Component {
+    settings: Arc<ComponentSettings>,
+    agents: Arc<OnceLock<Arc<dyn Agents>>>,
+    slots: Arc<Semaphore>,
+}
+
+impl Component {
+    /// The backend of `settings`, running on the agents set in `agents` once the runtime has
+    /// started them.
+    pub fn new(settings: &ComponentSettings, agents: Arc<OnceLock<Arc<dyn Agents>>>) -> Self {
+        Component {
+            slots: Arc::new(Semaphore::new(settings.limits.concurrent_turns as usize)),
+            settings: Arc::new(settings.clone()),
+            agents,
+        }
+    }
+
+    async fn turn(
+        &self,
+        input: TurnInput,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> Progress {
+        let Some(agents) = self.agents.get().cloned() else {
+            return Progress::Unavailable(
+                "agent components are not running in this process".into(),
+            );
+        };
+        let timeout_ms = self.settings.limits.timeout_ms;
+        let run = async {
+            let Ok(_slot) = self.slots.acquire().await else {
+                return Progress::Unavailable("the preset's turn slots are closed".into());
+            };
+            agents
+                .turn(self.settings.clone(), input, events, cancel.clone())
+                .await
+        };
+        tokio::select! {
+            () = cancel.cancelled() => Progress::Failed("canceled".into()),
+            () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Progress::Failed(format!(
+                "timeout: the agent ran longer than {timeout_ms} ms (the preset's limits.timeoutMs)"
+            )),
+            last = run => last,
+        }
+    }
+}
+
+impl Backend for Component {
+    fn run(&self, input: TurnInput, events: EventSink, cancel: CancellationToken) -> BoxFuture {
+        let this = self.clone();
+        Box::pin(async move {
+            let last = this.turn(input, events.clone(), cancel).await;
+            let _ = events.send(last);
+        })
+    }
+}

@@ -1,0 +1,662 @@
+//! Agent components behind instances (README "Writing an agent"): the built-in `echo-agent`, the
+//! `counter` example and a test-only probe, over JSON-RPC and HTTP+JSON, blocking and streamed;
+//! their grants (deny by default), limits and cancel.
+
+use std::time::{Duration, Instant};
+
+use a2a_edge::config::Config;
+use a2a_edge::sessions::preset::{AgentLimits, Backend, ComponentSettings, Grants, Preset};
+use a2a_edge_tests::events::kind;
+use a2a_edge_tests::{Server, instance, message};
+use serde_json::{Value, json};
+
+const PROBE_WASM: &str = env!("AGENT_PROBE_WASM");
+const COUNTER_WASM: &str = env!("COUNTER_WASM");
+
+/// A preset running the agent component `component` with `grants` and `limits`.
+fn agent_preset(id: &str, component: &str, grants: Grants, limits: AgentLimits) -> Preset {
+    Preset::new(
+        id,
+        Backend::Component(ComponentSettings {
+            component: component.into(),
+            grants,
+            limits,
+            config: Default::default(),
+        }),
+    )
+}
+
+/// A config with one instance per preset, named as its preset.
+fn config(presets: Vec<Preset>) -> Config {
+    Config {
+        instances: presets.iter().map(|p| instance(&p.id, &p.id)).collect(),
+        presets,
+        ..Config::default()
+    }
+}
+
+/// A server with the probe and counter components in its data directory.
+async fn start(presets: Vec<Preset>) -> Server {
+    Server::start_with(config(presets), |dir| {
+        a2a_edge_tests::put_component(dir, "agent-probe", &std::fs::read(PROBE_WASM).unwrap());
+        a2a_edge_tests::put_component(dir, "counter", &std::fs::read(COUNTER_WASM).unwrap());
+    })
+    .await
+}
+
+fn key_value() -> Grants {
+    Grants {
+        key_value: true,
+        ..Grants::default()
+    }
+}
+
+/// The text of a task's artifacts.
+fn text(task: &Value) -> String {
+    task["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|a| a["parts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The status text of a task.
+fn said(task: &Value) -> String {
+    task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_echo_agent_answers_over_jsonrpc_and_rest_blocking_and_streamed() {
+    let s = start(vec![agent_preset(
+        "echo",
+        "echo-agent",
+        Grants::default(),
+        AgentLimits::default(),
+    )])
+    .await;
+    let r = s
+        .ok(
+            "/a2a/echo",
+            "SendMessage",
+            json!({"message": message("m1", "hello there")}),
+        )
+        .await;
+    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(text(&r["task"]), "echo: hello there");
+    let rest = s
+        .http
+        .post(format!("{}/a2a/echo/message:send", s.base()))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .json(&json!({"message": message("m2", "over rest")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 200);
+    let rest: Value = rest.json().await.unwrap();
+    assert_eq!(text(&rest["task"]), "echo: over rest", "{rest}");
+    let events = s
+        .stream(
+            "/a2a/echo",
+            "SendStreamingMessage",
+            json!({"message": message("m3", "streamed")}),
+            None,
+        )
+        .await
+        .all()
+        .await;
+    let kinds: Vec<&str> = events.iter().map(kind).collect();
+    let first_artifact = kinds.iter().position(|k| *k == "artifactUpdate");
+    let last_status = kinds.iter().rposition(|k| *k == "statusUpdate");
+    assert!(
+        first_artifact.is_some() && first_artifact < last_status,
+        "the answer arrives before the end: {kinds:?}"
+    );
+    let end = &events[last_status.unwrap()].1["result"]["statusUpdate"];
+    assert_eq!(end["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_continues_after_input_required_and_reports_progress() {
+    let s = start(vec![agent_preset(
+        "probe",
+        "agent-probe",
+        key_value(),
+        AgentLimits::default(),
+    )])
+    .await;
+    let r = s
+        .ok(
+            "/a2a/probe",
+            "SendMessage",
+            json!({"message": message("a1", "ask")}),
+        )
+        .await;
+    assert_eq!(
+        r["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{r}"
+    );
+    assert_eq!(said(&r["task"]), "what is your name?");
+    let task = r["task"]["id"].as_str().unwrap();
+    let mut next = message("a2", "Ada");
+    next["taskId"] = json!(task);
+    let r = s
+        .ok("/a2a/probe", "SendMessage", json!({"message": next}))
+        .await;
+    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(text(&r["task"]), "hello Ada");
+
+    let events = s
+        .stream(
+            "/a2a/probe",
+            "SendStreamingMessage",
+            json!({"message": message("p1", "progress")}),
+            None,
+        )
+        .await
+        .all()
+        .await;
+    let working = events.iter().find(|e| {
+        e.1["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"] == "thinking"
+    });
+    assert!(
+        working.is_some(),
+        "a WORKING status says what it does: {events:?}"
+    );
+    let chunks: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e.1["result"].get("artifactUpdate"))
+        .filter(|u| u["artifact"]["artifactId"] == "r")
+        .collect();
+    assert_eq!(chunks.len(), 2, "{events:?}");
+    assert_eq!(
+        (
+            &chunks[0]["append"],
+            &chunks[1]["append"],
+            &chunks[1]["lastChunk"]
+        ),
+        (&Value::Null, &json!(true), &json!(true)),
+        "the first chunk creates it, the last closes it: {chunks:?}"
+    );
+    let r = s
+        .ok(
+            "/a2a/probe",
+            "GetTask",
+            json!({"id": events[0].1["result"]["task"]["id"]}),
+        )
+        .await;
+    let report = r["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["artifactId"] == "r")
+        .unwrap();
+    assert_eq!(report["name"], "report");
+    assert_eq!(report["parts"][0]["text"], "part one, part two");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_stop_a_spinning_and_a_hoarding_agent_while_others_serve() {
+    let tight = AgentLimits {
+        cpu_ms: 300,
+        memory_mib: 32,
+        ..AgentLimits::default()
+    };
+    let s = start(vec![
+        agent_preset("probe", "agent-probe", Grants::default(), tight),
+        agent_preset(
+            "echo",
+            "echo-agent",
+            Grants::default(),
+            AgentLimits::default(),
+        ),
+    ])
+    .await;
+    let spin = s
+        .ok(
+            "/a2a/probe",
+            "SendMessage",
+            json!({"message": message("s1", "spin"), "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let spin_id = spin["task"]["id"].as_str().unwrap().to_owned();
+    // While it spins, the other instance answers.
+    let r = s
+        .ok(
+            "/a2a/echo",
+            "SendMessage",
+            json!({"message": message("e1", "still here")}),
+        )
+        .await;
+    assert_eq!(text(&r["task"]), "echo: still here");
+    let failed = s
+        .wait_state("/a2a/probe", &spin_id, "TASK_STATE_FAILED", 20)
+        .await;
+    assert!(said(&failed).contains("CPU limit"), "{failed}");
+    assert!(said(&failed).contains("300 ms"), "{failed}");
+
+    let r = s
+        .ok(
+            "/a2a/probe",
+            "SendMessage",
+            json!({"message": message("h1", "hoard")}),
+        )
+        .await;
+    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_FAILED", "{r}");
+    assert!(said(&r["task"]).contains("memory limit"), "{r}");
+    assert!(said(&r["task"]).contains("32 MiB"), "{r}");
+    let r = s
+        .ok(
+            "/a2a/probe",
+            "SendMessage",
+            json!({"message": message("h2", "fine again")}),
+        )
+        .await;
+    assert_eq!(
+        text(&r["task"]),
+        "echo: fine again",
+        "a limit fails its own turn only"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_a_spinning_and_a_waiting_agent_within_100_ms() {
+    let s = start(vec![agent_preset(
+        "probe",
+        "agent-probe",
+        Grants::default(),
+        AgentLimits::default(),
+    )])
+    .await;
+    for (n, what) in ["spin", "wait"].into_iter().enumerate() {
+        let r = s.ok("/a2a/probe", "SendMessage", json!({"message": message(&format!("c{n}"), what), "configuration": {"returnImmediately": true}})).await;
+        let id = r["task"]["id"].as_str().unwrap().to_owned();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t = s.ok("/a2a/probe", "GetTask", json!({"id": id})).await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_WORKING", "{what}: {t}");
+        let asked = Instant::now();
+        let canceled = s.ok("/a2a/probe", "CancelTask", json!({"id": id})).await;
+        assert_eq!(
+            canceled["status"]["state"], "TASK_STATE_CANCELED",
+            "{what}: {canceled}"
+        );
+        // The turn itself is gone: the instance's running turns empty out.
+        let running = |s: &Server| s.app().host.services().sessions.running_tasks();
+        while !running(&s).is_empty() {
+            assert!(
+                asked.elapsed() < Duration::from_secs(2),
+                "{what}: the turn still runs"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let took = asked.elapsed();
+        assert!(
+            took < Duration::from_millis(100),
+            "{what}: the turn ran {took:?} after the cancel"
+        );
+    }
+}
+
+/// A loopback HTTP server answering 200 to anything; its port.
+fn http_ok() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_reaches_nothing_it_was_not_granted() {
+    let port = http_ok();
+    let to = |allow_private: bool| Grants {
+        allowed_hosts: vec![format!("127.0.0.1:{port}")],
+        allow_private,
+        ..Grants::default()
+    };
+    let s = start(vec![
+        agent_preset(
+            "none",
+            "agent-probe",
+            Grants::default(),
+            AgentLimits::default(),
+        ),
+        agent_preset("named", "agent-probe", to(false), AgentLimits::default()),
+        agent_preset("private", "agent-probe", to(true), AgentLimits::default()),
+    ])
+    .await;
+    let answer = |path: &'static str, text: &'static str| {
+        let s = &s;
+        async move {
+            let r = s
+                .ok(
+                    path,
+                    "SendMessage",
+                    json!({"message": message(&format!("{path}-{text}"), text)}),
+                )
+                .await;
+            assert_eq!(
+                r["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+                "{text}: {r}"
+            );
+            self::text(&r["task"])
+        }
+    };
+    let file = answer("/a2a/none", "file").await;
+    assert!(file.starts_with("file error"), "{file}");
+    let socket = answer("/a2a/none", "socket").await;
+    assert!(socket.starts_with("socket error"), "{socket}");
+    assert_eq!(answer("/a2a/none", "env").await, "0 variables");
+    let url: &'static str = Box::leak(format!("http http://127.0.0.1:{port}/x").into_boxed_str());
+    let denied = answer("/a2a/none", url).await;
+    assert!(
+        denied.contains("HttpRequestDenied"),
+        "deny-all by default: {denied}"
+    );
+    let private = answer("/a2a/named", url).await;
+    assert!(
+        private.contains("DestinationIpProhibited"),
+        "a private address needs allowPrivate: {private}"
+    );
+    assert_eq!(answer("/a2a/private", url).await, "status 200");
+    let other: &'static str =
+        Box::leak(format!("http http://127.0.0.1:{}/x", port + 1).into_boxed_str());
+    let elsewhere = answer("/a2a/private", other).await;
+    assert!(
+        elsewhere.contains("HttpRequestDenied"),
+        "only the named port: {elsewhere}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_importing_outside_its_world_is_refused_naming_the_import() {
+    // A component that imports the runtime's own storage interface and exports `run`.
+    let wasm = wat::parse_str(
+        r#"(component
+            (import "a2a:edge/storage@0.1.0" (instance))
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func (export "run") (canon lift (core func $i "f"))))"#,
+    )
+    .unwrap();
+    let mut s = start(vec![agent_preset(
+        "sneaky",
+        "sneaky",
+        Grants::default(),
+        AgentLimits::default(),
+    )])
+    .await;
+    s.put_component("sneaky", &wasm);
+    let r = s
+        .ok(
+            "/a2a/sneaky",
+            "SendMessage",
+            json!({"message": message("x1", "hi")}),
+        )
+        .await;
+    let (said, why) = s.failure(&r).await;
+    assert_eq!(said, "the agent is not available");
+    assert!(why.contains("imports `a2a:edge/storage@0.1.0`"), "{why}");
+    s.restart().await;
+    let r = s
+        .ok(
+            "/a2a/sneaky",
+            "SendMessage",
+            json!({"message": message("x2", "hi")}),
+        )
+        .await;
+    let (_, why) = s.failure(&r).await;
+    assert!(why.contains("which agents cannot use"), "{why}");
+}
+
+/// Sends `hi` as message `id` in context `ctx-1`; the result.
+async fn send(s: &Server, path: &str, id: &str) -> Value {
+    let m = json!({"messageId": id, "contextId": "ctx-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+    s.ok(path, "SendMessage", json!({"message": m})).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_counter_remembers_across_turns_and_restarts_within_its_quota() {
+    let none = AgentLimits {
+        key_value_mib: 0,
+        ..AgentLimits::default()
+    };
+    let mut s = start(vec![
+        agent_preset("counter", "counter", key_value(), AgentLimits::default()),
+        agent_preset("full", "counter", key_value(), none),
+        agent_preset(
+            "forgetful",
+            "counter",
+            Grants::default(),
+            AgentLimits::default(),
+        ),
+    ])
+    .await;
+    assert_eq!(
+        text(&send(&s, "/a2a/counter", "k1").await["task"]),
+        "message 1: hi"
+    );
+    assert_eq!(
+        text(&send(&s, "/a2a/counter", "k2").await["task"]),
+        "message 2: hi"
+    );
+    s.restart().await;
+    assert_eq!(
+        text(&send(&s, "/a2a/counter", "k3").await["task"]),
+        "message 3: hi"
+    );
+    let full = send(&s, "/a2a/full", "k4").await;
+    assert!(
+        said(&full["task"]).contains("key-value store is full"),
+        "{full}"
+    );
+    let denied = send(&s, "/a2a/forgetful", "k5").await;
+    assert!(
+        said(&denied["task"]).contains("AccessDenied"),
+        "no grant, no bucket: {denied}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_the_granted_model_without_ever_holding_its_key() {
+    use a2a_edge::sessions::preset::LlmGrant;
+    use a2a_edge_tests::model::{KEY, KEY_ENV, hold_key, model};
+    let (base, seen) = model().await;
+    let llm = Grants {
+        llm: Some(LlmGrant {
+            base_url: Some(base),
+            model: Some("test-model".into()),
+            api_key_env: Some(KEY_ENV.into()),
+        }),
+        ..Grants::default()
+    };
+    let presets = vec![
+        agent_preset("granted", "agent-probe", llm, AgentLimits::default()),
+        agent_preset(
+            "bare",
+            "agent-probe",
+            Grants::default(),
+            AgentLimits::default(),
+        ),
+    ];
+    let s = Server::start_with(config(presets), |dir| {
+        a2a_edge_tests::put_component(dir, "agent-probe", &std::fs::read(PROBE_WASM).unwrap());
+        hold_key(dir, KEY);
+    })
+    .await;
+    let events = s
+        .stream(
+            "/a2a/granted",
+            "SendStreamingMessage",
+            json!({"message": message("l1", "llm how are you")}),
+            None,
+        )
+        .await
+        .all()
+        .await;
+    let kinds: Vec<&str> = events.iter().map(kind).collect();
+    let answer = events.iter().position(|e| kind(e) == "artifactUpdate");
+    assert!(
+        answer.is_some() && answer < kinds.iter().rposition(|k| *k == "statusUpdate"),
+        "{kinds:?}"
+    );
+    let id = events[0].1["result"]["task"]["id"].clone();
+    let task = s.ok("/a2a/granted", "GetTask", json!({"id": id})).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(text(&task), "You said: how are you");
+    let asked = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        (
+            asked["model"].as_str(),
+            asked["messages"][0]["content"].as_str()
+        ),
+        (Some("test-model"), Some("how are you"))
+    );
+    assert!(
+        !events.iter().any(|e| e.1.to_string().contains(KEY)),
+        "the key reaches no answer"
+    );
+    let bare = s
+        .ok(
+            "/a2a/bare",
+            "SendMessage",
+            json!({"message": message("l2", "llm hi")}),
+        )
+        .await;
+    assert_eq!(said(&bare["task"]), "Error::NotGranted", "{bare}");
+}
+
+/// The example agents in Python and JavaScript, each under a preset named for its language with
+/// a key-value bucket, and again (`<lang>-llm`) with the test model granted.
+async fn polyglot(model_base: String) -> Server {
+    use a2a_edge::sessions::preset::LlmGrant;
+    use a2a_edge_tests::model::{KEY, KEY_ENV, hold_key};
+    use a2a_edge_tests::toolchains::{js_agent, python_agent};
+    let built =
+        tokio::task::spawn_blocking(|| [("notes-py", python_agent()), ("notes-js", js_agent())])
+            .await
+            .unwrap();
+    let llm = Grants {
+        llm: Some(LlmGrant {
+            base_url: Some(model_base),
+            model: Some("test-model".into()),
+            api_key_env: Some(KEY_ENV.into()),
+        }),
+        key_value: true,
+        ..Grants::default()
+    };
+    let mut presets = Vec::new();
+    for (lang, component) in [("py", "notes-py"), ("js", "notes-js")] {
+        presets.push(agent_preset(
+            lang,
+            component,
+            key_value(),
+            AgentLimits::default(),
+        ));
+        presets.push(agent_preset(
+            &format!("{lang}-llm"),
+            component,
+            llm.clone(),
+            AgentLimits::default(),
+        ));
+    }
+    Server::start_with(config(presets), |dir| {
+        for (name, wasm) in &built {
+            a2a_edge_tests::put_component(dir, name, &std::fs::read(wasm).unwrap());
+        }
+        hold_key(dir, KEY);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_in_python_and_javascript_answer_stream_continue_and_ask_the_model() {
+    let (base, _) = a2a_edge_tests::model::model().await;
+    let s = polyglot(base).await;
+    for lang in ["py", "js"] {
+        let path = format!("/a2a/{lang}");
+        let in_context = |id: &str, text: &str| json!({"message": {"messageId": format!("{lang}-{id}"), "contextId": format!("notes-{lang}"), "role": "ROLE_USER", "parts": [{"text": text}]}});
+        let r = s
+            .ok(&path, "SendMessage", in_context("1", "buy milk"))
+            .await;
+        assert_eq!(
+            r["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{lang}: {r}"
+        );
+        assert_eq!(text(&r["task"]), "noted 1: buy milk", "{lang}");
+
+        let rest: Value = s
+            .http
+            .post(format!("{}{path}/message:send", s.base()))
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .json(&in_context("2", "call mom"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(text(&rest["task"]), "noted 2: call mom", "{lang}: {rest}");
+
+        let events = s
+            .stream(
+                &path,
+                "SendStreamingMessage",
+                in_context("3", "water plants"),
+                None,
+            )
+            .await
+            .all()
+            .await;
+        let kinds: Vec<&str> = events.iter().map(kind).collect();
+        let status = |e: &(Option<u64>, Value)| e.1["result"]["statusUpdate"]["status"].clone();
+        let taking = events
+            .iter()
+            .position(|e| status(e)["message"]["parts"][0]["text"] == "taking a note");
+        let answer = kinds.iter().position(|k| *k == "artifactUpdate");
+        let end = kinds.iter().rposition(|k| *k == "statusUpdate");
+        assert!(
+            taking.is_some() && taking < answer && answer < end,
+            "{lang}: {kinds:?}"
+        );
+        assert_eq!(
+            status(&events[end.unwrap()])["state"],
+            "TASK_STATE_COMPLETED",
+            "{lang}"
+        );
+
+        let r = s.ok(&path, "SendMessage", in_context("4", "ask")).await;
+        assert_eq!(
+            r["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{lang}: {r}"
+        );
+        assert_eq!(said(&r["task"]), "What should I note?");
+        let mut more = in_context("5", "feed the cat");
+        more["message"]["taskId"] = r["task"]["id"].clone();
+        let r = s.ok(&path, "SendMessage", more).await;
+        assert_eq!(text(&r["task"]), "noted 4: feed the cat", "{lang}: {r}");
+
+        let r = s
+            .ok(
+                &format!("{path}-llm"),
+                "SendMessage",
+                in_context("6", "what next?"),
+            )
+            .await;
+        assert_eq!(text(&r["task"]), "You said: what next?", "{lang}: {r}");
+    }
+}
