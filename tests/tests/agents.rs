@@ -2,6 +2,7 @@
 //! `counter` example and a test-only probe, over JSON-RPC and HTTP+JSON, blocking and streamed;
 //! their grants (deny by default), limits and cancel.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a_edge::config::Config;
@@ -11,6 +12,10 @@ use a2a_edge_tests::{Server, instance, message};
 use serde_json::{Value, json};
 
 const PROBE_WASM: &str = env!("AGENT_PROBE_WASM");
+
+/// The cancel test measures a stop of at most 100 ms: it runs alone (write), the others beside
+/// each other (read), so no toolchain build or spinning agent of another test takes its cores.
+static CORES: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 const COUNTER_WASM: &str = env!("COUNTER_WASM");
 
 /// A preset running the agent component `component` with `grants` and `limits`.
@@ -72,6 +77,7 @@ fn said(task: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_echo_agent_answers_over_jsonrpc_and_rest_blocking_and_streamed() {
+    let _cores = CORES.read().await;
     let s = start(vec![agent_preset(
         "echo",
         "echo-agent",
@@ -123,6 +129,7 @@ async fn the_echo_agent_answers_over_jsonrpc_and_rest_blocking_and_streamed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_continues_after_input_required_and_reports_progress() {
+    let _cores = CORES.read().await;
     let s = start(vec![agent_preset(
         "probe",
         "agent-probe",
@@ -202,6 +209,7 @@ async fn an_agent_continues_after_input_required_and_reports_progress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_stop_a_spinning_and_a_hoarding_agent_while_others_serve() {
+    let _cores = CORES.read().await;
     let tight = AgentLimits {
         cpu_ms: 300,
         memory_mib: 32,
@@ -266,6 +274,7 @@ async fn limits_stop_a_spinning_and_a_hoarding_agent_while_others_serve() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_a_spinning_and_a_waiting_agent_within_100_ms() {
+    let _cores = CORES.write().await;
     let s = start(vec![agent_preset(
         "probe",
         "agent-probe",
@@ -321,6 +330,7 @@ fn http_ok() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_reaches_nothing_it_was_not_granted() {
+    let _cores = CORES.read().await;
     let port = http_ok();
     let to = |allow_private: bool| Grants {
         allowed_hosts: vec![format!("127.0.0.1:{port}")],
@@ -383,6 +393,7 @@ async fn an_agent_reaches_nothing_it_was_not_granted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_importing_outside_its_world_is_refused_naming_the_import() {
+    let _cores = CORES.read().await;
     // A component that imports the runtime's own storage interface and exports `run`.
     let wasm = wat::parse_str(
         r#"(component
@@ -430,6 +441,7 @@ async fn send(s: &Server, path: &str, id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_counter_remembers_across_turns_and_restarts_within_its_quota() {
+    let _cores = CORES.read().await;
     let none = AgentLimits {
         key_value_mib: 0,
         ..AgentLimits::default()
@@ -472,6 +484,7 @@ async fn the_counter_remembers_across_turns_and_restarts_within_its_quota() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_asks_the_granted_model_without_ever_holding_its_key() {
+    let _cores = CORES.read().await;
     use a2a_edge::sessions::preset::LlmGrant;
     use a2a_edge_tests::model::{KEY, KEY_ENV, hold_key, model};
     let (base, seen) = model().await;
@@ -584,6 +597,7 @@ async fn polyglot(model_base: String) -> Server {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_in_python_and_javascript_answer_stream_continue_and_ask_the_model() {
+    let _cores = CORES.read().await;
     let (base, _) = a2a_edge_tests::model::model().await;
     let s = polyglot(base).await;
     for lang in ["py", "js"] {
@@ -659,4 +673,125 @@ async fn agents_in_python_and_javascript_answer_stream_continue_and_ask_the_mode
             .await;
         assert_eq!(text(&r["task"]), "You said: what next?", "{lang}: {r}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_swapped_under_load_fails_no_request_and_new_turns_run_the_new_version() {
+    let _cores = CORES.read().await;
+    let s = Arc::new(
+        Server::start_with(
+            config(vec![agent_preset(
+                "swap",
+                "swap",
+                key_value(),
+                AgentLimits::default(),
+            )]),
+            |dir| {
+                a2a_edge_tests::put_component(dir, "swap", &std::fs::read(PROBE_WASM).unwrap());
+            },
+        )
+        .await,
+    );
+    let (_, list) = s.get("/a2a/api/components").await;
+    let entry = |list: &Value, name: &str| {
+        list["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let kinds: Vec<(String, String)> = list["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().into(),
+                c["kind"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for want in [
+        ("a2a-server", "server"),
+        ("a2a-client", "client"),
+        ("swap", "agent"),
+    ] {
+        assert!(kinds.contains(&(want.0.into(), want.1.into())), "{kinds:?}");
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (s, stop) = (s.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut said = Vec::new();
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    n += 1;
+                    let r = s
+                        .ok(
+                            "/a2a/swap",
+                            "SendMessage",
+                            json!({"message": message(&format!("w{c}-{n}"), "hi")}),
+                        )
+                        .await;
+                    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+                    said.push(text(&r["task"]));
+                }
+                said
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.put_component("swap", &std::fs::read(COUNTER_WASM).unwrap());
+    let (status, swapped) = s
+        .action(json!({"action": "component.reload", "name": "swap"}))
+        .await;
+    assert_eq!(
+        (status, &swapped["kind"]),
+        (200, &json!("agent")),
+        "{swapped}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for client in clients {
+        let said = client.await.unwrap();
+        let first_new = said.iter().position(|t| t.starts_with("message "));
+        assert!(
+            first_new.is_some(),
+            "new turns run the new version: {said:?}"
+        );
+        assert!(
+            said[..first_new.unwrap()].iter().all(|t| t == "echo: hi"),
+            "{said:?}"
+        );
+        assert!(
+            said[first_new.unwrap()..]
+                .iter()
+                .all(|t| t.starts_with("message ")),
+            "never back: {said:?}"
+        );
+    }
+    let (_, list) = s.get("/a2a/api/components").await;
+    let agent = entry(&list, "swap");
+    assert_eq!(agent["sha256"], swapped["sha256"]);
+    assert!(
+        agent["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i == "wasi:keyvalue/store@0.2.0-draft"),
+        "{agent}"
+    );
+    assert_eq!(agent["presets"][0]["grants"]["keyValue"], true, "{agent}");
+    assert_eq!(agent["instances"], json!(["swap"]));
+    let (_, presets) = s.get("/a2a/api/presets").await;
+    let preset = presets
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "swap")
+        .unwrap();
+    assert_eq!(preset["agent"]["component"], "swap", "{preset}");
 }

@@ -10,6 +10,7 @@ use super::{answer, refusal};
 use crate::app::App;
 use crate::engine::registry::Source;
 use crate::responses::Body;
+use crate::sessions::preset::{Backend, ComponentSettings};
 use crate::store::{PageStart, TaskFilter};
 use crate::telemetry::Gauges;
 
@@ -127,7 +128,13 @@ pub fn presets(app: &App) -> Value {
         app.config
             .all_presets()
             .iter()
-            .map(|p| json!({ "id": p.id, "name": p.name, "description": p.description, "backend": p.backend.name(), "isDefault": p.id == default }))
+            .map(|p| {
+                let mut v = json!({ "id": p.id, "name": p.name, "description": p.description, "backend": p.backend.name(), "isDefault": p.id == default });
+                if let Backend::Component(c) = &p.backend {
+                    v["agent"] = agent_settings(c);
+                }
+                v
+            })
             .collect::<Vec<_>>()
     )
 }
@@ -287,23 +294,71 @@ async fn gauges(app: &App) -> Gauges {
     }
 }
 
-/// `GET /a2a/api/components`.
+/// What a `component` preset names: its agent, grants, limits and config keys (never values
+/// the operator may have put a secret in by mistake: keys only).
+fn agent_settings(c: &ComponentSettings) -> Value {
+    json!({ "component": c.component, "grants": c.grants, "limits": c.limits, "configKeys": c.config.keys().collect::<Vec<_>>() })
+}
+
+/// Where a component came from, as the list shows it.
+fn source(s: &Source) -> String {
+    match s {
+        Source::Embedded => "embedded".to_owned(),
+        Source::File(p) => p.display().to_string(),
+    }
+}
+
+/// `GET /a2a/api/components`: the server components, the outbound client and the agents the
+/// presets name, each with its kind.
 pub fn components(app: &App) -> Value {
     let instances = app.instances();
-    let list: Vec<Value> = app
+    let mut list: Vec<Value> = app
         .host
         .registry
         .all()
         .iter()
         .map(|c| {
             json!({
-                "name": c.name,
-                "source": match &c.source { Source::Embedded => "embedded".to_owned(), Source::File(p) => p.display().to_string() },
+                "name": c.name, "kind": "server", "source": source(&c.source),
                 "sha256": c.sha256, "size": c.size, "loadedAt": c.loaded_at, "fromCache": c.from_cache,
                 "instances": instances.iter().filter(|i| i.record.component == c.name).map(|i| i.record.id.clone()).collect::<Vec<_>>(),
             })
         })
         .collect();
+    let client = &app.outbound.client;
+    list.push(json!({
+        "name": crate::hosts::client::CLIENT_COMPONENT, "kind": "client", "source": "embedded",
+        "sha256": client.sha256, "size": crate::hosts::client::CLIENT_SIZE, "instances": [],
+    }));
+    for (name, presets) in app.config.agents() {
+        let ids: Vec<&str> = presets.iter().map(|p| p.id.as_str()).collect();
+        let mut v = json!({
+            "name": name, "kind": "agent",
+            "presets": presets.iter().map(|p| match &p.backend {
+                Backend::Component(c) => json!({ "id": p.id, "grants": c.grants, "limits": c.limits }),
+                _ => Value::Null,
+            }).collect::<Vec<_>>(),
+            "instances": instances.iter().filter(|i| ids.contains(&i.preset.id.as_str())).map(|i| i.record.id.clone()).collect::<Vec<_>>(),
+        });
+        match app.agents.get(&name) {
+            Some(a) => {
+                for (k, x) in [
+                    ("source", json!(source(&a.source))),
+                    ("sha256", json!(a.sha256)),
+                    ("size", json!(a.size)),
+                    ("loadedAt", json!(a.loaded_at)),
+                    ("imports", json!(a.imports)),
+                ] {
+                    v[k] = x;
+                }
+            }
+            None => v["loaded"] = json!(false),
+        }
+        if let Some(why) = app.agents.failure(&name) {
+            v["error"] = json!(why);
+        }
+        list.push(v);
+    }
     let t = &app.services().metrics.instantiate_time;
     json!({
         "components": list,

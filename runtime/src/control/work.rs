@@ -114,8 +114,20 @@ pub async fn end_session(app: &Arc<App>, a: &Session, close: bool) -> Result<Val
     Ok(done(format!("session {context}: {}", parts.join("; "))))
 }
 
-/// `component.reload`
+/// `component.reload`: an agent component (one a preset names, or one loaded) on the agents'
+/// host, any other on the server registry.
 pub async fn reload(app: &Arc<App>, name: &str) -> Result<Value, Refusal> {
+    if app.config.agents().contains_key(name) || app.agents.get(name).is_some() {
+        let agent = app
+            .agents
+            .reload(name)
+            .await
+            .map_err(|e| format!("agent component {name:?} was not swapped: {e:#}"))?;
+        return Ok(json!({
+            "ok": true, "kind": "agent", "message": format!("agent component \"{name}\" reloaded: new turns run it"),
+            "sha256": agent.sha256, "imports": agent.imports,
+        }));
+    }
     let loaded = app
         .host
         .registry

@@ -56,7 +56,8 @@ pub struct Live {
 pub struct Outbound {
     store: Arc<dyn Records>,
     credentials: Arc<Credentials>,
-    client: ClientHost,
+    /// The client component the calls run on.
+    pub client: ClientHost,
     records: RwLock<Vec<ConnectionRecord>>,
     live: RwLock<HashMap<String, Live>>,
 }

@@ -31,6 +31,7 @@ fn main() -> std::process::ExitCode {
         a_token_set_in_the_panel_puts_the_bearer_scheme_on_the_card_and_is_never_shown,
         an_outbound_connection_to_a_second_edge_is_previewed_added_and_its_tool_called,
         an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves,
+        an_agent_component_shows_its_kind_imports_and_grants,
         sessions_and_metrics_views_show_what_ran,
         an_offline_update_check_is_one_quiet_line_and_a_switched_off_one_shows_nothing,
     ];
@@ -416,6 +417,53 @@ async fn an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves()
     send_in_console(&b, &s, "swap", "after the refusal").await;
     b.find_text(".frame[data-final]", "completed").await;
     b.finish(&["409"]).await;
+}
+
+async fn an_agent_component_shows_its_kind_imports_and_grants() {
+    use a2a_edge::sessions::preset::{Backend, ComponentSettings, Grants, Preset};
+    let agent = Preset::new(
+        "helper",
+        Backend::Component(ComponentSettings {
+            component: "echo-agent".into(),
+            grants: Grants {
+                key_value: true,
+                allowed_hosts: vec!["api.example.com".into()],
+                ..Grants::default()
+            },
+            ..ComponentSettings::default()
+        }),
+    );
+    let config = Config {
+        presets: vec![agent],
+        instances: vec![instance("aid", "helper")],
+        ..Config::default()
+    };
+    let s = Server::start(config).await;
+    let r = s.send("/a2a/aid", "p1", "hi").await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let (b, _turn) = Browser::open("agent", 1280, 800).await;
+    b.goto(&ui(&s, "components")).await;
+    let row = b.find_text("tr", "echo-agent").await;
+    let text = row.text().await.unwrap();
+    for want in [
+        "agent",
+        "a2a:agent/progress",
+        "helper: keyValue · hosts api.example.com",
+        "aid",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    b.find_text("tr", "a2a-client").await;
+    b.shot("components").await;
+    b.goto(&ui(&s, "instance/aid")).await;
+    b.find_text("section", "Agent component echo-agent").await;
+    b.find_text("p", "Grants: keyValue · hosts api.example.com.")
+        .await;
+    b.shot("instance").await;
+    b.finish(&[]).await;
 }
 
 async fn sessions_and_metrics_views_show_what_ran() {

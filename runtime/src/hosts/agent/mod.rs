@@ -73,6 +73,8 @@ pub struct AgentHost {
     exit: crate::egress::Exit,
     chats: Mutex<HashMap<LlmGrant, Arc<Chat>>>,
     metrics: Arc<Metrics>,
+    /// Why each agent that failed its latest load did.
+    failures: Mutex<HashMap<String, String>>,
 }
 
 impl AgentHost {
@@ -98,6 +100,7 @@ impl AgentHost {
             exit,
             chats: Mutex::default(),
             metrics,
+            failures: Mutex::default(),
         })
     }
 
@@ -106,6 +109,29 @@ impl AgentHost {
         let mut all: Vec<_> = self.loaded.read().unwrap().values().cloned().collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
+    }
+
+    /// The loaded agent `name`, if it is.
+    pub fn get(&self, name: &str) -> Option<Arc<Agent>> {
+        self.loaded.read().unwrap().get(name).cloned()
+    }
+
+    /// Why `name`'s latest load failed, if it did.
+    pub fn failure(&self, name: &str) -> Option<String> {
+        self.failures.lock().unwrap().get(name).cloned()
+    }
+
+    /// Loads `names` in the background (at start, so a first turn finds them compiled and a bad
+    /// one is in the log at once).
+    pub fn preload(self: &Arc<Self>, names: Vec<String>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            for name in names {
+                if let Err(e) = this.agent(&name).await {
+                    tracing::error!(agent = %name, error = %format!("{e:#}"), "agent component not loaded");
+                }
+            }
+        });
     }
 
     /// The agent `name`, loading it on first use.
@@ -120,17 +146,27 @@ impl AgentHost {
     /// one), checks and pre-instantiates it on a blocking thread, then swaps it in for new
     /// turns. On any error the current version keeps serving.
     pub async fn reload(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Agent>> {
-        let (wasm, source) = read(&self.components_dir, name, EMBEDDED, "agent component")?;
-        let this = self.clone();
-        let owned = name.to_owned();
-        let agent = tokio::task::spawn_blocking(move || this.load(&owned, &wasm, source)).await??;
-        let agent = Arc::new(agent);
+        let loaded = self.clone().read_and_load(name).await;
+        let mut failures = self.failures.lock().unwrap();
+        match &loaded {
+            Ok(_) => failures.remove(name),
+            Err(e) => failures.insert(name.to_owned(), format!("{e:#}")),
+        };
+        drop(failures);
+        let agent = Arc::new(loaded?);
         tracing::info!(agent = %name, sha256 = %&agent.sha256[..12], "agent component ready");
         self.loaded
             .write()
             .unwrap()
             .insert(name.to_owned(), agent.clone());
         Ok(agent)
+    }
+
+    /// Reads `name` from its source and loads it on a blocking thread.
+    async fn read_and_load(self: Arc<Self>, name: &str) -> anyhow::Result<Agent> {
+        let (wasm, source) = read(&self.components_dir, name, EMBEDDED, "agent component")?;
+        let owned = name.to_owned();
+        tokio::task::spawn_blocking(move || self.load(&owned, &wasm, source)).await?
     }
 
     /// Compiles (or loads from cache), checks the imports of and pre-instantiates a component.

@@ -109,7 +109,15 @@ pub struct ClientHost {
     engine: Arc<Engine>,
     pre: OutboundClientPre<ClientState>,
     exit: crate::egress::Exit,
+    /// sha256 of its wasm, hex.
+    pub sha256: String,
 }
+
+/// The name the client component is listed under.
+pub const CLIENT_COMPONENT: &str = "a2a-client";
+
+/// The size of the client component's wasm, bytes.
+pub const CLIENT_SIZE: usize = CLIENT_WASM.len();
 
 impl ClientHost {
     /// Links and pre-instantiates the embedded client component.
@@ -121,11 +129,16 @@ impl ClientHost {
             &mut linker,
         ))?;
         wt(outbound::add_to_linker::<ClientState, HasSelf<ClientState>>(&mut linker, |s| s))?;
-        let (component, _, _) = engine.cache.load("a2a-client", CLIENT_WASM)?;
+        let (component, sha256, _) = engine.cache.load(CLIENT_COMPONENT, CLIENT_WASM)?;
         let pre = wt(OutboundClientPre::new(wt(
             linker.instantiate_pre(&component)
         )?))?;
-        Ok(ClientHost { engine, pre, exit })
+        Ok(ClientHost {
+            engine,
+            pre,
+            exit,
+            sha256,
+        })
     }
 
     async fn instance(

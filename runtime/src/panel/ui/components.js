@@ -1,8 +1,29 @@
-// Components: what is loaded (hash, size, source, users), reload one from its source, and
-// swap the component of an instance; a refusal is shown where it was asked for.
+// Components: what is loaded (kind, hash, size, source, users; for agents their imports and what
+// their presets grant), reload one from its source, and swap the server component of an
+// instance; a refusal is shown where it was asked for.
 
 import { act, get } from "./api.js";
 import { busy, bytes, errorBox, fill, h, micros, section, select, showError, table, time } from "./dom.js";
+
+/** An agent's imports and, per preset, what it is granted. */
+export function grantsText(g) {
+  const parts = [];
+  if (g.keyValue) parts.push("keyValue");
+  if (g.llm) parts.push(`llm ${g.llm.model ?? "(default model)"}`);
+  if (g.agents?.length) parts.push(`agents ${g.agents.join(", ")}`);
+  if (g.allowedHosts?.length) parts.push(`hosts ${g.allowedHosts.join(", ")}${g.allowPrivate ? " (private allowed)" : ""}`);
+  return parts.join(" · ") || "nothing";
+}
+
+function agentDetail(x) {
+  const imports = (x.imports ?? []).filter((i) => i.startsWith("a2a:agent/") || i.startsWith("wasi:keyvalue") || i.startsWith("wasi:http"));
+  return h(
+    "div",
+    {},
+    h("div", { class: "muted", title: (x.imports ?? []).join("\n"), text: x.imports ? `${x.imports.length} imports: ${imports.join(", ")}` : "imports: not loaded" }),
+    ...x.presets.map((p) => h("div", { text: `${p.id}: ${grantsText(p.grants)}` })),
+  );
+}
 
 export function components() {
   const box = errorBox();
@@ -19,12 +40,15 @@ export function components() {
       fill(list, table(
         [
           ["Name", (x) => h("strong", { text: x.name })],
-          ["SHA-256", (x) => h("code", { title: x.sha256, text: x.sha256.slice(0, 16) })],
-          ["Size", (x) => bytes(x.size)],
-          ["Source", (x) => h("code", { text: x.source })],
-          ["Loaded", (x) => time(x.loadedAt)],
+          ["Kind", (x) => x.kind],
+          ["SHA-256", (x) => x.sha256 ? h("code", { title: x.sha256, text: x.sha256.slice(0, 16) }) : "—"],
+          ["Size", (x) => x.size ? bytes(x.size) : "—"],
+          ["Source", (x) => x.source ? h("code", { text: x.source }) : "—"],
+          ["Loaded", (x) => x.error ? h("span", { class: "error", text: x.error }) : x.loadedAt ? time(x.loadedAt) : x.kind === "agent" ? "not yet" : "—"],
           ["Instances", (x) => x.instances.join(", ") || "—"],
+          ["Imports and grants", (x) => x.kind === "agent" ? agentDetail(x) : "—"],
           ["Reload", (x) => {
+            if (x.kind === "client") return "built in";
             const err = errorBox();
             const b = h("button", { type: "button", class: "small", text: "Reload", "aria-label": `Reload ${x.name}` });
             b.addEventListener("click", () => busy(b, err, async () => {
@@ -36,7 +60,7 @@ export function components() {
         ],
         c.components,
       ));
-      const names = c.components.map((x) => x.name);
+      const names = c.components.filter((x) => x.kind === "server").map((x) => x.name);
       fill(swap, table(
         [
           ["Instance", (r) => r.name],

@@ -2,6 +2,7 @@
 // back), and its card rendered, raw and checked.
 
 import { act, get } from "./api.js";
+import { grantsText } from "./components.js";
 import { tokenForm } from "./auth.js";
 import { busy, copyable, errorBox, field, fill, h, pretty, section, select, showError, table } from "./dom.js";
 
@@ -29,7 +30,7 @@ export function instance(id) {
         fill(el, section("Not found", h("p", {}, `There is no inbound instance ${id}. `, h("a", { href: "#/", text: "Back" }))));
         return;
       }
-      fill(el, form(record, presets, comps.components), record ? manage(record, load) : null, record ? card(record) : null);
+      fill(el, form(record, presets, comps.components), record ? agent(record, presets) : null, record ? manage(record, load) : null, record ? card(record) : null);
     } catch (e) {
       fill(el, box);
       showError(box, `Cannot read the instance: ${e.message}`);
@@ -50,7 +51,7 @@ function form(r, presets, comps) {
   const version = input("version", r?.version ?? "0.1.0", { required: true });
   const endpoint = input("endpointPath", r?.endpointPath, { placeholder: "/a2a/<id> (default)" });
   const preset = select(presets.map((p) => [p.id, p.name ? `${p.name} (${p.id})` : p.id]), r?.preset ?? presets.find((p) => p.isDefault)?.id, { name: "preset" });
-  const component = select(comps.map((c) => c.name), r?.component ?? "a2a-server", { name: "component" });
+  const component = select(comps.filter((c) => c.kind === "server").map((c) => c.name), r?.component ?? "a2a-server", { name: "component" });
   const maxBody = input("maxBodyBytes", r?.maxBodyBytes ?? 1048576, { type: "number", min: 1024 });
   const limits = LIMITS.map(([k, label]) => [k, label, input(k, r?.limits?.[k], { type: "number", min: 0, step: "any" })]);
   const enabled = h("input", { type: "checkbox", name: "enabled", checked: true });
@@ -94,6 +95,19 @@ function form(r, presets, comps) {
     });
   });
   return section(r ? `Instance ${r.name}` : "New inbound instance", r ? h("p", { class: "muted" }, "id ", h("code", { text: r.id })) : null, f);
+}
+
+/** The agent component behind the instance, when its preset runs one, and what it is granted. */
+function agent(r, presets) {
+  const a = presets.find((p) => p.id === r.preset)?.agent;
+  if (!a) return null;
+  const l = a.limits;
+  return section(
+    "Agent",
+    h("p", {}, "Agent component ", h("code", { text: a.component }), ` (preset ${r.preset}).`),
+    h("p", { "aria-label": "Grants", text: `Grants: ${grantsText(a.grants)}.` }),
+    h("p", { class: "muted", text: `Limits: ${l.memoryMib} MiB, ${l.cpuMs} ms CPU and ${l.timeoutMs} ms per turn, ${l.concurrentTurns} turns at once, ${l.keyValueMib} MiB of key-value.` }),
+  );
 }
 
 /** Switches, the token and removal. */
