@@ -126,6 +126,7 @@ impl App {
         let agents = Arc::new(AgentHost::new(
             &engine.cache_dir,
             data_dir.join("components"),
+            &config.all_presets(),
             store.clone(),
             exit.clone(),
             services.metrics.clone(),
@@ -133,6 +134,7 @@ impl App {
         services
             .sessions
             .run_agents_on(Arc::new(Runner(agents.clone())));
+        agents.preload(config.agents().into_keys().collect());
         let host = tokio::task::block_in_place(|| Host::new(engine, &data_dir, services))?;
         crate::declared::seed_instances(&config, &*store, |c| host.registry.get(c).is_some())
             .await?;

@@ -64,6 +64,9 @@ enum Command {
     },
     /// Send a message to any A2A agent and print its answer.
     Send(cli::SendArgs),
+    /// Agent components: `agent new NAME --lang rust|python|js` writes a project.
+    #[command(subcommand)]
+    Agent(cli::agent::AgentCmd),
     /// Write a consistent copy of the SQLite database to a new file, also while the server
     /// runs (on PostgreSQL, use pg_dump).
     Backup {
@@ -186,6 +189,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Metrics { prometheus } => cli::Control::new(cli.client).metrics(prometheus).await,
         Command::Update { refresh } => cli::Control::new(cli.client).update(refresh).await,
         Command::Send(args) => cli::send::run(args, cli.client.json).await,
+        Command::Agent(cli::agent::AgentCmd::New(args)) => {
+            println!("{}", cli::agent::new(&args)?);
+            Ok(())
+        }
         Command::Backup { dest, data_dir } => {
             let db = data_dir.join(a2a_edge::store::SQLITE_FILE);
             let tasks =

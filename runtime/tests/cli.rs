@@ -929,3 +929,115 @@ async fn serve_takes_the_proxy_from_the_environment_and_the_ca_file_from_the_con
         }
     }
 }
+
+/// Runs `a2a-edge agent new <name> --lang <lang> --dir <dir>`.
+fn agent_new_run(name: &str, lang: &str, dir: &std::path::Path) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .args(["agent", "new", name, "--lang", lang, "--dir"])
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+/// [`agent_new_run`], which must succeed; what it printed.
+fn agent_new(name: &str, lang: &str, dir: &std::path::Path) -> String {
+    let out = agent_new_run(name, lang, dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_new_writes_projects_in_rust_python_and_javascript_that_build_and_serve() {
+    use a2a_edge::sessions::preset::{Backend, ComponentSettings, Preset};
+    use a2a_edge_tests::toolchains::{componentize_js, componentize_py, pins};
+    let work = tempfile::tempdir().unwrap();
+    let (requirements, package) = pins();
+    let mut built = Vec::new();
+    for (lang, name) in [
+        ("rust", "hello-rs"),
+        ("python", "hello-py"),
+        ("js", "hello-js"),
+    ] {
+        let dir = work.path().join(name);
+        let said = agent_new(name, lang, &dir);
+        assert!(
+            said.contains("build:") && said.contains("a2a-edge serve --config a2a-edge.toml"),
+            "{said}"
+        );
+        assert!(dir.join("wit/agent.wit").exists() && dir.join("a2a-edge.toml").exists());
+        let wasm = match lang {
+            "rust" => {
+                let target =
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-new");
+                let out = std::process::Command::new("cargo")
+                    .args(["build", "--release", "--target", "wasm32-wasip2"])
+                    .env("CARGO_TARGET_DIR", &target)
+                    .current_dir(&dir)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                target.join("wasm32-wasip2/release/hello_rs.wasm")
+            }
+            "python" => {
+                tokio::task::block_in_place(|| componentize_py(&requirements, &dir, name));
+                dir.join("hello-py.wasm")
+            }
+            _ => {
+                tokio::task::block_in_place(|| componentize_js(&package, &dir, name));
+                dir.join("hello-js.wasm")
+            }
+        };
+        built.push((name, std::fs::read(wasm).unwrap()));
+    }
+    let again = agent_new_run("hello-rs", "rust", &work.path().join("hello-rs"));
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("exists"));
+    let presets: Vec<Preset> = built
+        .iter()
+        .map(|(name, _)| {
+            Preset::new(
+                name,
+                Backend::Component(ComponentSettings {
+                    component: (*name).into(),
+                    ..ComponentSettings::default()
+                }),
+            )
+        })
+        .collect();
+    let config = a2a_edge::config::Config {
+        instances: built
+            .iter()
+            .map(|(n, _)| a2a_edge_tests::instance(n, n))
+            .collect(),
+        presets,
+        ..Default::default()
+    };
+    let s = Server::start_with(config, |dir| {
+        for (name, wasm) in &built {
+            a2a_edge_tests::put_component(dir, name, wasm);
+        }
+    })
+    .await;
+    for (name, _) in &built {
+        let r = s
+            .send(&format!("/a2a/{name}"), &format!("m-{name}"), "hi")
+            .await;
+        let task = &r["result"]["task"];
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_COMPLETED",
+            "{name}: {r}"
+        );
+        assert_eq!(
+            task["artifacts"][0]["parts"][0]["text"],
+            format!("{name} heard: hi"),
+            "{name}: {r}"
+        );
+    }
+}

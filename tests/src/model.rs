@@ -15,10 +15,10 @@ pub const KEY: &str = "test-llm-key";
 /// Set once the model server saw its slow stream's client go away.
 pub static SLOW_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// A chat-completions server: answers a tool result with "The remote said: <result>", a prompt
+/// A chat-completions server: answers a tool result with `The remote said: <result>`, a prompt
 /// containing "use the tool" with a streamed tool call (prompt "ping"), a prompt starting "slow"
 /// with one chunk and then nothing until the client leaves, anything else with
-/// "You said: <prompt>". Records every request body.
+/// `You said: <prompt>`. Records every request body.
 pub async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

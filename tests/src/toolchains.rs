@@ -105,59 +105,84 @@ fn built(name: &str, build: impl FnOnce(&Path)) -> PathBuf {
     out
 }
 
+/// Runs componentize-py (the version `requirements` pins, installed once) in `project` (its
+/// `app.py` and `wit/`), writing `<name>.wasm` there.
+pub fn componentize_py(requirements: &Path, project: &Path, name: &str) {
+    let tools = root().join("target/agent-toolchains/py");
+    let pin = std::fs::read_to_string(requirements).unwrap();
+    toolchain(&tools, &pin, |tools| {
+        run(Command::new("python3").args(["-m", "venv"]).arg(tools));
+        run(Command::new(tools.join("bin/pip"))
+            .args(["install", "-q", "-r"])
+            .arg(requirements));
+    });
+    let out = format!("{name}.wasm");
+    run(Command::new(tools.join("bin/componentize-py"))
+        .args([
+            "-d",
+            "wit",
+            "-w",
+            "agent",
+            "componentize",
+            "app",
+            "-o",
+            &out,
+        ])
+        .current_dir(project));
+}
+
+/// Runs componentize-py (as the `lock` of `package.json` pins it, installed once) in `project`
+/// (its `agent.js` and `wit/`), writing `<name>.wasm` there.
+pub fn componentize_js(package: &Path, project: &Path, name: &str) {
+    let tools = root().join("target/agent-toolchains/js");
+    let lock = package.with_file_name("package-lock.json");
+    let pin = std::fs::read_to_string(&lock).unwrap();
+    toolchain(&tools, &pin, |tools| {
+        std::fs::copy(package, tools.join("package.json")).unwrap();
+        std::fs::copy(&lock, tools.join("package-lock.json")).unwrap();
+        run(Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(tools));
+    });
+    let out = format!("{name}.wasm");
+    run(
+        Command::new(tools.join("node_modules/.bin/componentize-js"))
+            .args([
+                "--wit",
+                "wit",
+                "--world-name",
+                "agent",
+                "-o",
+                &out,
+                "agent.js",
+            ])
+            .current_dir(project),
+    );
+}
+
+/// The pins of the examples, which generated projects share.
+fn example(name: &str, file: &str) -> PathBuf {
+    root().join("components/agents").join(name).join(file)
+}
+
 /// `components/agents/notes-py`, built with componentize-py (pinned in its requirements.txt).
 pub fn python_agent() -> PathBuf {
-    let source = root().join("components/agents/notes-py");
-    let tools = root().join("target/agent-toolchains/py");
-    let pin = std::fs::read_to_string(source.join("requirements.txt")).unwrap();
     built("notes-py", |dir| {
-        toolchain(&tools, &pin, |tools| {
-            run(Command::new("python3").args(["-m", "venv"]).arg(tools));
-            run(Command::new(tools.join("bin/pip"))
-                .args(["install", "-q", "-r"])
-                .arg(source.join("requirements.txt")));
-        });
-        run(Command::new(tools.join("bin/componentize-py"))
-            .args([
-                "-d",
-                "wit",
-                "-w",
-                "agent",
-                "componentize",
-                "app",
-                "-o",
-                "notes-py.wasm",
-            ])
-            .current_dir(dir));
+        componentize_py(&example("notes-py", "requirements.txt"), dir, "notes-py")
     })
 }
 
 /// `components/agents/notes-js`, built with componentize-js (pinned in its package-lock.json).
 pub fn js_agent() -> PathBuf {
-    let source = root().join("components/agents/notes-js");
-    let tools = root().join("target/agent-toolchains/js");
-    let pin = std::fs::read_to_string(source.join("package-lock.json")).unwrap();
     built("notes-js", |dir| {
-        toolchain(&tools, &pin, |tools| {
-            for f in ["package.json", "package-lock.json"] {
-                std::fs::copy(source.join(f), tools.join(f)).unwrap();
-            }
-            run(Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund"])
-                .current_dir(tools));
-        });
-        run(
-            Command::new(tools.join("node_modules/.bin/componentize-js"))
-                .args([
-                    "--wit",
-                    "wit",
-                    "--world-name",
-                    "agent",
-                    "-o",
-                    "notes-js.wasm",
-                    "agent.js",
-                ])
-                .current_dir(dir),
-        );
+        componentize_js(&example("notes-js", "package.json"), dir, "notes-js")
     })
+}
+
+/// The pinned requirements and package manifest of the examples (for projects that share them).
+pub fn pins() -> (PathBuf, PathBuf) {
+    (
+        example("notes-py", "requirements.txt"),
+        example("notes-js", "package.json"),
+    )
 }

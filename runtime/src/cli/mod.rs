@@ -2,6 +2,7 @@
 //! any A2A agent (`send`). Human tables by default, `--json` for scripts; failures exit non-zero
 //! with the server's message.
 
+pub mod agent;
 mod inbound;
 pub mod send;
 mod table;

@@ -168,13 +168,41 @@ pub fn trap_cause(e: &wasmtime::Error) -> String {
     format!("{prefix}{}", line.chars().take(300).collect::<String>())
 }
 
-/// The engine agent components run on, and its compile cache (`<cache_dir>/agents`):
-/// on-demand allocation, since agents differ widely in size (a Python one holds an interpreter),
-/// and epoch interruption for their CPU limit and cancel.
-pub fn agent_engine(cache_dir: &Path) -> anyhow::Result<(wasmtime::Engine, Cache)> {
+/// The engine agent components run on, and its compile cache (`<cache_dir>/agents`): a pool of
+/// `slots` instances (the turns that may run at once), each memory reserving `memory_bytes`
+/// (the largest preset limit; the store's limiter holds each turn to its own), sized for
+/// language runtimes (CPython, StarlingMonkey: many core instances, large tables); epoch
+/// interruption for their CPU limit and cancel.
+pub fn agent_engine(
+    cache_dir: &Path,
+    slots: u32,
+    memory_bytes: usize,
+) -> anyhow::Result<(wasmtime::Engine, Cache)> {
+    let slots = slots.max(1);
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots * 16)
+        .total_memories(slots * 2)
+        .total_tables(slots * 4)
+        .total_stacks(slots)
+        .max_memory_size(memory_bytes)
+        .max_memories_per_component(4)
+        .max_tables_per_component(8)
+        .max_core_instances_per_component(64)
+        .table_elements(1 << 16)
+        .max_core_instance_size(4 << 20)
+        .max_component_instance_size(4 << 20)
+        .linear_memory_keep_resident(512 << 10)
+        .table_keep_resident(16 << 10)
+        .async_stack_keep_resident(64 << 10)
+        .decommit_batch_size(16);
     let mut config = Config::new();
-    config.wasm_component_model(true).epoch_interruption(true);
-    let wasm = wt(wasmtime::Engine::new(&config)).context("cannot create the agents' engine")?;
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    let wasm = wt(wasmtime::Engine::new(&config))
+        .context("cannot create the agents' engine (is enough virtual address space available?)")?;
     spawn_epoch_ticker(&wasm);
     let cache = Cache::new(wasm.clone(), cache_dir.join("agents"))?;
     Ok((wasm, cache))

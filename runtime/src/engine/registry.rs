@@ -213,7 +213,7 @@ fn component_name(path: &Path) -> Option<String> {
 }
 
 /// Component names are `[a-z0-9][a-z0-9_-]{0,63}`: nothing that could leave the components folder.
-fn check_name(name: &str) -> anyhow::Result<()> {
+pub fn check_name(name: &str) -> anyhow::Result<()> {
     let lower_digit = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let ok = name.len() <= 64
         && name.as_bytes().first().is_some_and(lower_digit)

@@ -13,6 +13,6 @@ wasmtime::component::bindgen!({
         "wasi:io": wasmtime_wasi::p2::bindings::io,
         "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
         "wasi:http": wasmtime_wasi_http::p2::bindings::http,
-        "wasi:keyvalue/store.bucket": super::keyvalue::Bucket,
+        "wasi:keyvalue/store.bucket": super::bucket::Bucket,
     },
 });

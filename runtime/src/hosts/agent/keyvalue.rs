@@ -7,6 +7,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::wasi::keyvalue::store::{Error, Host, HostBucket, KeyResponse};
+use super::bucket::Bucket;
 use crate::store::{KeyValues, KvKey, StoreError};
 
 /// Longest bucket name, bytes.
@@ -17,11 +18,6 @@ pub const MAX_KEY_BYTES: usize = 1 << 10;
 pub const MAX_VALUE_BYTES: usize = 1 << 20;
 /// Keys in one page of `list-keys`.
 const PAGE: u32 = 100;
-
-/// An open bucket.
-pub struct Bucket {
-    name: String,
-}
 
 /// The key-value capability of one turn.
 pub struct KeyValueCtx {

@@ -6,6 +6,7 @@
 
 mod agents;
 mod bindings;
+mod bucket;
 mod config;
 mod history;
 mod imports;
@@ -31,7 +32,7 @@ use a2a_protocol::execution::Progress;
 use crate::engine::registry::{Source, read};
 use crate::engine::{Cache, trap_cause, wt};
 use crate::sessions::openai::Chat;
-use crate::sessions::preset::{ComponentSettings, LlmGrant};
+use crate::sessions::preset::{AgentLimits, ComponentSettings, LlmGrant};
 use crate::sessions::{Agents, EventSink, TurnInput};
 use crate::store::Store as TaskStore;
 use crate::telemetry::{AgentTurn, Metrics};
@@ -78,17 +79,29 @@ pub struct AgentHost {
 }
 
 impl AgentHost {
-    /// The host of the agents in `components_dir` (and the built-in ones), compiled into
-    /// `cache_dir`; their key-value buckets and histories in `store`, their requests leaving
-    /// through `exit`, their turns counted in `metrics`.
+    /// The host of the agents in `components_dir` (and the built-in ones) that `presets` run,
+    /// compiled into `cache_dir`; their key-value buckets and histories in `store`, their
+    /// requests leaving through `exit`, their turns counted in `metrics`.
     pub fn new(
         cache_dir: &std::path::Path,
         components_dir: PathBuf,
+        presets: &[crate::sessions::preset::Preset],
         store: Arc<dyn TaskStore>,
         exit: crate::egress::Exit,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<AgentHost> {
-        let (engine, cache) = crate::engine::agent_engine(cache_dir)?;
+        let limits = presets.iter().filter_map(|p| match &p.backend {
+            crate::sessions::preset::Backend::Component(c) => Some(c.limits),
+            _ => None,
+        });
+        let (slots, memory_mib) = limits.fold((0u32, 0u32), |(n, m), l| {
+            (n.saturating_add(l.concurrent_turns), m.max(l.memory_mib))
+        });
+        let (engine, cache) = crate::engine::agent_engine(
+            cache_dir,
+            slots.clamp(16, 4096),
+            (memory_mib.max(AgentLimits::default().memory_mib) as usize) << 20,
+        )?;
         let linker = state::link(&engine)?;
         Ok(AgentHost {
             engine,
