@@ -181,7 +181,7 @@ pub fn agent_engine(
     let slots = slots.max(1);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(slots)
-        .total_core_instances(slots * 16)
+        .total_core_instances(slots * 64)
         .total_memories(slots * 2)
         .total_tables(slots * 4)
         .total_stacks(slots)

@@ -44,16 +44,16 @@ async fn key_values_stay_in_their_scope_within_the_quota(s: &dyn Store) {
         key: key.into(),
     };
     assert_eq!(s.kv_get(at("i", "b", "k")).await.unwrap(), None);
-    s.kv_set(at("i", "b", "k"), b"one".to_vec(), 100)
+    s.kv_set(at("i", "b", "k"), b"one".to_vec(), 1000)
         .await
         .unwrap();
-    s.kv_set(at("i", "b", "k"), b"two".to_vec(), 100)
+    s.kv_set(at("i", "b", "k"), b"two".to_vec(), 1000)
         .await
         .unwrap();
-    s.kv_set(at("i", "b", "a"), vec![0, 255], 100)
+    s.kv_set(at("i", "b", "a"), vec![0, 255], 1000)
         .await
         .unwrap();
-    s.kv_set(at("j", "b", "k"), b"other".to_vec(), 100)
+    s.kv_set(at("j", "b", "k"), b"other".to_vec(), 1000)
         .await
         .unwrap();
     assert_eq!(s.kv_get(at("i", "b", "k")).await.unwrap().unwrap(), b"two");
@@ -76,9 +76,16 @@ async fn key_values_stay_in_their_scope_within_the_quota(s: &dyn Store) {
             .unwrap()
             .is_empty()
     );
-    // "b"+"k"+"two" and "b"+"a"+2 bytes: 9 bytes used; replacing a value counts it once.
-    s.kv_set(at("i", "b", "k"), vec![7; 14], 20).await.unwrap();
-    let full = s.kv_set(at("i", "b", "z"), vec![1], 20).await.unwrap_err();
+    // A value costs its bucket, key and bytes plus KV_ENTRY_BYTES, and a replaced one counts
+    // once: "b"+"a"+2 bytes stays, "b"+"k"+10 bytes fills the quota exactly.
+    let quota = 2 * KV_ENTRY_BYTES + 4 + 12;
+    s.kv_set(at("i", "b", "k"), vec![7; 10], quota)
+        .await
+        .unwrap();
+    let full = s
+        .kv_set(at("i", "b", "z"), vec![], quota)
+        .await
+        .unwrap_err();
     assert!(
         full.to_string().contains("key-value store is full"),
         "{full}"
@@ -90,7 +97,7 @@ async fn key_values_stay_in_their_scope_within_the_quota(s: &dyn Store) {
     );
     s.kv_delete(at("i", "b", "k")).await.unwrap();
     s.kv_delete(at("i", "b", "k")).await.unwrap();
-    s.kv_set(at("i", "b", "z"), vec![1], 20).await.unwrap();
+    s.kv_set(at("i", "b", "z"), vec![1], quota).await.unwrap();
     assert_eq!(
         s.kv_get(at("j", "b", "k")).await.unwrap().unwrap(),
         b"other"

@@ -46,7 +46,8 @@ mod sqlite;
 
 pub use postgres::PostgresStore;
 pub use roles::{
-    Cluster, FrameLog, KeyValues, KvKey, PushOutbox, Records, Store, Tasks, over_quota,
+    Cluster, FrameLog, KV_ENTRY_BYTES, KeyValues, KvKey, PushOutbox, Records, Store, Tasks,
+    over_quota,
 };
 pub use sqlite::{SqliteStore, backup};
 

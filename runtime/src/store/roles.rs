@@ -161,10 +161,15 @@ pub struct KvKey {
     pub key: String,
 }
 
+/// What every stored value counts against its scope's quota besides its bytes (the row's own
+/// cost), so a quota also bounds how many values there are.
+pub const KV_ENTRY_BYTES: u64 = 64;
+
 impl KvKey {
-    /// What the value counts against its scope's quota, with its key and bucket.
+    /// What the value counts against its scope's quota, with its key, bucket and
+    /// [`KV_ENTRY_BYTES`].
     pub fn cost(&self, value: usize) -> u64 {
-        (self.bucket.len() + self.key.len() + value) as u64
+        (self.bucket.len() + self.key.len() + value) as u64 + KV_ENTRY_BYTES
     }
 }
 

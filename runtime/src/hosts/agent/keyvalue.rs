@@ -173,6 +173,11 @@ impl HostBucket for KeyValueView<'_> {
             Err(e) => return Ok(Err(e)),
         };
         let offset = cursor.unwrap_or(0);
+        if offset > i64::MAX as u64 - u64::from(PAGE) {
+            return Ok(Err(Error::Other(format!(
+                "cursor {offset} is not one list-keys gave"
+            ))));
+        }
         let keys = match store.kv_keys(at.scope, at.bucket, offset, PAGE).await {
             Ok(k) => k,
             Err(e) => return Ok(Err(refused(e))),

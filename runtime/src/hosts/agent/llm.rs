@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::bindings::a2a::agent::llm::{
     Completion, Error, Host, Message, Request, Role, ToolCall, Usage,
 };
+use super::progress::Budget;
 use crate::sessions::openai::{Chat, Step};
 use crate::sessions::{EventSink, TurnHost};
 
@@ -25,17 +26,25 @@ pub struct LlmCtx {
     chat: Option<Arc<Chat>>,
     host: Arc<dyn TurnHost>,
     events: EventSink,
+    budget: Budget,
     /// Tokens this turn used: prompt, completion.
     pub tokens: (u64, u64),
 }
 
 impl LlmCtx {
-    /// Completions on `chat` (when granted), the key from `host`, streamed answers to `events`.
-    pub fn prepare(chat: Option<Arc<Chat>>, host: Arc<dyn TurnHost>, events: EventSink) -> Self {
+    /// Completions on `chat` (when granted), the key from `host`, streamed answers to `events`
+    /// within the turn's progress `budget`.
+    pub fn prepare(
+        chat: Option<Arc<Chat>>,
+        host: Arc<dyn TurnHost>,
+        events: EventSink,
+        budget: Budget,
+    ) -> Self {
         LlmCtx {
             chat,
             host,
             events,
+            budget,
             tokens: (0, 0),
         }
     }
@@ -101,6 +110,14 @@ fn body(r: &Request) -> Result<Body, Error> {
     Ok((messages, tools, extra))
 }
 
+/// Whether the model refused the request for good (an HTTP 4xx but 408 and 429, which a retry
+/// may pass).
+fn refused(error: &str) -> bool {
+    error
+        .strip_prefix("the model API answered HTTP 4")
+        .is_some_and(|rest| !rest.starts_with("08") && !rest.starts_with("29"))
+}
+
 fn completion(step: Step) -> Completion {
     Completion {
         content: step.text,
@@ -133,24 +150,32 @@ impl Host for LlmCtx {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };
-        // Text the agent does not stream to the caller goes nowhere.
+        // Text the agent does not stream to the caller goes nowhere; what it streams counts
+        // against the turn's progress bytes (one answer is bounded by the chat client).
         let quiet = tokio::sync::mpsc::unbounded_channel().0;
         let events = if request.stream_answer {
+            if !self.budget.left() {
+                return Ok(Err(Error::Invalid(
+                    "the turn sent all the progress it may: stream no more answers".into(),
+                )));
+            }
             &self.events
         } else {
             &quiet
         };
-        Ok(
-            match chat.request(&key, &messages, &tools, extra, events).await {
-                Ok(step) => {
-                    self.tokens.0 += u64::from(step.usage.0);
-                    self.tokens.1 += u64::from(step.usage.1);
-                    Ok(completion(step))
+        let answer = chat.request(&key, &messages, &tools, extra, events).await;
+        Ok(match answer {
+            Ok(step) => {
+                if request.stream_answer {
+                    let _ = self.budget.take(step.text.len());
                 }
-                Err(e) if e.starts_with("the model API answered HTTP 4") => Err(Error::Refused(e)),
-                Err(e) => Err(Error::Unavailable(e)),
-            },
-        )
+                self.tokens.0 += u64::from(step.usage.0);
+                self.tokens.1 += u64::from(step.usage.1);
+                Ok(completion(step))
+            }
+            Err(e) if refused(&e) => Err(Error::Refused(e)),
+            Err(e) => Err(Error::Unavailable(e)),
+        })
     }
 }
 
@@ -158,6 +183,14 @@ impl Host for LlmCtx {
 mod tests {
     use super::super::bindings::a2a::agent::llm::Tool;
     use super::*;
+
+    #[test]
+    fn only_lasting_refusals_are_refused() {
+        assert!(refused("the model API answered HTTP 400: bad"));
+        assert!(!refused("the model API answered HTTP 429: slow down"));
+        assert!(!refused("the model API answered HTTP 408: timeout"));
+        assert!(!refused("the model API answered HTTP 503: down"));
+    }
 
     #[test]
     fn requests_become_chat_messages_within_bounds() {

@@ -40,6 +40,9 @@ use bindings::a2a::agent::types::{Outcome, Turn};
 use bindings::{Agent as AgentWorld, AgentPre};
 use state::{AgentState, Granted};
 
+/// Most agent turns instantiated at once, whatever the presets' `concurrentTurns` add up to.
+const MAX_SLOTS: u32 = 4096;
+
 /// The agents built into the binary.
 pub const EMBEDDED: &[(&str, &[u8])] = &[(
     "echo-agent",
@@ -72,10 +75,15 @@ pub struct AgentHost {
     loaded: RwLock<HashMap<String, Arc<Agent>>>,
     store: Arc<dyn TaskStore>,
     exit: crate::egress::Exit,
-    chats: Mutex<HashMap<LlmGrant, Arc<Chat>>>,
+    chats: Mutex<HashMap<(LlmGrant, u64), Arc<Chat>>>,
     metrics: Arc<Metrics>,
     /// Why each agent that failed its latest load did.
     failures: Mutex<HashMap<String, String>>,
+    /// One load at a time, so a component is compiled once however many turns wait for it,
+    /// and a later reload is never overwritten by an earlier load.
+    loading: tokio::sync::Mutex<()>,
+    /// The pool's instance slots: more turns than the pool holds wait for one.
+    slots: tokio::sync::Semaphore,
 }
 
 impl AgentHost {
@@ -97,9 +105,10 @@ impl AgentHost {
         let (slots, memory_mib) = limits.fold((0u32, 0u32), |(n, m), l| {
             (n.saturating_add(l.concurrent_turns), m.max(l.memory_mib))
         });
+        let slots = slots.clamp(16, MAX_SLOTS);
         let (engine, cache) = crate::engine::agent_engine(
             cache_dir,
-            slots.clamp(16, 4096),
+            slots,
             (memory_mib.max(AgentLimits::default().memory_mib) as usize) << 20,
         )?;
         let linker = state::link(&engine)?;
@@ -114,6 +123,8 @@ impl AgentHost {
             chats: Mutex::default(),
             metrics,
             failures: Mutex::default(),
+            loading: tokio::sync::Mutex::default(),
+            slots: tokio::sync::Semaphore::new(slots as usize),
         })
     }
 
@@ -147,18 +158,28 @@ impl AgentHost {
         });
     }
 
-    /// The agent `name`, loading it on first use.
+    /// The agent `name`, loading it on first use (once, whoever else waits for it).
     pub async fn agent(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Agent>> {
-        if let Some(a) = self.loaded.read().unwrap().get(name) {
-            return Ok(a.clone());
+        if let Some(a) = self.get(name) {
+            return Ok(a);
         }
-        self.reload(name).await
+        let _one = self.loading.lock().await;
+        if let Some(a) = self.get(name) {
+            return Ok(a);
+        }
+        self.load_now(name).await
     }
 
     /// Reads `name` again from its source (`<components-dir>/<name>.wasm`, else the built-in
     /// one), checks and pre-instantiates it on a blocking thread, then swaps it in for new
     /// turns. On any error the current version keeps serving.
     pub async fn reload(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Agent>> {
+        let _one = self.loading.lock().await;
+        self.load_now(name).await
+    }
+
+    /// Loads `name` and swaps it in (the caller holds `loading`).
+    async fn load_now(self: &Arc<Self>, name: &str) -> anyhow::Result<Arc<Agent>> {
         let loaded = self.clone().read_and_load(name).await;
         let mut failures = self.failures.lock().unwrap();
         match &loaded {
@@ -211,7 +232,7 @@ impl AgentHost {
             self.chats
                 .lock()
                 .unwrap()
-                .entry(l.clone())
+                .entry((l.clone(), settings.limits.timeout_ms))
                 .or_insert_with(|| {
                     Arc::new(Chat::new(
                         l.base_url.as_deref(),
@@ -248,6 +269,15 @@ impl AgentHost {
             Ok(a) => a,
             Err(e) => return Progress::Unavailable(format!("{e:#}")),
         };
+        let Ok(_slot) = self.slots.acquire().await else {
+            return Progress::Unavailable("the agents' instance pool is closed".into());
+        };
+        // A turn dropped before its end (its timeout, a cancel) is counted all the same.
+        let mut uncounted = Uncounted {
+            metrics: &self.metrics,
+            cancel: &cancel,
+            armed: true,
+        };
         let turn = turn(&input);
         let data = AgentState::prepare(
             &agent.name,
@@ -281,6 +311,7 @@ impl AgentHost {
             Some(Ok(Outcome::Failed(why))) => Progress::Failed(why),
             Some(Err(e)) => Progress::Failed(format!("the agent stopped: {}", trap_cause(&e))),
         };
+        uncounted.armed = false;
         self.count(&last, store.data());
         last
     }
@@ -304,6 +335,30 @@ impl AgentHost {
                 lines = data.dropped_lines(),
                 "an agent logged more lines than a turn may: dropped"
             );
+        }
+    }
+}
+
+/// Counts a turn that was dropped before its end: canceled, or failed (its timeout).
+struct Uncounted<'a> {
+    metrics: &'a Metrics,
+    cancel: &'a CancellationToken,
+    armed: bool,
+}
+
+impl Drop for Uncounted<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.metrics.agent_turn(AgentTurn {
+                outcome: if self.cancel.is_cancelled() {
+                    "canceled"
+                } else {
+                    "failed"
+                },
+                cpu: std::time::Duration::ZERO,
+                peak_memory: 0,
+                tokens: (0, 0),
+            });
         }
     }
 }

@@ -13,12 +13,17 @@ use crate::egress::{Exit, Reach, Sent};
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest response body an agent reads.
 const MAX_RESPONSE_BYTES: u64 = 16 << 20;
+/// Most requests of one turn.
+pub const MAX_REQUESTS: u32 = 64;
 
 /// Where an agent's requests may go.
 pub struct Outgoing {
     allowed: Arc<Vec<String>>,
     reach: Reach,
     exit: Exit,
+    sent: u32,
+    /// A refusal was logged this turn (the next ones are not: an agent cannot flood the log).
+    warned: bool,
 }
 
 impl Outgoing {
@@ -33,6 +38,8 @@ impl Outgoing {
                 allow_with: "set grants.allowPrivate on the agent's preset",
             },
             exit,
+            sent: 0,
+            warned: false,
         }
     }
 
@@ -62,10 +69,13 @@ impl WasiHttpHooks for Outgoing {
         };
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let allowed = crate::egress::host_of(uri).is_some_and(|h| self.allows(&h, port));
-        if !allowed {
-            tracing::warn!(uri = %uri, "refused an agent's request: its host is not in the preset's grants.allowedHosts");
+        if !allowed || self.sent >= MAX_REQUESTS {
+            if !std::mem::replace(&mut self.warned, true) {
+                tracing::warn!(uri = %uri, "refused an agent's request: its host is not in the preset's grants.allowedHosts, or the turn made {MAX_REQUESTS} requests (further refusals of this turn are not logged)");
+            }
             return Box::new(async { Err(ErrorCode::HttpRequestDenied.into()) });
         }
+        self.sent += 1;
         let t = crate::egress::guarded::timeout(options, TIMEOUT);
         let (reach, exit) = (self.reach.clone(), self.exit.clone());
         Box::new(async move {

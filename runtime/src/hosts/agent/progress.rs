@@ -15,32 +15,66 @@ pub const MAX_CHUNK_PARTS: usize = 64;
 pub const MAX_ARTIFACTS: usize = 64;
 /// Longest status message, bytes.
 pub const MAX_STATUS_BYTES: usize = 16 << 10;
+/// Most progress events of one turn (each WORKING status is a store write).
+pub const MAX_EVENTS: u32 = 4096;
+/// Most WORKING statuses of one turn.
+pub const MAX_STATUSES: u32 = 256;
+/// What every event counts against [`MAX_TURN_BYTES`] at the least, so empty ones are not free.
+const EVENT_FLOOR: usize = 64;
 
-/// The progress capability of one turn.
-pub struct ProgressCtx {
-    events: EventSink,
-    sent: usize,
-    artifacts: Vec<String>,
-}
+/// What a turn may still send: bytes of progress, the model's streamed answers included.
+#[derive(Clone, Default)]
+pub struct Budget(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
-impl ProgressCtx {
-    /// Progress sent to `events`.
-    pub fn prepare(events: EventSink) -> Self {
-        ProgressCtx {
-            events,
-            sent: 0,
-            artifacts: Vec::new(),
-        }
-    }
-
-    /// Counts `bytes` against the turn's bound, then sends `event`.
-    fn send(&mut self, bytes: usize, event: Progress) -> Result<(), String> {
-        if self.sent + bytes > MAX_TURN_BYTES {
+impl Budget {
+    /// Takes `bytes` from the turn's [`MAX_TURN_BYTES`]; refused past it.
+    pub fn take(&self, bytes: usize) -> Result<(), String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let spent = self.0.fetch_add(bytes, Relaxed) + bytes;
+        if spent > MAX_TURN_BYTES {
+            self.0.fetch_sub(bytes, Relaxed);
             return Err(format!(
                 "the turn sent more than {MAX_TURN_BYTES} bytes of progress"
             ));
         }
-        self.sent += bytes;
+        Ok(())
+    }
+
+    /// Whether anything is left.
+    pub fn left(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed) < MAX_TURN_BYTES
+    }
+}
+
+/// The progress capability of one turn.
+pub struct ProgressCtx {
+    events: EventSink,
+    budget: Budget,
+    sent: u32,
+    statuses: u32,
+    artifacts: Vec<String>,
+}
+
+impl ProgressCtx {
+    /// Progress sent to `events`, within `budget`.
+    pub fn prepare(events: EventSink, budget: Budget) -> Self {
+        ProgressCtx {
+            events,
+            budget,
+            sent: 0,
+            statuses: 0,
+            artifacts: Vec::new(),
+        }
+    }
+
+    /// Counts `bytes` (at least [`EVENT_FLOOR`]) and the event against the turn's bounds,
+    /// then sends `event`.
+    fn send(&mut self, bytes: usize, event: Progress) -> Result<(), String> {
+        if self.sent >= MAX_EVENTS {
+            return Err(format!("a turn sends at most {MAX_EVENTS} progress events"));
+        }
+        self.budget.take(bytes.max(EVENT_FLOOR))?;
+        self.sent += 1;
         self.events
             .send(event)
             .map_err(|_| "the turn is over: nobody reads its progress".into())
@@ -91,6 +125,12 @@ impl Host for ProgressCtx {
                 "a status message has at most {MAX_STATUS_BYTES} bytes"
             )));
         }
+        if self.statuses >= MAX_STATUSES {
+            return Ok(Err(format!(
+                "a turn sets at most {MAX_STATUSES} WORKING statuses"
+            )));
+        }
+        self.statuses += 1;
         Ok(self.send(message.len(), Progress::Working(message)))
     }
 
@@ -112,7 +152,7 @@ mod tests {
     #[tokio::test]
     async fn progress_becomes_events_within_the_turns_bounds() {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut p = ProgressCtx::prepare(tx);
+        let mut p = ProgressCtx::prepare(tx, Budget::default());
         p.text("hi".into()).await.unwrap().unwrap();
         p.status("reading".into()).await.unwrap().unwrap();
         p.artifact(
@@ -143,5 +183,25 @@ mod tests {
         let big = "x".repeat(MAX_TURN_BYTES);
         let over = p.text(big).await.unwrap().unwrap_err();
         assert!(over.contains("more than"), "{over}");
+        // One status so far; three events (the refusals count nothing).
+        for _ in 1..MAX_STATUSES {
+            p.status(String::new()).await.unwrap().unwrap();
+        }
+        let many = p.status(String::new()).await.unwrap().unwrap_err();
+        assert!(many.contains("at most 256 WORKING"), "{many}");
+        for _ in 2 + MAX_STATUSES..MAX_EVENTS {
+            p.text(String::new()).await.unwrap().unwrap();
+        }
+        let many = p.text(String::new()).await.unwrap().unwrap_err();
+        assert!(many.contains("at most 4096 progress events"), "{many}");
+    }
+
+    #[test]
+    fn empty_events_are_not_free() {
+        let b = Budget::default();
+        for _ in 0..MAX_TURN_BYTES / EVENT_FLOOR {
+            b.take(EVENT_FLOOR).unwrap();
+        }
+        assert!(!b.left() && b.take(1).is_err());
     }
 }

@@ -20,12 +20,17 @@ use super::limits::{Limiter, Meter};
 use super::llm::LlmCtx;
 use super::logging::LoggingCtx;
 use super::outgoing::Outgoing;
-use super::progress::ProgressCtx;
+use super::progress::{Budget, ProgressCtx};
 use crate::engine::wt;
 use crate::sessions::openai::Chat;
 use crate::sessions::preset::AgentLimits;
 use crate::sessions::{EventSink, TurnInput};
 use crate::store::{KeyValues, Tasks};
+
+/// Most host resources (HTTP fields and bodies, streams, pollables, buckets) one turn holds.
+const MAX_RESOURCES: usize = 2048;
+/// Largest set of HTTP header fields one resource holds, bytes.
+const MAX_FIELDS_BYTES: usize = 16 << 10;
 
 /// What a preset grants its agent, prepared once per preset and shared by its turns.
 pub struct Granted {
@@ -81,15 +86,16 @@ impl AgentState {
         exit: crate::egress::Exit,
     ) -> AgentState {
         let limits = granted.limits;
+        let budget = Budget::default();
         let caps = Capabilities {
-            progress: ProgressCtx::prepare(events.clone()),
+            progress: ProgressCtx::prepare(events.clone(), budget.clone()),
             history: HistoryCtx::prepare(
                 tasks,
                 &input.instance_id,
                 &input.context_id,
                 &input.task_id,
             ),
-            llm: LlmCtx::prepare(granted.chat.clone(), input.host.clone(), events),
+            llm: LlmCtx::prepare(granted.chat.clone(), input.host.clone(), events, budget),
             agents: AgentsCtx::prepare(granted.agents.clone(), input.host.clone(), cancel),
             kv: KeyValueCtx::prepare(
                 granted.key_values.clone(),
@@ -99,10 +105,16 @@ impl AgentState {
             logging: LoggingCtx::prepare(agent, &input.instance_id, &input.task_id),
             config: ConfigCtx::prepare(granted.config.clone()),
         };
+        // Host-side objects an agent makes (HTTP fields, streams, pollables, buckets) are memory
+        // outside its limiter: they are bounded in number and in size.
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_FIELDS_BYTES);
         AgentState {
-            table: ResourceTable::new(),
+            table,
             wasi: WasiCtx::builder().build(),
-            http: WasiHttpCtx::new(),
+            http,
             outgoing: Outgoing::prepare(granted.allowed_hosts.clone(), granted.allow_private, exit),
             limiter: Limiter::new((limits.memory_mib as usize) << 20),
             meter: Meter::new(limits.cpu_ms),

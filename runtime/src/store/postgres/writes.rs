@@ -5,8 +5,8 @@ use a2a_protocol::sse::Member;
 
 use crate::records::task_key;
 use crate::store::{
-    Frame, FramePage, KvKey, Lease, MessageClaim, MessageRecord, NewFrame, PushConfig,
-    RETAIN_FRAMES, SealedSecret, StoreError, TaskRow, Written, over_quota,
+    Frame, FramePage, KV_ENTRY_BYTES, KvKey, Lease, MessageClaim, MessageRecord, NewFrame,
+    PushConfig, RETAIN_FRAMES, SealedSecret, StoreError, TaskRow, Written, over_quota,
 };
 
 use super::conn::*;
@@ -369,9 +369,9 @@ impl Conn {
                 .await?;
             let used: i64 = tx
                 .opt(
-                    "SELECT COALESCE(SUM(octet_length(bucket) + octet_length(key) + octet_length(value)), 0)::BIGINT
+                    "SELECT COALESCE(SUM(octet_length(bucket) + octet_length(key) + octet_length(value) + $4::BIGINT), 0)::BIGINT
                      FROM agent_kv WHERE scope = $1 AND NOT (bucket = $2 AND key = $3)",
-                    &[&at.scope, &at.bucket, &at.key],
+                    &[&at.scope, &at.bucket, &at.key, &(KV_ENTRY_BYTES as i64)],
                 )
                 .await?
                 .map_or(0, |r| r.get(0));

@@ -9,8 +9,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::push::{self, Outbox};
 use super::reads::{find_message, get_task};
 use crate::store::{
-    Attempt, KvKey, Lease, MessageClaim, NewFrame, PushConfig, RETAIN_FRAMES, Reply, StoreError,
-    TaskRow, Written, over_quota,
+    Attempt, KV_ENTRY_BYTES, KvKey, Lease, MessageClaim, NewFrame, PushConfig, RETAIN_FRAMES,
+    Reply, StoreError, TaskRow, Written, over_quota,
 };
 
 /// Most writes committed in one transaction.
@@ -45,10 +45,10 @@ pub enum Write {
 fn kv_set(c: &Connection, at: &KvKey, value: &[u8], quota: u64) -> Result<(), StoreError> {
     let used: i64 = c
         .prepare_cached(
-            "SELECT COALESCE(SUM(length(CAST(bucket AS BLOB)) + length(CAST(key AS BLOB)) + length(value)), 0)
+            "SELECT COALESCE(SUM(length(CAST(bucket AS BLOB)) + length(CAST(key AS BLOB)) + length(value) + ?4), 0)
              FROM agent_kv WHERE scope = ?1 AND NOT (bucket = ?2 AND key = ?3)",
         )?
-        .query_row(params![at.scope, at.bucket, at.key], |r| r.get(0))?;
+        .query_row(params![at.scope, at.bucket, at.key, KV_ENTRY_BYTES as i64], |r| r.get(0))?;
     if used as u64 + at.cost(value.len()) > quota {
         return Err(over_quota(quota));
     }

@@ -2,7 +2,7 @@
 //!
 //! - `spin`: computes forever (the CPU limit stops it);
 //! - `hoard`: allocates until the memory limit stops it;
-//! - `file`, `socket`, `env`: tries to read `/etc/passwd`, connect to 127.0.0.1:9, read the
+//! - `file`, `socket <addr>`, `env`: tries to read `/etc/passwd`, connect to `addr`, read the
 //!   environment, and says what it got;
 //! - `http <url>`: GETs the URL through `wasi:http`, says the status or the error;
 //! - `ask`: asks for input, noting the task in its key-value bucket; the next text on that task
@@ -101,10 +101,12 @@ impl Agent for Probe {
                 Ok(s) => format!("read {} bytes", s.len()),
                 Err(e) => format!("file error: {e}"),
             })),
-            "socket" => done(say(&match std::net::TcpStream::connect("127.0.0.1:9") {
-                Ok(_) => "connected".to_owned(),
-                Err(e) => format!("socket error: {e}"),
-            })),
+            t if t.starts_with("socket ") => {
+                done(say(&match std::net::TcpStream::connect(&t[7..]) {
+                    Ok(_) => "connected".to_owned(),
+                    Err(e) => format!("socket error: {e}"),
+                }))
+            }
             "env" => done(say(&format!("{} variables", std::env::vars().count()))),
             "ask" => match asked()
                 .and_then(|b| b.set(&turn.task_id, b"asked").map_err(|e| format!("{e:?}")))
