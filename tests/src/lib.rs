@@ -351,30 +351,11 @@ pub fn python() -> &'static Path {
     static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     VENV.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let venv = root.join("target/outbound-venv");
-        let requirements = root.join("tests/outbound/requirements.txt");
-        let stamp = venv.join("requirements.txt");
-        let wanted = std::fs::read(&requirements).unwrap();
-        if std::fs::read(&stamp).ok().as_deref() != Some(&wanted[..]) {
-            let run = |cmd: &mut std::process::Command| {
-                let out = cmd
-                    .output()
-                    .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (is python3 installed?)"));
-                assert!(
-                    out.status.success(),
-                    "{cmd:?} failed:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            };
-            run(std::process::Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv));
-            run(std::process::Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", "--disable-pip-version-check", "-r"])
-                .arg(&requirements));
-            std::fs::write(&stamp, &wanted).unwrap();
-        }
-        venv.join("bin/python")
+        toolchains::venv(
+            &root.join("target/outbound-venv"),
+            &root.join("tests/outbound/requirements.txt"),
+        )
+        .join("bin/python")
     })
 }
 

@@ -17,7 +17,7 @@ fn root() -> PathBuf {
 fn run(cmd: &mut Command) {
     let out = cmd
         .output()
-        .unwrap_or_else(|e| panic!("could not run {cmd:?}: {e}"));
+        .unwrap_or_else(|e| panic!("could not run {cmd:?}: {e} (is it installed?)"));
     assert!(
         out.status.success(),
         "{cmd:?} failed:\n{}\n{}",
@@ -105,17 +105,23 @@ fn built(name: &str, build: impl FnOnce(&Path)) -> PathBuf {
     out
 }
 
+/// A virtualenv at `dir` with `requirements` installed (again only when they change), made
+/// with the machine's `python3`; its folder.
+pub fn venv(dir: &Path, requirements: &Path) -> PathBuf {
+    let pin = std::fs::read_to_string(requirements).unwrap();
+    toolchain(dir, &pin, |dir| {
+        run(Command::new("python3").args(["-m", "venv"]).arg(dir));
+        run(Command::new(dir.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check", "-r"])
+            .arg(requirements));
+    });
+    dir.to_owned()
+}
+
 /// Runs componentize-py (the version `requirements` pins, installed once) in `project` (its
 /// `app.py` and `wit/`), writing `<name>.wasm` there.
 pub fn componentize_py(requirements: &Path, project: &Path, name: &str) {
-    let tools = root().join("target/agent-toolchains/py");
-    let pin = std::fs::read_to_string(requirements).unwrap();
-    toolchain(&tools, &pin, |tools| {
-        run(Command::new("python3").args(["-m", "venv"]).arg(tools));
-        run(Command::new(tools.join("bin/pip"))
-            .args(["install", "-q", "-r"])
-            .arg(requirements));
-    });
+    let tools = venv(&root().join("target/agent-toolchains/py"), requirements);
     let out = format!("{name}.wasm");
     run(Command::new(tools.join("bin/componentize-py"))
         .args([
