@@ -10,6 +10,7 @@ fn main() {
         ("probe", "PROBE_WASM"),
         ("agent-probe", "AGENT_PROBE_WASM"),
         ("counter", "COUNTER_WASM"),
+        ("assistant", "ASSISTANT_WASM"),
     ] {
         let wasm = guest_build::build(&root.join("components"), package, &root.join("wit"));
         println!("cargo:rustc-env={var}={}", wasm.display());

@@ -106,6 +106,7 @@ fn main() -> std::process::ExitCode {
         a_blocking_send_resent_to_another_node_runs_one_turn,
         a_node_with_another_cluster_key_is_refused_on_a_fresh_database,
         webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log,
+        an_agents_key_value_buckets_are_shared_by_every_node,
     ];
     trials::run(
         postgres_missing(),
@@ -902,4 +903,57 @@ async fn webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log() {
         !logged.contains(&token) && !logged.contains(&credentials),
         "no webhook secret in the debug log"
     );
+}
+
+/// A node on `url` that also serves the `counter` agent (README "Writing an agent") with its
+/// key-value bucket granted.
+async fn counting_node(url: &str) -> Server {
+    use a2a_edge::sessions::preset::{ComponentSettings, Grants};
+    let mut c = on(url);
+    c.presets.push(Preset::new(
+        "counter",
+        Backend::Component(ComponentSettings {
+            component: "counter".into(),
+            grants: Grants {
+                key_value: true,
+                ..Grants::default()
+            },
+            limits: Default::default(),
+            config: Default::default(),
+        }),
+    ));
+    c.instances.push(InstanceDecl {
+        id: Some("counter".into()),
+        name: "counter".into(),
+        preset: Some("counter".into()),
+        ..Default::default()
+    });
+    Server::start_with(c, |dir| {
+        a2a_edge_tests::put_component(
+            dir,
+            "counter",
+            &std::fs::read(a2a_edge_tests::COUNTER_WASM).unwrap(),
+        )
+    })
+    .await
+}
+
+async fn an_agents_key_value_buckets_are_shared_by_every_node() {
+    let url = fresh_postgres().await;
+    let (a, b) = (counting_node(&url).await, counting_node(&url).await);
+    for (n, node) in [&a, &b, &a, &b].into_iter().enumerate() {
+        let m = json!({"messageId": format!("kv-{n}"), "contextId": "shared", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+        let r = call(
+            &node.base(),
+            "counter",
+            "SendMessage",
+            json!({"message": m}),
+        )
+        .await;
+        assert_eq!(
+            r["result"]["task"]["artifacts"][0]["parts"][0]["text"],
+            format!("message {}: hi", n + 1),
+            "each node counts on from the other's count: {r}"
+        );
+    }
 }

@@ -22,6 +22,12 @@ use events::Events;
 
 /// The test-only misbehaving component.
 pub const MISBEHAVE_WASM: &str = env!("MISBEHAVE_WASM");
+/// The test-only agent probe (`tests/components/agent-probe`).
+pub const AGENT_PROBE_WASM: &str = env!("AGENT_PROBE_WASM");
+/// The `counter` example agent.
+pub const COUNTER_WASM: &str = env!("COUNTER_WASM");
+/// The `assistant` example agent.
+pub const ASSISTANT_WASM: &str = env!("ASSISTANT_WASM");
 
 /// A compile cache shared by the tests of one build (so each test does not recompile).
 pub fn shared_cache() -> PathBuf {

@@ -2,6 +2,7 @@
 //! backend and agents' `llm` grant).
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -12,15 +13,56 @@ use serde_json::{Value, json};
 /// The secret the model server takes, under [`KEY_ENV`].
 pub const KEY: &str = "test-llm-key";
 
-/// Set once the model server saw its slow stream's client go away.
-pub static SLOW_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// A running model server.
+pub struct Model {
+    /// Its API base URL, `http://127.0.0.1:<port>/v1`.
+    pub base: String,
+    /// Every request body it received, in order.
+    pub seen: Arc<Mutex<Vec<Value>>>,
+    /// Set once a slow stream's client went away.
+    pub slow_closed: Arc<AtomicBool>,
+}
+
+impl Model {
+    /// The request bodies so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits until `n` requests arrived (panics after 20 s).
+    pub async fn wait_requests(&self, n: usize) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.seen.lock().unwrap().len() < n {
+            assert!(
+                std::time::Instant::now() < until,
+                "the model got {} requests, not {n}",
+                self.requests().len()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Whether a slow stream's client left within `secs`.
+    pub async fn slow_stream_closed_within(&self, secs: u64) -> bool {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while !self.slow_closed.load(Ordering::SeqCst) {
+            if std::time::Instant::now() > until {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        true
+    }
+}
 
 /// A chat-completions server: answers a tool result with `The remote said: <result>`, a prompt
 /// containing "use the tool" with a streamed tool call (prompt "ping"), a prompt starting "slow"
 /// with one chunk and then nothing until the client leaves, anything else with
 /// `You said: <prompt>`. Records every request body.
-pub async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
+pub async fn model() -> Model {
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let slow_closed: Arc<AtomicBool> = Arc::default();
+    let closed = slow_closed.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let log = seen.clone();
@@ -28,9 +70,11 @@ pub async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
             let log = log.clone();
+            let closed = closed.clone();
             let service = hyper::service::service_fn(
                 move |req: hyper::Request<hyper::body::Incoming>| {
                     let log = log.clone();
+                    let closed = closed.clone();
                     async move {
                         let authorized = req
                             .headers()
@@ -82,7 +126,7 @@ pub async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
                             .unwrap();
                             tokio::spawn(async move {
                                 tx.closed().await;
-                                SLOW_CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
+                                closed.store(true, Ordering::SeqCst);
                             });
                             let body =
                                 http_body_util::StreamBody::new(tokio_stream_from(rx)).boxed();
@@ -130,7 +174,11 @@ pub async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
             );
         }
     });
-    (base, seen)
+    Model {
+        base,
+        seen,
+        slow_closed,
+    }
 }
 
 /// A receiver as a stream of body frames.

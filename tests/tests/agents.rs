@@ -8,15 +8,12 @@ use std::time::{Duration, Instant};
 use a2a_edge::config::Config;
 use a2a_edge::sessions::preset::{AgentLimits, Backend, ComponentSettings, Grants, Preset};
 use a2a_edge_tests::events::kind;
-use a2a_edge_tests::{Server, instance, message};
+use a2a_edge_tests::{AGENT_PROBE_WASM as PROBE_WASM, COUNTER_WASM, Server, instance, message};
 use serde_json::{Value, json};
-
-const PROBE_WASM: &str = env!("AGENT_PROBE_WASM");
 
 /// The cancel test measures a stop of at most 100 ms: it runs alone (write), the others beside
 /// each other (read), so no toolchain build or spinning agent of another test takes its cores.
 static CORES: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
-const COUNTER_WASM: &str = env!("COUNTER_WASM");
 
 /// A preset running the agent component `component` with `grants` and `limits`.
 fn agent_preset(id: &str, component: &str, grants: Grants, limits: AgentLimits) -> Preset {
@@ -47,6 +44,19 @@ async fn start(presets: Vec<Preset>) -> Server {
         a2a_edge_tests::put_component(dir, "counter", &std::fs::read(COUNTER_WASM).unwrap());
     })
     .await
+}
+
+/// The grant of the test model at `base`.
+fn llm(base: &str) -> Grants {
+    use a2a_edge::sessions::preset::LlmGrant;
+    Grants {
+        llm: Some(LlmGrant {
+            base_url: Some(base.to_owned()),
+            model: Some("test-model".into()),
+            api_key_env: Some(a2a_edge_tests::model::KEY_ENV.into()),
+        }),
+        ..Grants::default()
+    }
 }
 
 fn key_value() -> Grants {
@@ -273,23 +283,49 @@ async fn limits_stop_a_spinning_and_a_hoarding_agent_while_others_serve() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancel_stops_a_spinning_and_a_waiting_agent_within_100_ms() {
+async fn cancel_stops_a_spinning_a_waiting_and_a_model_streaming_agent_within_100_ms() {
     let _cores = CORES.write().await;
-    let s = start(vec![agent_preset(
-        "probe",
-        "agent-probe",
-        Grants::default(),
-        AgentLimits::default(),
-    )])
+    use a2a_edge_tests::model::{KEY, hold_key, model};
+    let model = model().await;
+    let presets = vec![
+        agent_preset(
+            "probe",
+            "agent-probe",
+            Grants::default(),
+            AgentLimits::default(),
+        ),
+        agent_preset(
+            "thinker",
+            "agent-probe",
+            llm(&model.base),
+            AgentLimits::default(),
+        ),
+    ];
+    let s = Server::start_with(config(presets), |dir| {
+        a2a_edge_tests::put_component(dir, "agent-probe", &std::fs::read(PROBE_WASM).unwrap());
+        hold_key(dir, KEY);
+    })
     .await;
-    for (n, what) in ["spin", "wait"].into_iter().enumerate() {
-        let r = s.ok("/a2a/probe", "SendMessage", json!({"message": message(&format!("c{n}"), what), "configuration": {"returnImmediately": true}})).await;
+    // Computing, sleeping in the host, and waiting on the model's stream (which sends one
+    // chunk and then nothing).
+    for (n, (path, what)) in [
+        ("/a2a/probe", "spin"),
+        ("/a2a/probe", "wait"),
+        ("/a2a/thinker", "llm slow thinking"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = s.ok(path, "SendMessage", json!({"message": message(&format!("c{n}"), what), "configuration": {"returnImmediately": true}})).await;
         let id = r["task"]["id"].as_str().unwrap().to_owned();
+        if path == "/a2a/thinker" {
+            model.wait_requests(1).await;
+        }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let t = s.ok("/a2a/probe", "GetTask", json!({"id": id})).await;
+        let t = s.ok(path, "GetTask", json!({"id": id})).await;
         assert_eq!(t["status"]["state"], "TASK_STATE_WORKING", "{what}: {t}");
         let asked = Instant::now();
-        let canceled = s.ok("/a2a/probe", "CancelTask", json!({"id": id})).await;
+        let canceled = s.ok(path, "CancelTask", json!({"id": id})).await;
         assert_eq!(
             canceled["status"]["state"], "TASK_STATE_CANCELED",
             "{what}: {canceled}"
@@ -309,6 +345,10 @@ async fn cancel_stops_a_spinning_and_a_waiting_agent_within_100_ms() {
             "{what}: the turn ran {took:?} after the cancel"
         );
     }
+    assert!(
+        model.slow_stream_closed_within(2).await,
+        "the upstream model request is dropped with the turn"
+    );
 }
 
 /// A loopback HTTP server answering 200 to anything; its port.
@@ -490,19 +530,15 @@ async fn the_counter_remembers_across_turns_and_restarts_within_its_quota() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_asks_the_granted_model_without_ever_holding_its_key() {
     let _cores = CORES.read().await;
-    use a2a_edge::sessions::preset::LlmGrant;
-    use a2a_edge_tests::model::{KEY, KEY_ENV, hold_key, model};
-    let (base, seen) = model().await;
-    let llm = Grants {
-        llm: Some(LlmGrant {
-            base_url: Some(base),
-            model: Some("test-model".into()),
-            api_key_env: Some(KEY_ENV.into()),
-        }),
-        ..Grants::default()
-    };
+    use a2a_edge_tests::model::{KEY, hold_key, model};
+    let model = model().await;
     let presets = vec![
-        agent_preset("granted", "agent-probe", llm, AgentLimits::default()),
+        agent_preset(
+            "granted",
+            "agent-probe",
+            llm(&model.base),
+            AgentLimits::default(),
+        ),
         agent_preset(
             "bare",
             "agent-probe",
@@ -535,7 +571,7 @@ async fn an_agent_asks_the_granted_model_without_ever_holding_its_key() {
     let task = s.ok("/a2a/granted", "GetTask", json!({"id": id})).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
     assert_eq!(text(&task), "You said: how are you");
-    let asked = seen.lock().unwrap().last().cloned().unwrap();
+    let asked = model.requests().last().cloned().unwrap();
     assert_eq!(
         (
             asked["model"].as_str(),
@@ -560,21 +596,15 @@ async fn an_agent_asks_the_granted_model_without_ever_holding_its_key() {
 /// The example agents in Python and JavaScript, each under a preset named for its language with
 /// a key-value bucket, and again (`<lang>-llm`) with the test model granted.
 async fn polyglot(model_base: String) -> Server {
-    use a2a_edge::sessions::preset::LlmGrant;
-    use a2a_edge_tests::model::{KEY, KEY_ENV, hold_key};
+    use a2a_edge_tests::model::{KEY, hold_key};
     use a2a_edge_tests::toolchains::{js_agent, python_agent};
     let built =
         tokio::task::spawn_blocking(|| [("notes-py", python_agent()), ("notes-js", js_agent())])
             .await
             .unwrap();
-    let llm = Grants {
-        llm: Some(LlmGrant {
-            base_url: Some(model_base),
-            model: Some("test-model".into()),
-            api_key_env: Some(KEY_ENV.into()),
-        }),
+    let with_model = Grants {
         key_value: true,
-        ..Grants::default()
+        ..llm(&model_base)
     };
     let mut presets = Vec::new();
     for (lang, component) in [("py", "notes-py"), ("js", "notes-js")] {
@@ -587,7 +617,7 @@ async fn polyglot(model_base: String) -> Server {
         presets.push(agent_preset(
             &format!("{lang}-llm"),
             component,
-            llm.clone(),
+            with_model.clone(),
             AgentLimits::default(),
         ));
     }
@@ -603,8 +633,8 @@ async fn polyglot(model_base: String) -> Server {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_in_python_and_javascript_answer_stream_continue_and_ask_the_model() {
     let _cores = CORES.read().await;
-    let (base, _) = a2a_edge_tests::model::model().await;
-    let s = polyglot(base).await;
+    let model = a2a_edge_tests::model::model().await;
+    let s = polyglot(model.base.clone()).await;
     for lang in ["py", "js"] {
         let path = format!("/a2a/{lang}");
         let in_context = |id: &str, text: &str| json!({"message": {"messageId": format!("{lang}-{id}"), "contextId": format!("notes-{lang}"), "role": "ROLE_USER", "parts": [{"text": text}]}});

@@ -43,11 +43,12 @@ const REASONS: &[&str] = &["skill", "rate", "quota", "timeout", "auth", "streams
 pub const PUSH_OUTCOMES: [&str; 4] = ["delivered", "retried", "failed", "refused"];
 
 /// How agent turns end.
-pub const AGENT_OUTCOMES: [&str; 5] = [
+pub const AGENT_OUTCOMES: [&str; 6] = [
     "completed",
     "input_required",
     "auth_required",
     "failed",
+    "unavailable",
     "canceled",
 ];
 
@@ -55,7 +56,7 @@ pub const AGENT_OUTCOMES: [&str; 5] = [
 #[derive(Debug, Default)]
 struct AgentCounts {
     /// Turns by outcome, in [`AGENT_OUTCOMES`] order.
-    turns: [AtomicU64; 5],
+    turns: [AtomicU64; AGENT_OUTCOMES.len()],
     /// Computing time per turn.
     cpu: Histogram,
     /// Memory high-water marks: their sum over turns, and the highest.
@@ -63,6 +64,14 @@ struct AgentCounts {
     /// Model tokens: prompt, completion.
     tokens: [AtomicU64; 2],
 }
+
+/// Agent turns by outcome, the [sum, max] of their memory high-water marks, the [prompt,
+/// completion] tokens.
+type AgentTotals = (
+    [(&'static str, u64); AGENT_OUTCOMES.len()],
+    [u64; 2],
+    [u64; 2],
+);
 
 /// One agent turn's account, for [`Metrics::agent_turn`].
 pub struct AgentTurn {
@@ -261,9 +270,8 @@ impl Metrics {
         a.tokens[1].fetch_add(t.tokens.1, Ordering::Relaxed);
     }
 
-    /// Agent turns by outcome, then [sum, max] of their memory high-water marks and the
-    /// [prompt, completion] tokens.
-    fn agent_counts(&self) -> ([(&'static str, u64); 5], [u64; 2], [u64; 2]) {
+    /// What agent turns took so far.
+    fn agent_counts(&self) -> AgentTotals {
         let a = &self.agents;
         let load = |x: &AtomicU64| x.load(Ordering::Relaxed);
         (
@@ -399,7 +407,7 @@ struct Scrape {
     host_calls: u64,
     pushes: ([(&'static str, u64); 4], u64),
     cluster: [u64; 2],
-    agents: ([(&'static str, u64); 5], [u64; 2], [u64; 2]),
+    agents: AgentTotals,
     agent_cpu: Histogram,
 }
 

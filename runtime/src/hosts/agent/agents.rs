@@ -54,6 +54,7 @@ impl Host for AgentsCtx {
                 tool: t.name,
                 skill: t.skill,
                 description: t.description,
+                parameters: t.parameters.to_string(),
             })
             .collect())
     }

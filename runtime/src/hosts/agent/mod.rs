@@ -309,6 +309,7 @@ impl AgentHost {
             Some(Ok(Outcome::InputRequired(q))) => Progress::InputRequired(q),
             Some(Ok(Outcome::AuthRequired(q))) => Progress::AuthRequired(q),
             Some(Ok(Outcome::Failed(why))) => Progress::Failed(why),
+            Some(Ok(Outcome::Unavailable(why))) => Progress::Unavailable(why),
             Some(Err(e)) => Progress::Failed(format!("the agent stopped: {}", trap_cause(&e))),
         };
         uncounted.armed = false;
@@ -322,6 +323,7 @@ impl AgentHost {
             Progress::InputRequired(_) => "input_required",
             Progress::AuthRequired(_) => "auth_required",
             Progress::Failed(why) if why == "canceled" => "canceled",
+            Progress::Unavailable(_) => "unavailable",
             _ => "failed",
         };
         self.metrics.agent_turn(AgentTurn {
