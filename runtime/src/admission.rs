@@ -1,4 +1,4 @@
-//! Admission: a token bucket per (instance, source address) and concurrency slots per instance.
+//! Admission: a token bucket per (instance, caller) and concurrency slots per instance.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -8,6 +8,15 @@ use std::time::Instant;
 
 use crate::records::Limits;
 
+/// Whose rate bucket a request takes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A caller known only by its address (the instance's shared principal).
+    Address(IpAddr),
+    /// A caller known apart (README "Authentication"): its bucket follows it across addresses.
+    Principal(String),
+}
+
 struct Bucket {
     tokens: f64,
     at: Instant,
@@ -16,7 +25,7 @@ struct Bucket {
 /// Rate limits and slots of every instance.
 #[derive(Default)]
 pub struct Admission {
-    buckets: Mutex<HashMap<(String, IpAddr), Bucket>>,
+    buckets: Mutex<HashMap<(String, Source), Bucket>>,
     slots: Mutex<HashMap<String, Arc<AtomicU32>>>,
     streams: Mutex<HashMap<String, Arc<AtomicU32>>>,
     all_streams: Arc<AtomicU32>,
@@ -41,7 +50,7 @@ impl Drop for Slot {
 
 impl Admission {
     /// Takes a token; `Err(ms)` says when the next one is back. Limits with rate 0 never refuse.
-    pub fn check_rate(&self, instance: &str, source: IpAddr, limits: &Limits) -> Result<(), u64> {
+    pub fn check_rate(&self, instance: &str, source: Source, limits: &Limits) -> Result<(), u64> {
         if limits.rate_per_second <= 0.0 {
             return Ok(());
         }
@@ -164,17 +173,25 @@ mod tests {
             rate_burst: 2,
             ..Limits::default()
         };
-        let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        assert!(a.check_rate("i", ip, &limits).is_ok());
-        assert!(a.check_rate("i", ip, &limits).is_ok());
-        let wait = a.check_rate("i", ip, &limits).unwrap_err();
+        let ip = Source::Address("10.0.0.1".parse().unwrap());
+        assert!(a.check_rate("i", ip.clone(), &limits).is_ok());
+        assert!(a.check_rate("i", ip.clone(), &limits).is_ok());
+        let wait = a.check_rate("i", ip.clone(), &limits).unwrap_err();
         assert!((900..=1000).contains(&wait), "{wait}");
+        let other = Source::Address("10.0.0.2".parse().unwrap());
         assert!(
-            a.check_rate("i", "10.0.0.2".parse().unwrap(), &limits)
-                .is_ok(),
+            a.check_rate("i", other, &limits).is_ok(),
             "buckets are per source"
         );
-        assert!(a.check_rate("j", ip, &limits).is_ok(), "and per instance");
+        let alice = Source::Principal("key:alice".into());
+        assert!(
+            a.check_rate("i", alice, &limits).is_ok(),
+            "and per principal"
+        );
+        assert!(
+            a.check_rate("j", ip.clone(), &limits).is_ok(),
+            "and per instance"
+        );
         assert!(
             a.check_rate("i", ip, &Limits::default()).is_ok(),
             "rate 0 is off"

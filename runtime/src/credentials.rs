@@ -220,14 +220,19 @@ fn generated_name(prefix: &str, id: &str) -> String {
     format!("{prefix}{tail}")
 }
 
-/// Constant-time comparison of a presented bearer token with the expected one. The scheme is
-/// case-insensitive (RFC 9110 §11.1): `Bearer`, `bearer` and `BEARER` all work.
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110 §11.1): `Bearer`, `bearer` and `BEARER` all work.
+pub fn bearer(authorization: &str) -> Option<&str> {
+    authorization
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim_start_matches(' '))
+}
+
+/// Constant-time comparison of a presented bearer token with the expected one.
 pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
     use subtle::ConstantTimeEq;
-    let presented = authorization
-        .and_then(|h| h.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map_or("", |(_, t)| t.trim_start_matches(' '));
+    let presented = authorization.and_then(bearer).unwrap_or("");
     !expected.is_empty() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 

@@ -119,6 +119,7 @@ fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceR
         version: "0.1.0".into(),
         preset: default_preset(config),
         auth_token_env: None,
+        api_keys: Vec::new(),
         enabled: true,
         push_notifications: true,
         component: DEFAULT_COMPONENT.into(),

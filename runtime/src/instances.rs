@@ -21,6 +21,16 @@ pub struct Instance {
     pub endpoint_url: String,
 }
 
+impl Instance {
+    /// The ids of the skills its card announces.
+    pub fn announced_skills(&self) -> Vec<String> {
+        if self.preset.skills.is_empty() {
+            return vec![a2a_protocol::card::DEFAULT_SKILL.to_owned()];
+        }
+        self.preset.skills.iter().map(|s| s.id.clone()).collect()
+    }
+}
+
 impl std::fmt::Debug for Instance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Instance")

@@ -33,6 +33,7 @@ pub mod events;
 pub mod feed;
 pub mod holds;
 pub mod hosts;
+pub mod identity;
 pub mod instances;
 pub mod outbound;
 pub mod panel;

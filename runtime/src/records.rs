@@ -10,6 +10,29 @@ pub fn task_key(instance_id: &str, task_id: &str) -> String {
     format!("{instance_id}/{task_id}")
 }
 
+/// The principal of an instance's shared credential (its bearer token), and of every caller of
+/// an instance that takes none; the tasks kept before principals existed are its own.
+pub const SHARED_PRINCIPAL: &str = "token";
+
+/// A named client of an instance with its own API key (README "Authentication"): only the key's
+/// hash is kept.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKey {
+    /// The client's name (its principal is `key:<name>`).
+    pub name: String,
+    /// SHA-256 of the key, hex.
+    pub hash: String,
+    /// The skills it may call (empty: all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
+    /// Its own sustained requests per second (instead of the instance's `ratePerSecond`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_second: Option<f64>,
+    /// Creation time, ms.
+    pub created_at: u64,
+}
+
 /// Per-instance limits.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -92,6 +115,9 @@ pub struct InstanceRecord {
     /// Name of the secret holding the bearer token (never the token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_token_env: Option<String>,
+    /// Named clients with their own API keys.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_keys: Vec<ApiKey>,
     /// Routes are served.
     pub enabled: bool,
     /// Push notifications are served (the card's `capabilities.pushNotifications`).

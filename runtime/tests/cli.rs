@@ -142,6 +142,22 @@ async fn inbound_commands_manage_instances() {
         ])
         .await;
     assert_eq!(answer.trim(), "hi with token");
+    // A named client's key: printed once, alone on stdout; listed by name; revoked.
+    let key = c.ok(&["inbound", "keys", "create", &id, "cli-bot"]).await;
+    let key = key.trim();
+    assert!(key.starts_with("a2a_"), "{key}");
+    let listed = c.ok(&["inbound", "keys", "list", &id]).await;
+    assert!(
+        listed.contains("cli-bot") && listed.contains("key:cli-bot") && !listed.contains(key),
+        "{listed}"
+    );
+    let answer = c
+        .ok(&["send", &endpoint, "hi with a key", "--api-key", key])
+        .await;
+    assert_eq!(answer.trim(), "hi with a key");
+    c.ok(&["inbound", "keys", "revoke", &id, "cli-bot"]).await;
+    let refused = c.fails(&["send", &endpoint, "hi", "--api-key", key]).await;
+    assert!(refused.contains("--api-key"), "{refused}");
     c.ok(&["inbound", "auth", &id, "--clear"]).await;
     assert!(
         c.fails(&["inbound", "auth", &id])

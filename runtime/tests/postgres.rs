@@ -107,6 +107,7 @@ fn main() -> std::process::ExitCode {
         a_node_with_another_cluster_key_is_refused_on_a_fresh_database,
         webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log,
         an_agents_key_value_buckets_are_shared_by_every_node,
+        a_key_revoked_on_one_node_is_refused_by_the_others,
     ];
     trials::run(
         postgres_missing(),
@@ -956,4 +957,72 @@ async fn an_agents_key_value_buckets_are_shared_by_every_node() {
             "each node counts on from the other's count: {r}"
         );
     }
+}
+
+async fn a_key_revoked_on_one_node_is_refused_by_the_others() {
+    let (url, a, b) = two_nodes().await;
+    // A second client keeps the instance closed once the first is revoked.
+    let keeper: Value = action(
+        &a.base(),
+        json!({"action": "inbound.keys.create", "id": "demo", "name": "keeper"}),
+    )
+    .await;
+    assert_eq!(keeper["ok"], true, "{keeper}");
+    let created: Value = action(
+        &a.base(),
+        json!({"action": "inbound.keys.create", "id": "demo", "name": "shared-bot"}),
+    )
+    .await;
+    let key = created["key"].as_str().unwrap().to_owned();
+    let list = |base: String| {
+        let key = key.clone();
+        async move {
+            request(
+                &reqwest::Client::new(),
+                &format!("{base}/a2a/demo"),
+                "ListTasks",
+                json!({}),
+            )
+            .header("x-api-key", key)
+            .send()
+            .await
+            .unwrap()
+            .status()
+        }
+    };
+    // B takes the key A created, and then refuses it once A revoked it, within its follow
+    // interval (the test allows a noisy machine 5 s and prints what it took).
+    for (want, then) in [(200, None), (401, Some("inbound.keys.revoke"))] {
+        if let Some(action_name) = then {
+            let revoked: Value = action(
+                &a.base(),
+                json!({"action": action_name, "id": "demo", "name": "shared-bot"}),
+            )
+            .await;
+            assert_eq!(revoked["ok"], true, "{revoked}");
+            assert_eq!(list(a.base()).await, 401, "A refuses it at once");
+        }
+        let started = Instant::now();
+        while list(b.base()).await != want {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "B does not answer {want} after {:?}",
+                started.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        println!("B answered {want} after {:?}", started.elapsed());
+    }
+    let db = database(&url).await;
+    let bodies: String = db
+        .query("SELECT body FROM instances", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect();
+    assert!(
+        !bodies.contains(&key[4..]),
+        "the database never holds the key"
+    );
 }

@@ -229,6 +229,7 @@ fn main() {
                     instance,
                     route: Route::Http(RouteKind::Rpc),
                     peer: "127.0.0.1:1".parse().unwrap(),
+                    caller: None,
                     note: CallNote::default(),
                 };
                 let response = app.host.handle(call, request(&path)).await;

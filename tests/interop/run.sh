@@ -21,10 +21,15 @@ data="$(mktemp -d)"
 pid=""
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
 port="${INTEROP_PORT:-3391}"
+export A2A_INTEROP_TOKEN="interop-token-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
 "$bin" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$root/tests/interop/interop.toml" >"$work/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/a2a/tck/agent-card.json" >/dev/null && break; sleep 0.1; done
 export A2A_EDGE_AGENT="http://127.0.0.1:$port/a2a/tck"
+export A2A_EDGE_KEYED_AGENT="http://127.0.0.1:$port/a2a/keyed"
+A2A_EDGE_KEY="$(curl -sf "http://127.0.0.1:$port/a2a/api" -H 'content-type: application/json' \
+  -d '{"action":"inbound.keys.create","id":"keyed","name":"interop"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')"
+export A2A_EDGE_KEY
 
 echo "== Python a2a-sdk client"
 if [ ! -x "$work/venv/bin/pytest" ] || ! cmp -s "$root/tests/interop/python/requirements.txt" "$work/venv/requirements.txt"; then

@@ -19,7 +19,7 @@ wit_bindgen::generate!({
     default_bindings_module: "a2a_guest::server",
 });
 
-use a2a::edge::request_context::InstanceInfo;
+use a2a::edge::request_context::{InstanceInfo, SecurityScheme};
 use a2a::edge::sessions::TurnEvent;
 use a2a::edge::types::{FrameKind, StoreError, TaskRow, TaskState as WitTaskState};
 
@@ -146,7 +146,16 @@ impl From<&InstanceInfo> for card::CardInput {
                     tags: s.tags.clone(),
                 })
                 .collect(),
-            auth_required: i.auth_required,
+            security: i
+                .security
+                .iter()
+                .map(|s| match s {
+                    SecurityScheme::Bearer => card::SecurityScheme::Bearer,
+                    SecurityScheme::ApiKey(header) => card::SecurityScheme::ApiKey {
+                        header: header.clone(),
+                    },
+                })
+                .collect(),
             attachments: i.attachments,
             push_notifications: i.push_notifications,
             provider_organization: i.provider_organization.clone(),

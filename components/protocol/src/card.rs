@@ -16,6 +16,34 @@ pub struct Skill {
     pub tags: Vec<String>,
 }
 
+/// A way callers authenticate, as the card announces it (A2A 1.0 `SecurityScheme`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum SecurityScheme {
+    /// `Authorization: Bearer <token>`.
+    Bearer,
+    /// An API key in the named request header.
+    ApiKey {
+        /// The header.
+        header: String,
+    },
+}
+
+impl SecurityScheme {
+    /// Its name in `securitySchemes` and its ProtoJSON.
+    fn entry(&self) -> (&'static str, Value) {
+        match self {
+            SecurityScheme::Bearer => (
+                "bearer",
+                json!({ "httpAuthSecurityScheme": { "scheme": "Bearer" } }),
+            ),
+            SecurityScheme::ApiKey { header } => (
+                "apiKey",
+                json!({ "apiKeySecurityScheme": { "location": "header", "name": header } }),
+            ),
+        }
+    }
+}
+
 /// What the card is built from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CardInput {
@@ -29,8 +57,8 @@ pub struct CardInput {
     pub endpoint_url: String,
     /// Announced skills (a default `chat` skill when empty).
     pub skills: Vec<Skill>,
-    /// A bearer token is required.
-    pub auth_required: bool,
+    /// How callers authenticate (none: anyone may call).
+    pub security: Vec<SecurityScheme>,
     /// `raw` attachments are admitted.
     pub attachments: bool,
     /// Push notifications are served (`capabilities.pushNotifications`).
@@ -88,7 +116,7 @@ pub fn build(input: &CardInput) -> Value {
         "name": input.name,
         "description": input.description,
         "version": input.version,
-        "capabilities": { "streaming": true, "pushNotifications": input.push_notifications, "extendedAgentCard": input.auth_required },
+        "capabilities": { "streaming": true, "pushNotifications": input.push_notifications, "extendedAgentCard": !input.security.is_empty() },
         "defaultInputModes": input_modes,
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
@@ -103,19 +131,23 @@ pub fn build(input: &CardInput) -> Value {
             "url": input.provider_url.clone().unwrap_or_default(),
         });
     }
-    if input.auth_required {
-        card["securitySchemes"] =
-            json!({ "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer" } } });
-        card["securityRequirements"] = json!([{ "schemes": { "bearer": { "list": [] } } }]);
+    if !input.security.is_empty() {
+        let entries: Vec<_> = input.security.iter().map(SecurityScheme::entry).collect();
+        // Any one scheme is enough: one requirement each.
+        card["securitySchemes"] = entries.iter().cloned().collect();
+        card["securityRequirements"] = entries
+            .iter()
+            .map(|(name, _)| json!({ "schemes": { *name: { "list": [] } } }))
+            .collect();
     }
     card
 }
 
 /// `GetExtendedAgentCard`: A2A 1.0.1 §13.3 says it MUST require authentication, so only an
-/// instance with a token (the host has checked it) has one; the others answer
+/// instance that takes credentials (the host has checked them) has one; the others answer
 /// EXTENDED_AGENT_CARD_NOT_CONFIGURED.
 pub fn extended(input: &CardInput) -> Result<Value, crate::RpcError> {
-    if !input.auth_required {
+    if input.security.is_empty() {
         let why = "this agent has no extended card: it takes no token, and GetExtendedAgentCard requires authentication";
         return Err(crate::RpcError::new(
             crate::ErrorKind::ExtendedAgentCardNotConfigured,
@@ -175,7 +207,7 @@ mod tests {
             version: "0.1.0".into(),
             endpoint_url: "http://127.0.0.1:3080/a2a/reports-1a2b3c4d".into(),
             skills: vec![],
-            auth_required: false,
+            security: Vec::new(),
             attachments: false,
             push_notifications: false,
             provider_organization: None,
@@ -204,7 +236,7 @@ mod tests {
     #[test]
     fn token_adds_security_schemes_but_never_a_secret() {
         let c = build(&CardInput {
-            auth_required: true,
+            security: vec![SecurityScheme::Bearer],
             ..input()
         });
         assert_eq!(
@@ -219,6 +251,27 @@ mod tests {
     }
 
     #[test]
+    fn each_scheme_is_an_alternative() {
+        let c = build(&CardInput {
+            security: vec![
+                SecurityScheme::Bearer,
+                SecurityScheme::ApiKey {
+                    header: "X-API-Key".into(),
+                },
+            ],
+            ..input()
+        });
+        assert_eq!(
+            c["securitySchemes"]["apiKey"],
+            json!({"apiKeySecurityScheme":{"location":"header","name":"X-API-Key"}})
+        );
+        assert_eq!(
+            c["securityRequirements"],
+            json!([{"schemes":{"bearer":{"list":[]}}}, {"schemes":{"apiKey":{"list":[]}}}])
+        );
+    }
+
+    #[test]
     fn extended_card_needs_a_token() {
         assert_eq!(
             extended(&input()).unwrap_err().kind,
@@ -226,7 +279,7 @@ mod tests {
         );
         assert_eq!(
             extended(&CardInput {
-                auth_required: true,
+                security: vec![SecurityScheme::Bearer],
                 ..input()
             })
             .unwrap()["name"],

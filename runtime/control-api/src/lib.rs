@@ -54,6 +54,9 @@ actions! {
     "inbound.enable" => InboundEnable(Id),
     "inbound.disable" => InboundDisable(Id),
     "inbound.setAuth" => InboundSetAuth(InboundSetAuth),
+    "inbound.keys.create" => InboundKeysCreate(KeyCreate),
+    "inbound.keys.list" => InboundKeysList(Id),
+    "inbound.keys.revoke" => InboundKeysRevoke(KeyRevoke),
     "inbound.sendTest" => InboundSendTest(SendTest),
     "inbound.close" => InboundClose(Id),
     "task.cancel" => TaskCancel(Id),
@@ -191,6 +194,35 @@ pub struct InboundSetAuth {
     /// Accept a token shorter than 16 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_weak: Option<Flag>,
+}
+
+/// `inbound.keys.create`: a named client with its own API key.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KeyCreate {
+    /// The instance.
+    pub id: Text,
+    /// The client's name.
+    pub name: Text,
+    /// The skills it may call (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Names>,
+    /// Its own sustained requests per second (default: the instance's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_second: Option<Bounded<1, 1_000_000>>,
+}
+
+/// `inbound.keys.revoke`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KeyRevoke {
+    /// The instance.
+    pub id: Text,
+    /// The client's name.
+    pub name: Text,
+    /// Revoke the instance's last credential although it then takes calls from anyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<Flag>,
 }
 
 /// `inbound.sendTest`.

@@ -4,7 +4,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use control_api::{
     Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundSettings, InboundUpdate,
-    SendTest, Str, Text,
+    KeyCreate, KeyRevoke, Names, SendTest, Str, Text,
 };
 
 use super::{Control, s, send};
@@ -87,6 +87,12 @@ pub enum Inbound {
         #[arg(long)]
         allow_weak: bool,
     },
+    /// Named clients with their own API keys.
+    Keys {
+        /// What to do with them.
+        #[command(subcommand)]
+        cmd: Keys,
+    },
     /// Send a test message through an instance (same gate and lifecycle, no HTTP auth).
     Test {
         /// Instance id.
@@ -99,6 +105,40 @@ pub enum Inbound {
         /// Skill to ask for (default: the instance's first announced skill).
         #[arg(long)]
         skill: Option<String>,
+    },
+}
+
+/// `a2a-edge inbound keys …`
+#[derive(Subcommand)]
+pub enum Keys {
+    /// Create a client's key; it is printed this once (only its hash is kept).
+    Create {
+        /// Instance id.
+        id: String,
+        /// The client's name (its principal is `key:<name>`).
+        name: String,
+        /// A skill it may call (repeat for more; default: all).
+        #[arg(long = "skill")]
+        skills: Vec<String>,
+        /// Its own sustained requests per second (default: the instance's).
+        #[arg(long)]
+        rate: Option<u64>,
+    },
+    /// List an instance's clients (never their keys).
+    List {
+        /// Instance id.
+        id: String,
+    },
+    /// Revoke a client's key: it stops working at once.
+    Revoke {
+        /// Instance id.
+        id: String,
+        /// The client's name.
+        name: String,
+        /// Revoke it although it is the instance's last credential (which then takes calls
+        /// from anyone).
+        #[arg(long)]
+        open: bool,
     },
 }
 
@@ -141,7 +181,9 @@ impl Inbound {
     /// The action this command asks for (`list` and `test` print more than its message).
     fn action(self) -> anyhow::Result<Action> {
         Ok(match self {
-            Inbound::List | Inbound::Test { .. } => unreachable!("answered by Control::inbound"),
+            Inbound::List | Inbound::Test { .. } | Inbound::Keys { .. } => {
+                unreachable!("answered by Control::inbound")
+            }
             Inbound::Create {
                 name,
                 id,
@@ -224,9 +266,13 @@ impl Control {
                     "COMPONENT",
                 ];
                 self.snapshot_list("inbounds", &header, |i| {
-                    let auth = i["authTokenEnv"]
-                        .as_str()
-                        .map_or("-".into(), |_| "bearer".into());
+                    let keys = i["apiKeys"].as_array().map_or(0, Vec::len);
+                    let auth = match (i["authTokenEnv"].is_string(), keys) {
+                        (false, 0) => "-".to_owned(),
+                        (true, 0) => "bearer".to_owned(),
+                        (false, n) => format!("{n} keys"),
+                        (true, n) => format!("bearer, {n} keys"),
+                    };
                     let cell = |k: &str| s(&i[k]);
                     vec![
                         cell("id"),
@@ -264,7 +310,71 @@ impl Control {
                 });
                 Ok(())
             }
+            Inbound::Keys { cmd } => self.keys(cmd).await,
             cmd => self.action(cmd.action()?).await,
+        }
+    }
+
+    /// `inbound keys …`
+    async fn keys(&self, cmd: Keys) -> anyhow::Result<()> {
+        match cmd {
+            Keys::Create {
+                id,
+                name,
+                skills,
+                rate,
+            } => {
+                let create = KeyCreate {
+                    id: Text(id),
+                    name: Text(name),
+                    skills: (!skills.is_empty()).then_some(Names(skills)),
+                    rate_per_second: rate.map(Bounded),
+                };
+                let v = self.act(Action::InboundKeysCreate(create)).await?;
+                self.print(&v, |v| {
+                    eprintln!("{}", s(&v["message"]));
+                    println!("{}", s(&v["key"]));
+                });
+                Ok(())
+            }
+            Keys::List { id } => {
+                let v = self
+                    .act(Action::InboundKeysList(Id { id: Text(id) }))
+                    .await?;
+                self.print(&v, |v| {
+                    let header = ["NAME", "PRINCIPAL", "SKILLS", "RATE/S", "CREATED"];
+                    super::table::print(&header, &v["keys"], |k| {
+                        let skills: Vec<String> = k["skills"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(s)
+                            .collect();
+                        vec![
+                            s(&k["name"]),
+                            s(&k["principal"]),
+                            if skills.is_empty() {
+                                "all".into()
+                            } else {
+                                skills.join(",")
+                            },
+                            k["ratePerSecond"]
+                                .as_f64()
+                                .map_or("-".into(), |r| r.to_string()),
+                            s(&k["createdAt"]),
+                        ]
+                    })
+                });
+                Ok(())
+            }
+            Keys::Revoke { id, name, open } => {
+                self.action(Action::InboundKeysRevoke(KeyRevoke {
+                    id: Text(id),
+                    name: Text(name),
+                    open: open.then_some(Flag(true)),
+                }))
+                .await
+            }
         }
     }
 }

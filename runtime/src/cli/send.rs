@@ -33,6 +33,9 @@ pub struct SendArgs {
     /// Bearer token; default: the A2A_TOKEN environment variable.
     #[arg(long, env = "A2A_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// API key (sent as X-API-Key); default: the A2A_API_KEY environment variable.
+    #[arg(long, env = "A2A_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
     /// Give up after this many seconds without the whole answer.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
@@ -85,12 +88,17 @@ async fn send(a: SendArgs, json: bool) -> anyhow::Result<()> {
     if let Some(t) = &a.token {
         req = req.bearer_auth(t);
     }
+    if let Some(k) = &a.api_key {
+        req = req.header("X-API-Key", k);
+    }
     let r = req
         .send()
         .await
         .with_context(|| format!("cannot reach {endpoint}"))?;
     if r.status().as_u16() == 401 {
-        bail!("{endpoint} wants a bearer token: pass --token or set A2A_TOKEN");
+        bail!(
+            "{endpoint} wants a bearer token or an API key: pass --token (or set A2A_TOKEN) or --api-key (or set A2A_API_KEY)"
+        );
     }
     if !r.status().is_success() {
         let status = r.status().as_u16();

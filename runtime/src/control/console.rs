@@ -61,6 +61,7 @@ pub async fn rpc(app: &Arc<App>, id: Option<&str>, req: Request<Incoming>) -> Re
         instance,
         route: Route::Internal,
         peer: control_peer(),
+        caller: None,
         note: CallNote::default(),
     };
     let response = app

@@ -30,7 +30,7 @@ pub fn assembled(app: &App, id: &str) -> Result<Arc<Instance>, Refusal> {
     app.instances().into_iter().find(|i| i.record.id == id).ok_or_else(|| format!("inbound {id:?} is not assembled (its preset or component is missing; see the runtime log)"))
 }
 
-async fn save(app: &App, record: InstanceRecord) -> Result<(), Refusal> {
+pub(super) async fn save(app: &App, record: InstanceRecord) -> Result<(), Refusal> {
     let id = record.id.clone();
     app.save_instance(record)
         .await
@@ -149,6 +149,7 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
         version: String::new(),
         preset: instances::default_preset(&app.config),
         auth_token_env: None,
+        api_keys: Vec::new(),
         enabled: a.enabled.is_none_or(|e| e.0),
         push_notifications: true,
         component: instances::DEFAULT_COMPONENT.into(),

@@ -4,6 +4,7 @@
 mod connections;
 mod console;
 mod inbound;
+mod keys;
 mod reads;
 mod views;
 mod watch;
@@ -27,7 +28,12 @@ use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, json as answer};
 
 /// Actions that change nothing the panel shows (so the feed does not tell of them).
-const LOOKS_ONLY: &[&str] = &["outbound.discover", "outbound.call", "inbound.sendTest"];
+const LOOKS_ONLY: &[&str] = &[
+    "outbound.discover",
+    "outbound.call",
+    "inbound.sendTest",
+    "inbound.keys.list",
+];
 
 /// The control API's body limit.
 const CONTROL_BODY_LIMIT: u64 = 1 << 20;
@@ -136,6 +142,9 @@ async fn act(app: &Arc<App>, body: &serde_json::Map<String, Value>) -> Result<Va
         Action::InboundEnable(a) => inbound::set_enabled(app, a.id.as_str(), true).await,
         Action::InboundDisable(a) => inbound::set_enabled(app, a.id.as_str(), false).await,
         Action::InboundSetAuth(a) => inbound::set_auth(app, &a).await,
+        Action::InboundKeysCreate(a) => keys::create(app, &a).await,
+        Action::InboundKeysList(a) => keys::list(app, a.id.as_str()),
+        Action::InboundKeysRevoke(a) => keys::revoke(app, &a).await,
         Action::InboundSendTest(a) => inbound::send_test(app, &a).await,
         Action::InboundClose(a) => work::close_peer(app, a.id.as_str()).await,
         Action::TaskCancel(a) => work::cancel_task(app, a.id.as_str()).await,
@@ -189,6 +198,7 @@ async fn invoke(
         instance: instance.clone(),
         route,
         peer: control_peer(),
+        caller: None,
         note: CallNote::default(),
     };
     let response = app.host.handle(call, req).await;

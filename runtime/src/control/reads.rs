@@ -88,6 +88,7 @@ fn task_filter(query: &super::Query) -> Result<(TaskFilter, u32), String> {
     let filter = TaskFilter {
         instance_id: nonempty("taskServerId").map(str::to_owned),
         context_id: nonempty("taskContextId").map(str::to_owned),
+        principal: nonempty("taskPrincipal").map(str::to_owned),
         state,
         updated_after: None,
         limit,
@@ -228,8 +229,9 @@ pub async fn session(app: &App, context: Option<&str>, server: Option<&str>) -> 
                 .map(|p| p.tasks)
                 .unwrap_or_default();
             view["tasks"] = json!(tasks.iter().map(views::task_record).collect::<Vec<_>>());
-            view["messages"] =
-                json!(crate::sessions::history::rebuild(&*app.store, instance, context, "").await);
+            view["messages"] = json!(
+                crate::sessions::history::rebuild(&*app.store, instance, context, None, "").await
+            );
             answer(200, &view)
         }
         many => {

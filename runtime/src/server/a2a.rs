@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use crate::app::App;
 use crate::body::read_body;
 use crate::hosts::server::{CallNote, Invocation, Route};
+use crate::identity::{self, Caller};
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, Framing, accepts_sse, holding_stream, rpc_failure};
 
@@ -66,9 +67,16 @@ impl Refusals {
         )
     }
 
-    /// HTTP 401 with `WWW-Authenticate: Bearer` and an UNAUTHORIZED body.
-    fn unauthorized(self) -> Response<Body> {
-        let message = "missing or invalid bearer token: send Authorization: Bearer <token>";
+    /// HTTP 401 with `WWW-Authenticate: Bearer` and an UNAUTHORIZED body saying what `record`
+    /// takes.
+    fn unauthorized(self, record: &crate::records::InstanceRecord) -> Response<Body> {
+        let message = match (record.auth_token_env.is_some(), record.api_keys.is_empty()) {
+            (true, true) => "missing or invalid bearer token: send Authorization: Bearer <token>",
+            (false, _) => "missing or invalid API key: send X-API-Key: <key>",
+            (true, false) => {
+                "missing or invalid credentials: send Authorization: Bearer <token> or X-API-Key: <key>"
+            }
+        };
         let mut r = rpc_failure(
             self.framing,
             401,
@@ -95,8 +103,9 @@ async fn serve(
 ) -> Result<Response<Body>, Response<Body>> {
     let refuse = Refusals::of(app, kind);
     check_method(kind, req.method(), refuse)?;
+    let mut caller = Caller::shared();
     if kind != RouteKind::Card {
-        authenticate(app, &instance, req.headers(), refuse).map_err(|(why, r)| {
+        caller = authenticate(app, &instance, req.headers(), refuse).map_err(|(why, r)| {
             note.refused(why);
             r
         })?;
@@ -115,6 +124,7 @@ async fn serve(
         .map_err(|(status, message)| refuse.invalid(status, &message))?;
     // Components never see the caller's credentials.
     parts.headers.remove(header::AUTHORIZATION);
+    parts.headers.remove(identity::API_KEY_HEADER);
     if kind == RouteKind::Rest {
         parts.uri = below(&parts.uri, &instance.record.endpoint_path)
             .map_err(|e| refuse.invalid(400, &e))?;
@@ -132,6 +142,7 @@ async fn serve(
         instance,
         route: Route::Http(kind),
         peer,
+        caller: Some(caller),
         note: note.clone(),
     };
     let response = app.host.handle(call, req).await;
@@ -170,38 +181,29 @@ fn check_method(kind: RouteKind, method: &Method, refuse: Refusals) -> Result<()
     Err(r)
 }
 
-/// One `Authorization` header at most, and the instance's token when it has one: a named secret
-/// that is not set refuses every call (fail closed).
+/// One `Authorization` and one `X-API-Key` header at most, then the caller by the instance's
+/// schemes (README "Authentication"): a token secret that is not set refuses the token (fail
+/// closed).
 fn authenticate(
     app: &App,
     instance: &Instance,
     headers: &header::HeaderMap,
     refuse: Refusals,
-) -> Result<(), (&'static str, Response<Body>)> {
-    let mut presented = headers.get_all(header::AUTHORIZATION).iter();
-    let first = presented.next();
-    if presented.next().is_some() {
-        let r = refuse.invalid(400, "send one Authorization header, not several");
-        return Err(("several_authorization_headers", r));
-    }
-    if instance.record.auth_token_env.is_none() {
-        return Ok(());
-    }
-    let presented = first.and_then(|v| v.to_str().ok());
-    let why = match (instance.token.as_deref(), presented) {
-        (Some(t), p) if crate::credentials::bearer_matches(p, t) => return Ok(()),
-        // What failed, for the log (never the token).
-        (None, _) => "token_secret_not_set",
-        (Some(_), None) => "missing_token",
-        (Some(_), Some(p))
-            if !p
-                .get(..7)
-                .is_some_and(|s| s.eq_ignore_ascii_case("bearer ")) =>
-        {
-            "not_a_bearer_token"
+) -> Result<Caller, (&'static str, Response<Body>)> {
+    for (name, why) in [
+        (
+            header::AUTHORIZATION.as_str(),
+            "several_authorization_headers",
+        ),
+        (identity::API_KEY_HEADER, "several_api_key_headers"),
+    ] {
+        if headers.get_all(name).iter().nth(1).is_some() {
+            let r = refuse.invalid(400, &format!("send one {name} header, not several"));
+            return Err((why, r));
         }
-        (Some(_), Some(_)) => "wrong_token",
-    };
-    app.services().metrics.rejection("auth");
-    Err((why, refuse.unauthorized()))
+    }
+    identity::authenticate(&instance.record, instance.token.as_deref(), headers).map_err(|why| {
+        app.services().metrics.rejection("auth");
+        (why, refuse.unauthorized(&instance.record))
+    })
 }

@@ -18,17 +18,20 @@ pub struct Entry {
     pub text: String,
 }
 
-/// The conversation of `context_id` on an instance, oldest first, without `exclude_task`: each
-/// task's user messages, then its output (artifact text, or the agent's status message).
+/// The conversation of `context_id` on an instance (of `principal`'s tasks only, when named),
+/// oldest first, without `exclude_task`: each task's user messages, then its output (artifact
+/// text, or the agent's status message).
 pub async fn rebuild(
     store: &dyn Tasks,
     instance_id: &str,
     context_id: &str,
+    principal: Option<&str>,
     exclude_task: &str,
 ) -> Vec<Entry> {
     let filter = TaskFilter {
         instance_id: Some(instance_id.to_owned()),
         context_id: Some(context_id.to_owned()),
+        principal: principal.map(str::to_owned),
         limit: MAX_TASKS,
         start: PageStart::First,
         ..TaskFilter::default()

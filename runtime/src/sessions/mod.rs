@@ -86,6 +86,8 @@ pub struct TurnInput {
     pub instance_id: String,
     /// Conversation key.
     pub context_id: String,
+    /// Who the turn answers (README "Authentication"): its history is that principal's.
+    pub principal: String,
     /// Task id (of the instance).
     pub task_id: String,
     /// Message id.
@@ -110,6 +112,7 @@ impl TurnInput {
         TurnInput {
             instance_id: "i".into(),
             context_id: "c".into(),
+            principal: crate::records::SHARED_PRINCIPAL.into(),
             task_id: "t".into(),
             message_id: "m".into(),
             skill: "chat".into(),

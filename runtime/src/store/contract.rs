@@ -20,6 +20,7 @@ pub fn row(id: &str, at: u64) -> TaskRow {
             r#"{{"id":"{id}","contextId":"c","status":{{"state":"TASK_STATE_SUBMITTED"}}}}"#
         ),
         peer_id: None,
+        principal: crate::records::SHARED_PRINCIPAL.into(),
     }
 }
 
@@ -35,6 +36,39 @@ pub async fn check(s: &dyn Store) {
     records_and_counts(s).await;
     push_configs_queue_every_write_in_order(s).await;
     key_values_stay_in_their_scope_within_the_quota(s).await;
+    tasks_keep_their_principal(s).await;
+}
+
+async fn tasks_keep_their_principal(s: &dyn Store) {
+    let owned = |id: &str, principal: &str| TaskRow {
+        instance_id: "owned".into(),
+        principal: principal.into(),
+        ..row(id, 1)
+    };
+    s.create_task(owned("o1", "key:alice"), None, None)
+        .await
+        .unwrap();
+    s.create_task(owned("o2", "key:bob"), None, None)
+        .await
+        .unwrap();
+    // An update never changes the owner.
+    s.update_task(owned("o1", "key:bob"), 1, None, Vec::new())
+        .await
+        .unwrap();
+    let got = s.get_task("o1".into(), None).await.unwrap().unwrap();
+    assert_eq!(got.principal, "key:alice");
+    let of = |p: &str| TaskFilter {
+        instance_id: Some("owned".into()),
+        principal: Some(p.into()),
+        limit: 10,
+        ..Default::default()
+    };
+    let page = s.list_tasks(of("key:alice")).await.unwrap();
+    assert_eq!(
+        (page.total, page.tasks.len(), page.tasks[0].id.as_str()),
+        (1, 1, "o1")
+    );
+    assert_eq!(s.list_tasks(of("key:carol")).await.unwrap().total, 0);
 }
 
 async fn key_values_stay_in_their_scope_within_the_quota(s: &dyn Store) {

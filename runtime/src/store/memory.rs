@@ -164,6 +164,7 @@ impl Data {
             .values()
             .filter(|t| f.instance_id.as_ref().is_none_or(|i| &t.instance_id == i))
             .filter(|t| f.context_id.as_ref().is_none_or(|c| &t.context_id == c))
+            .filter(|t| f.principal.as_ref().is_none_or(|p| &t.principal == p))
             .filter(|t| f.state.is_none_or(|s| t.state == s))
             .filter(|t| f.updated_after.is_none_or(|a| t.updated_at >= a))
             .collect();
@@ -258,7 +259,11 @@ impl Tasks for MemoryStore {
             if current.version != expected {
                 return Err(StoreError::Conflict(Box::new(current.clone())));
             }
-            let (created_at, peer_id) = (current.created_at, current.peer_id.clone());
+            let (created_at, peer_id, principal) = (
+                current.created_at,
+                current.peer_id.clone(),
+                current.principal.clone(),
+            );
             if let Some(c) = &claim {
                 d.record_claim(&row.instance_id, c, &row.id);
             }
@@ -266,6 +271,7 @@ impl Tasks for MemoryStore {
                 version: expected + 1,
                 created_at,
                 peer_id,
+                principal,
                 ..row
             };
             d.lease(&row);

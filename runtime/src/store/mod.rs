@@ -85,6 +85,8 @@ pub struct TaskRow {
     pub body: String,
     /// The caller that created it.
     pub peer_id: Option<String>,
+    /// Who owns it (README "Authentication"): only they see it.
+    pub principal: String,
 }
 
 /// A frame a write appends to its task's log: the StreamResponse member and its JSON.
@@ -298,6 +300,8 @@ pub struct TaskFilter {
     pub instance_id: Option<String>,
     /// Only this context.
     pub context_id: Option<String>,
+    /// Only this principal's.
+    pub principal: Option<String>,
     /// Only this state.
     pub state: Option<TaskState>,
     /// Only tasks updated at or after this time, ms.

@@ -21,6 +21,55 @@ fn ui(s: &Server, hash: &str) -> String {
 }
 
 /// The flows, ignored (or, under `A2A_EDGE_REQUIRE_BROWSER`, failed) without the browser.
+async fn an_api_key_made_in_the_panel_is_shown_once_filters_tasks_and_is_revoked() {
+    let s = Server::default().await;
+    let (b, _turn) = Browser::open("keys", 1280, 800).await;
+    b.goto(&ui(&s, "instance/demo")).await;
+    b.fill("Client name", "panel-bot").await;
+    b.click("Create key").await;
+    let shown = b.find_text("[data-new-key] code", "a2a_").await;
+    let key = shown.text().await.unwrap();
+    b.find_text(".security", "apiKey").await;
+    let answer = reqwest::Client::new()
+        .post(format!("{}/a2a/demo", s.base()))
+        .header("x-api-key", &key)
+        .json(&envelope(
+            1,
+            "SendMessage",
+            json!({"message": a2a_edge_tests::message("pk-1", "from the bot")}),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    // The key's principal links to its tasks.
+    b.goto(&ui(&s, "instance/demo")).await;
+    b.find_text("td a", "key:panel-bot")
+        .await
+        .click()
+        .await
+        .unwrap();
+    b.find_text("td a", "key:panel-bot").await;
+    b.find_text("td .clip", "from the bot").await;
+    // Shown once: a fresh page has its name, never the key.
+    b.goto(&ui(&s, "instance/demo")).await;
+    b.find_text("td", "panel-bot").await;
+    let page = b.eval("return document.documentElement.outerHTML").await;
+    assert!(
+        !page.as_str().unwrap().contains(&key),
+        "the key is shown once"
+    );
+    b.eval("window.confirm = () => true; return 1").await;
+    b.click("Revoke").await;
+    b.find_text("section p", "No API keys").await;
+    let (status, _) = s.rpc("/a2a/demo", "GetTask", json!({"id": "x"})).await;
+    assert_eq!(
+        status, 200,
+        "no key left: the instance takes calls without one again"
+    );
+    b.finish(&[]).await;
+}
+
 fn main() -> std::process::ExitCode {
     let flows = a2a_edge_tests::flows![
         overview_shows_the_instances_live_on_a_wide_and_a_narrow_window,
@@ -29,6 +78,7 @@ fn main() -> std::process::ExitCode {
         a_long_running_task_is_canceled_from_the_task_view,
         the_task_view_tells_the_operator_why_an_agent_was_not_available,
         a_token_set_in_the_panel_puts_the_bearer_scheme_on_the_card_and_is_never_shown,
+        an_api_key_made_in_the_panel_is_shown_once_filters_tasks_and_is_revoked,
         an_outbound_connection_to_a_second_edge_is_previewed_added_and_its_tool_called,
         an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves,
         an_agent_component_shows_its_kind_imports_and_grants,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::bindings::a2a::agent::history::{Entry, Host, Role};
-use crate::sessions::history;
+use crate::sessions::{TurnInput, history};
 use crate::store::Tasks;
 
 /// The history capability of one turn.
@@ -12,22 +12,19 @@ pub struct HistoryCtx {
     store: Arc<dyn Tasks>,
     instance_id: String,
     context_id: String,
+    principal: String,
     task_id: String,
 }
 
 impl HistoryCtx {
     /// The conversation of the turn's context on its instance, without the turn's own task.
-    pub fn prepare(
-        store: Arc<dyn Tasks>,
-        instance_id: &str,
-        context_id: &str,
-        task_id: &str,
-    ) -> Self {
+    pub fn prepare(store: Arc<dyn Tasks>, turn: &TurnInput) -> Self {
         HistoryCtx {
             store,
-            instance_id: instance_id.to_owned(),
-            context_id: context_id.to_owned(),
-            task_id: task_id.to_owned(),
+            instance_id: turn.instance_id.clone(),
+            context_id: turn.context_id.clone(),
+            principal: turn.principal.clone(),
+            task_id: turn.task_id.clone(),
         }
     }
 }
@@ -38,6 +35,7 @@ impl Host for HistoryCtx {
             &*self.store,
             &self.instance_id,
             &self.context_id,
+            Some(&self.principal),
             &self.task_id,
         )
         .await;

@@ -89,12 +89,7 @@ impl AgentState {
         let budget = Budget::default();
         let caps = Capabilities {
             progress: ProgressCtx::prepare(events.clone(), budget.clone()),
-            history: HistoryCtx::prepare(
-                tasks,
-                &input.instance_id,
-                &input.context_id,
-                &input.task_id,
-            ),
+            history: HistoryCtx::prepare(tasks, input),
             llm: LlmCtx::prepare(granted.chat.clone(), input.host.clone(), events, budget),
             agents: AgentsCtx::prepare(granted.agents.clone(), input.host.clone(), cancel),
             kv: KeyValueCtx::prepare(

@@ -1,13 +1,12 @@
 //! `a2a:edge/admission`: the caller's rate and the instance's concurrency slots.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use wasmtime::component::Resource;
 
 use super::bindings::admission::{Host, HostSlot};
 use super::services::{Invocation, Services, View};
-use crate::admission::{Admission, Slot};
+use crate::admission::{Admission, Slot, Source};
 use crate::records::Limits;
 use crate::telemetry::Metrics;
 
@@ -19,10 +18,10 @@ pub struct AdmissionCtx {
     metrics: Arc<Metrics>,
     /// The instance.
     instance_id: String,
-    /// Its limits.
+    /// Its limits (with a named client's own rate).
     limits: Limits,
-    /// The caller's address (its rate bucket).
-    source: IpAddr,
+    /// The caller's rate bucket: its principal's, or its address's.
+    source: Source,
 }
 
 impl AdmissionCtx {
@@ -32,8 +31,18 @@ impl AdmissionCtx {
             admission: s.admission.clone(),
             metrics: s.metrics.clone(),
             instance_id: call.instance.record.id.clone(),
-            limits: call.instance.record.limits,
-            source: call.peer.ip(),
+            limits: Limits {
+                rate_per_second: call
+                    .caller
+                    .as_ref()
+                    .and_then(|c| c.key.as_ref()?.rate_per_second)
+                    .unwrap_or(call.instance.record.limits.rate_per_second),
+                ..call.instance.record.limits
+            },
+            source: match &call.caller {
+                Some(c) if c.individual() => Source::Principal(c.principal.clone()),
+                _ => Source::Address(call.peer.ip()),
+            },
         }
     }
 }
@@ -41,7 +50,9 @@ impl AdmissionCtx {
 impl Host for View<'_, AdmissionCtx> {
     fn check_rate(&mut self) -> wasmtime::Result<Result<(), u64>> {
         let c = &self.ctx;
-        let result = c.admission.check_rate(&c.instance_id, c.source, &c.limits);
+        let result = c
+            .admission
+            .check_rate(&c.instance_id, c.source.clone(), &c.limits);
         if result.is_err() {
             c.metrics.rejection("rate");
         }
@@ -82,7 +93,7 @@ mod tests {
             metrics: Arc::default(),
             instance_id: "i".into(),
             limits,
-            source: "10.0.0.1".parse().unwrap(),
+            source: Source::Address("10.0.0.1".parse().unwrap()),
         }
     }
 
@@ -131,7 +142,7 @@ mod tests {
             view.check_rate().unwrap().is_err(),
             "the burst of one is spent"
         );
-        view.ctx.source = "10.0.0.2".parse().unwrap();
+        view.ctx.source = Source::Address("10.0.0.2".parse().unwrap());
         assert_eq!(
             view.check_rate().unwrap(),
             Ok(()),

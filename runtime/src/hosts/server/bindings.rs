@@ -105,8 +105,8 @@ impl TryFrom<store::TaskRow> for TaskRow {
 }
 
 impl TaskRow {
-    /// The stored row of this task of `instance_id`, created by `peer_id`.
-    pub fn stored(self, instance_id: &str, peer_id: &str) -> store::TaskRow {
+    /// The stored row of this task of `instance_id`, created by `peer_id` for `principal`.
+    pub fn stored(self, instance_id: &str, peer_id: &str, principal: &str) -> store::TaskRow {
         store::TaskRow {
             id: self.id,
             instance_id: instance_id.to_owned(),
@@ -118,6 +118,7 @@ impl TaskRow {
             version: self.version,
             body: self.body,
             peer_id: Some(peer_id.to_owned()),
+            principal: principal.to_owned(),
         }
     }
 }

@@ -4,9 +4,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::bindings::request_context::{Host, InstanceInfo, Limits, PeerInfo, RouteKind, Skill};
+use super::bindings::request_context::{
+    Host, InstanceInfo, Limits, PeerInfo, RouteKind, SecurityScheme, Skill,
+};
 use super::services::{Books, CallNote, Invocation, Route, Services};
+use crate::identity::{API_KEY_HEADER_NAME, Caller};
 use crate::instances::{Instance, RouteKind as Kind};
+use crate::records::InstanceRecord;
 use crate::telemetry::Metrics;
 
 /// The request-context capability.
@@ -19,9 +23,14 @@ pub struct ContextCtx {
     started: Instant,
 }
 
-/// The instance record as the card builder reads it.
-fn info(instance: &Instance, s: &Services) -> InstanceInfo {
+/// The instance record as the card builder reads it, for `caller`: a named client with skills
+/// of its own sees only those (README "Authentication").
+fn info(instance: &Instance, s: &Services, caller: Option<&Caller>) -> InstanceInfo {
     let r = &instance.record;
+    let allowed = caller
+        .and_then(|c| c.key.as_ref())
+        .map(|k| k.skills.as_slice())
+        .unwrap_or_default();
     InstanceInfo {
         id: r.id.clone(),
         name: r.name.clone(),
@@ -33,6 +42,7 @@ fn info(instance: &Instance, s: &Services) -> InstanceInfo {
             .preset
             .skills
             .iter()
+            .filter(|s| allowed.is_empty() || allowed.contains(&s.id))
             .map(|s| Skill {
                 id: s.id.clone(),
                 name: s.name.clone().unwrap_or_else(|| s.id.clone()),
@@ -40,7 +50,7 @@ fn info(instance: &Instance, s: &Services) -> InstanceInfo {
                 tags: s.tags.clone(),
             })
             .collect(),
-        auth_required: r.auth_token_env.is_some(),
+        security: security(r),
         attachments: s.attachments.enabled(),
         push_notifications: r.push_notifications,
         provider_organization: s.provider.as_ref().map(|p| p.organization.clone()),
@@ -57,6 +67,18 @@ fn info(instance: &Instance, s: &Services) -> InstanceInfo {
     }
 }
 
+/// The schemes `r` takes, as its card announces them.
+fn security(r: &InstanceRecord) -> Vec<SecurityScheme> {
+    let mut schemes = Vec::new();
+    if r.auth_token_env.is_some() {
+        schemes.push(SecurityScheme::Bearer);
+    }
+    if !r.api_keys.is_empty() {
+        schemes.push(SecurityScheme::ApiKey(API_KEY_HEADER_NAME.into()));
+    }
+    schemes
+}
+
 impl ContextCtx {
     /// The context of `call`, which started at `started`.
     pub fn prepare(s: &Services, call: &Invocation, books: &Books, started: Instant) -> ContextCtx {
@@ -71,7 +93,7 @@ impl ContextCtx {
             source: call.peer.to_string(),
         };
         ContextCtx {
-            info: info(&call.instance, s),
+            info: info(&call.instance, s, call.caller.as_ref()),
             peer,
             route,
             metrics: s.metrics.clone(),
@@ -126,6 +148,7 @@ mod tests {
             endpoint_path: "/a2a/x".into(),
             preset: "echo".into(),
             auth_token_env: Some("A2A_INBOUND_X".into()),
+            api_keys: Vec::new(),
             enabled: true,
             push_notifications: true,
             component: "a2a-server".into(),
@@ -146,6 +169,7 @@ mod tests {
             instance: instance.clone(),
             route: Route::Http(Kind::Rpc),
             peer: "10.0.0.9:5000".parse().unwrap(),
+            caller: None,
             note: note.clone(),
         };
         let books = Books {
@@ -154,7 +178,7 @@ mod tests {
         };
         let mut ctx = ContextCtx::prepare(&services, &call, &books, Instant::now());
         let info = ctx.instance().unwrap();
-        assert!(info.auth_required && info.attachments);
+        assert!(matches!(info.security.as_slice(), [SecurityScheme::Bearer]) && info.attachments);
         assert_eq!(
             (info.endpoint_url.as_str(), info.updated_at),
             ("http://h/a2a/x", 2)

@@ -10,6 +10,7 @@ use wasmtime_wasi::p2::{DynPollable, subscribe};
 use super::bindings::events::{Frame, Host, HostSubscription};
 use super::bindings::types::{FrameKind, StoreError};
 use super::handoff;
+use super::owner::Owner;
 use super::services::{Books, Invocation, Services, View};
 use crate::events::{EventHub, Subscription};
 use crate::records::task_key;
@@ -23,6 +24,8 @@ pub struct EventsCtx {
     store: Arc<dyn FrameLog>,
     /// The instance.
     instance_id: String,
+    /// The tasks the request reaches (a log is opened only for one of them).
+    owner: Owner,
     /// Keep-alive interval of a handed-off stream.
     keep_alive: Duration,
     /// Where a handed-off stream waits for the host.
@@ -37,6 +40,7 @@ impl EventsCtx {
             hub: s.events.clone(),
             store: s.store.clone(),
             instance_id: call.instance.record.id.clone(),
+            owner: Owner::of(s, call),
             keep_alive: Duration::from_millis(limits.keep_alive_ms.max(100)),
             hand_off: books.hand_off.clone(),
         }
@@ -91,6 +95,9 @@ impl Host for View<'_, EventsCtx> {
         after: Option<u64>,
     ) -> wasmtime::Result<Result<Resource<Subscription>, String>> {
         let c = &self.ctx;
+        if c.owner.owns(&task_id).await.is_err() {
+            return Ok(Err(format!("task {task_id} not found")));
+        }
         let opened = c
             .hub
             .open(c.store.clone(), &c.instance_id, &task_id, after)
@@ -179,6 +186,7 @@ mod tests {
             hub: hub.clone(),
             store: store.clone(),
             instance_id: instance.into(),
+            owner: Owner::new(store.clone(), instance, None),
             keep_alive: Duration::from_secs(1),
             hand_off: Default::default(),
         };

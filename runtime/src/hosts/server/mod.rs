@@ -16,6 +16,7 @@ mod context;
 mod drive;
 mod events;
 mod handoff;
+mod owner;
 mod push;
 mod services;
 mod sessions;

@@ -7,16 +7,17 @@ use a2a_protocol::push::TaskPushNotificationConfig;
 
 use super::bindings::push::Host;
 use super::bindings::types::StoreError;
+use super::owner::Owner;
 use super::services::{Invocation, Services};
 use crate::push::Webhooks;
-use crate::store::{self, PushOutbox, Tasks};
+use crate::store::{self, PushOutbox};
 
 /// The push capability of one request.
 pub struct PushCtx {
     /// The push configs.
     store: Arc<dyn PushOutbox>,
-    /// The tasks (a config is kept only for a task of the instance).
-    tasks: Arc<dyn Tasks>,
+    /// The tasks the request reaches (a config is kept only for one of them).
+    owner: Owner,
     /// The webhook guard.
     webhooks: Arc<Webhooks>,
     /// The instance every call is scoped to.
@@ -28,24 +29,15 @@ impl PushCtx {
     pub fn prepare(s: &Services, call: &Invocation) -> PushCtx {
         PushCtx {
             store: s.store.clone(),
-            tasks: s.store.clone(),
+            owner: Owner::of(s, call),
             webhooks: s.webhooks.clone(),
             instance_id: call.instance.record.id.clone(),
         }
     }
 
-    /// `NotFound` unless this instance has the task.
-    async fn own(&self, task_id: &str) -> Result<(), StoreError> {
-        let task = self
-            .tasks
-            .get_task(task_id.to_owned(), Some(self.instance_id.clone()))
-            .await?;
-        task.map(drop).ok_or(StoreError::NotFound)
-    }
-
-    /// The task's configs; `NotFound` when this instance has no such task.
+    /// The task's configs; `NotFound` when the request does not reach the task.
     async fn configs(&self, task_id: String) -> Result<Vec<store::PushConfig>, StoreError> {
-        self.own(&task_id).await?;
+        self.owner.owns(&task_id).await?;
         Ok(self
             .store
             .push_configs(self.instance_id.clone(), task_id)
@@ -83,6 +75,9 @@ impl Host for PushCtx {
             Ok(c) => c,
             Err(e) => return Ok(Err(e)),
         };
+        if let Err(e) = self.owner.owns(&config.task_id).await {
+            return Ok(Err(e));
+        }
         Ok(self.store.put_push_config(config).await.map_err(Into::into))
     }
 
@@ -114,7 +109,7 @@ impl Host for PushCtx {
         task_id: String,
         id: String,
     ) -> wasmtime::Result<Result<(), StoreError>> {
-        if let Err(e) = self.own(&task_id).await {
+        if let Err(e) = self.owner.owns(&task_id).await {
             return Ok(Err(e));
         }
         Ok(self
@@ -134,7 +129,7 @@ mod tests {
     fn ctx(store: Arc<dyn Store>, instance: &str, allow_private: bool) -> PushCtx {
         PushCtx {
             store: store.clone(),
-            tasks: store,
+            owner: Owner::new(store, instance, None),
             webhooks: Arc::new(Webhooks::new(
                 allow_private,
                 std::time::Duration::from_secs(2),

@@ -181,6 +181,9 @@ pub struct Invocation {
     pub route: Route,
     /// The TCP peer.
     pub peer: SocketAddr,
+    /// Who it is (README "Authentication"); none for the runtime's own calls, which see every
+    /// principal's tasks.
+    pub caller: Option<crate::identity::Caller>,
     /// What the component tells of the request, for the log.
     pub note: CallNote,
 }

@@ -8,7 +8,7 @@ use wasmtime_wasi::p2::{DynPollable, subscribe};
 
 use super::bindings::sessions::{Host, HostTurn, TurnEvent, TurnRequest};
 use super::services::{Invocation, Services, View};
-use crate::records::task_key;
+use crate::records::{SHARED_PRINCIPAL, task_key};
 use crate::sessions::{Sessions, Toolbox, Turn, TurnInput, history};
 use crate::store::Tasks;
 
@@ -22,6 +22,8 @@ pub struct SessionsCtx {
     toolbox: Arc<dyn Toolbox>,
     /// The instance.
     instance_id: String,
+    /// Whose turns these are (the runtime's own calls: the shared principal's).
+    principal: String,
     /// Its preset.
     preset: String,
 }
@@ -37,6 +39,11 @@ impl SessionsCtx {
             store: s.store.clone(),
             toolbox: s.toolbox.clone(),
             instance_id: call.instance.record.id.clone(),
+            principal: call
+                .caller
+                .as_ref()
+                .map_or(SHARED_PRINCIPAL, |c| c.principal.as_str())
+                .to_owned(),
             preset: call.instance.preset.id.clone(),
         }
     }
@@ -76,17 +83,30 @@ impl Host for View<'_, SessionsCtx> {
     ) -> wasmtime::Result<Result<Resource<Turn>, String>> {
         let c = &self.ctx;
         let history = if c.sessions.uses_history(&c.preset) {
-            history::rebuild(&*c.store, &c.instance_id, &req.context_id, &req.task_id).await
+            let principal = Some(c.principal.as_str());
+            history::rebuild(
+                &*c.store,
+                &c.instance_id,
+                &req.context_id,
+                principal,
+                &req.task_id,
+            )
+            .await
         } else {
             Vec::new()
         };
+        // Remote agents keep a context per caller: the shared principal's as before principals,
+        // any other's apart.
+        let mut caller = format!("{}/{}", c.instance_id, req.context_id);
+        if c.principal != SHARED_PRINCIPAL {
+            caller = format!("{caller}/{}", c.principal);
+        }
         let input = TurnInput {
-            host: c
-                .toolbox
-                .for_turn(&c.preset, format!("{}/{}", c.instance_id, req.context_id)),
+            host: c.toolbox.for_turn(&c.preset, caller),
             history,
             instance_id: c.instance_id.clone(),
             context_id: req.context_id,
+            principal: c.principal.clone(),
             task_id: req.task_id,
             message_id: req.message_id,
             skill: req.skill,
@@ -163,6 +183,7 @@ mod tests {
             store,
             toolbox: Arc::new(NoHost),
             instance_id: "i".into(),
+            principal: SHARED_PRINCIPAL.into(),
             preset: preset.into(),
         }
     }

@@ -14,6 +14,8 @@ use super::services::{Books, CallNote, Invocation, Services};
 use crate::activity::{Activity, Contexts};
 use crate::events::EventHub;
 use crate::holds::{Hold, Holds};
+use crate::identity::claim_key;
+use crate::records::SHARED_PRINCIPAL;
 use crate::store::{self, PageStart, TaskFilter, Tasks};
 
 /// The storage capability of one request.
@@ -28,6 +30,9 @@ pub struct StorageCtx {
     instance_id: String,
     /// The caller, recorded with the tasks it creates.
     peer_id: String,
+    /// The caller's principal: it sees only its own tasks and message ids (none: the runtime,
+    /// which sees all).
+    principal: Option<String>,
     /// Tasks this request wrote last (settled FAILED if left running).
     written: crate::settlement::Written,
     /// The frame logs in memory, told of the frames a write committed.
@@ -55,6 +60,7 @@ impl StorageCtx {
             activity: s.activity.clone(),
             instance_id: call.instance.record.id.clone(),
             peer_id: books.peer_id.clone(),
+            principal: call.caller.as_ref().map(|c| c.principal.clone()),
             written: books.written.clone(),
             events: s.events.clone(),
             contexts: books.contexts.clone(),
@@ -97,6 +103,30 @@ impl StorageCtx {
         if let Some(m) = w.released {
             self.held.retain(|h| h.message_id() != m);
         }
+    }
+
+    /// Who owns what this request writes.
+    fn owner(&self) -> &str {
+        self.principal.as_deref().unwrap_or(SHARED_PRINCIPAL)
+    }
+
+    /// `row` as stored for this request.
+    fn stored(&self, row: TaskRow) -> store::TaskRow {
+        row.stored(&self.instance_id, &self.peer_id, self.owner())
+    }
+
+    /// A claim under the owner's key.
+    fn claim(&self, c: MessageClaim) -> store::MessageClaim {
+        let c: store::MessageClaim = c.into();
+        store::MessageClaim {
+            message_id: claim_key(self.owner(), c.message_id),
+            ..c
+        }
+    }
+
+    /// Whether the caller may see `row`.
+    fn sees(&self, row: &store::TaskRow) -> bool {
+        self.principal.as_ref().is_none_or(|p| *p == row.principal)
     }
 
     fn touched(&self, context_id: String) {
@@ -155,7 +185,7 @@ impl Host for StorageCtx {
         claim: Option<MessageClaim>,
         push_config: Option<String>,
     ) -> wasmtime::Result<Result<(), StoreError>> {
-        let row = row.stored(&self.instance_id, &self.peer_id);
+        let row = self.stored(row);
         let push = match push_config {
             Some(json) => {
                 match super::push::admitted(&self.webhooks, &self.instance_id, &json).await {
@@ -171,7 +201,8 @@ impl Host for StorageCtx {
             }
             None => None,
         };
-        Ok(self.create(row, claim.map(Into::into), push).await)
+        let claim = claim.map(|c| self.claim(c));
+        Ok(self.create(row, claim, push).await)
     }
 
     async fn hold_task(
@@ -179,18 +210,18 @@ impl Host for StorageCtx {
         row: TaskRow,
         claim: MessageClaim,
     ) -> wasmtime::Result<Result<(), StoreError>> {
-        let row = row.stored(&self.instance_id, &self.peer_id);
+        let (row, claim) = (self.stored(row), self.claim(claim));
         // Settled already, or on a store other nodes share (where a resend to another node must
         // find the claim while the turn runs): written now.
         if !row.state.is_running() || self.shared {
-            return Ok(self.create(row, Some(claim.into()), None).await);
+            return Ok(self.create(row, Some(claim), None).await);
         }
         if self.unwritten.is_some() {
             return Ok(Err(StoreError::Invalid(
                 "a request holds one unwritten task at a time".into(),
             )));
         }
-        self.unwritten = Some((row, claim.into()));
+        self.unwritten = Some((row, claim));
         Ok(Ok(()))
     }
 
@@ -201,7 +232,7 @@ impl Host for StorageCtx {
         claim: Option<MessageClaim>,
         frames: Vec<NewFrame>,
     ) -> wasmtime::Result<Result<Written, StoreError>> {
-        let row = row.stored(&self.instance_id, &self.peer_id);
+        let row = self.stored(row);
         if let Some((held, _)) = self.unwritten.as_mut().filter(|(h, _)| h.id == row.id) {
             let held_write = Written {
                 version: 1,
@@ -230,7 +261,7 @@ impl Host for StorageCtx {
             ))));
         }
         let frames: Vec<store::NewFrame> = frames.into_iter().map(Into::into).collect();
-        let claim = claim.map(Into::into);
+        let claim = claim.map(|c| self.claim(c));
         let write = Write::of(&row, claim.as_ref());
         let key = crate::records::task_key(&self.instance_id, &row.id);
         let result = self
@@ -258,7 +289,7 @@ impl Host for StorageCtx {
             .get_task(id, Some(self.instance_id.clone()))
             .await
         {
-            Ok(row) => row,
+            Ok(row) => row.filter(|r| self.sees(r)),
             Err(e) => return Ok(Err(e.into())),
         };
         if let Some(r) = &row {
@@ -272,6 +303,7 @@ impl Host for StorageCtx {
         let filter = TaskFilter {
             instance_id: Some(self.instance_id.clone()),
             context_id: q.context_id,
+            principal: self.principal.clone(),
             state: q.state.map(Into::into),
             updated_after: q.updated_after,
             limit: q.page_size.clamp(1, 100),
@@ -299,6 +331,7 @@ impl Host for StorageCtx {
         &mut self,
         message_id: String,
     ) -> wasmtime::Result<Result<Option<MessageRecord>, StoreError>> {
+        let message_id = claim_key(self.owner(), message_id);
         if !self.held.iter().any(|h| h.message_id() == message_id) {
             let hold = self.holds.hold(&self.instance_id, &message_id).await;
             self.held.push(hold);
@@ -326,6 +359,7 @@ mod tests {
             activity: Arc::default(),
             instance_id: instance.into(),
             peer_id: "10.0.0.1@i".into(),
+            principal: None,
             written: Default::default(),
             events: Arc::default(),
             contexts: Contexts::default(),
@@ -415,6 +449,61 @@ mod tests {
             "the last write of each task is remembered"
         );
         assert_eq!(mine.note.take().task_id.as_deref(), Some("t"));
+    }
+
+    #[tokio::test]
+    async fn a_principal_sees_only_its_own_tasks_and_message_ids() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let of = |p: Option<&str>| StorageCtx {
+            principal: p.map(str::to_owned),
+            ..ctx(store.clone(), "i")
+        };
+        let (mut alice, mut bob, mut runtime) =
+            (of(Some("key:alice")), of(Some("key:bob")), of(None));
+        let claim = Some(MessageClaim {
+            message_id: "m".into(),
+            fingerprint: "f".into(),
+            replaces: None,
+        });
+        alice
+            .create_task(row("a", WitState::Working, 1), claim.clone(), None)
+            .await
+            .unwrap()
+            .unwrap();
+        /// Whether `c` gets task `a`, how many it lists, whether it finds the claim of `m`.
+        async fn seen(c: &mut StorageCtx) -> (bool, u32, bool) {
+            let got = c.get_task("a".into()).await.unwrap().unwrap().is_some();
+            let query = TaskQuery {
+                context_id: None,
+                state: None,
+                updated_after: None,
+                page_size: 10,
+                page_token: None,
+                include_artifacts: false,
+                history_length: None,
+            };
+            let listed = c.list_tasks(query).await.unwrap().unwrap().total_size;
+            let claimed = c.find_message("m".into()).await.unwrap().unwrap().is_some();
+            (got, listed, claimed)
+        }
+        assert_eq!(seen(&mut alice).await, (true, 1, true));
+        assert_eq!(
+            seen(&mut bob).await,
+            (false, 0, false),
+            "bob sees nothing of alice's"
+        );
+        assert_eq!(
+            seen(&mut runtime).await,
+            (true, 1, false),
+            "the runtime sees every task; message ids stay each principal's"
+        );
+        // Bob may use the same message id: it is his own.
+        bob.create_task(row("b", WitState::Working, 1), claim, None)
+            .await
+            .unwrap()
+            .unwrap();
+        let stored = store.get_task("b".into(), None).await.unwrap().unwrap();
+        assert_eq!(stored.principal, "key:bob");
     }
 
     #[tokio::test]

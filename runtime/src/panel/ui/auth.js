@@ -2,7 +2,7 @@
 // shown back (the field is a password field, emptied once the token is stored).
 
 import { act } from "./api.js";
-import { busy, field, h } from "./dom.js";
+import { busy, copy, errorBox, field, h, section, table, time } from "./dom.js";
 
 /** The form: `action` is `inbound.setAuth` or `outbound.setAuth`, `stored` the secret's name
  * when one is set; errors go to `box`, and `reload` runs after a change. */
@@ -25,4 +25,53 @@ export function tokenForm(action, id, stored, { name, hint, box, reload, small =
     await reload();
   }));
   return form;
+}
+
+/** The API keys of inbound instance `r`: its named clients, a form that creates one (its key
+ * shown this once), and revocation. */
+export function keysSection(r, reload) {
+  const box = errorBox();
+  const shown = h("div", { "aria-live": "polite", "data-new-key": "" });
+  const name = h("input", { name: "keyName", placeholder: "ci-bot", autocomplete: "off", required: true });
+  const skills = h("input", { name: "keySkills", placeholder: "all skills", autocomplete: "off" });
+  const create = h("button", { type: "submit", text: "Create key" });
+  const form = h("form", { class: "row", "aria-label": "New API key" }, field("Client name", name), field("Skills", skills, "comma-separated; empty: all"), create);
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    busy(create, box, async () => {
+      const list = skills.value.split(",").map((s) => s.trim()).filter(Boolean);
+      const made = await act("inbound.keys.create", { id: r.id, name: name.value.trim(), ...(list.length ? { skills: list } : {}) });
+      await reload();
+      // After the reload, on the new page: the key is in this answer only.
+      document.querySelector("[data-new-key]")?.replaceChildren(
+        h("p", {}, `Key of ${made.name} (shown this once): `, h("code", { text: made.key }), " ", copy(made.key, "Copy key")),
+      );
+    });
+  });
+  const rows = table(
+    [
+      ["Client", (k) => k.name],
+      ["Principal", (k) => h("a", { href: `#/tasks?principal=${encodeURIComponent(k.principal)}`, text: k.principal })],
+      ["Skills", (k) => (k.skills.length ? k.skills.join(", ") : "all")],
+      ["Rate", (k) => (k.ratePerSecond ? `${k.ratePerSecond}/s` : "the instance's")],
+      ["Created", (k) => time(k.createdAt)],
+      ["", (k) => {
+        const revoke = h("button", { type: "button", class: "danger small", text: "Revoke" });
+        // The last credential goes only when the operator says the instance may open.
+        const last = r.apiKeys.length === 1 && !r.authTokenEnv;
+        revoke.addEventListener("click", () => {
+          const words = last ? `Revoke the key of ${k.name}? It is the last credential: the instance then takes calls from anyone.` : `Revoke the key of ${k.name}? It stops working at once.`;
+          if (!confirm(words)) return;
+          busy(revoke, box, async () => {
+            await act("inbound.keys.revoke", { id: r.id, name: k.name, ...(last ? { open: true } : {}) });
+            await reload();
+          });
+        });
+        return revoke;
+      }],
+    ],
+    r.apiKeys || [],
+    "No API keys: create one per client, each then sees only its own tasks.",
+  );
+  return section("API keys", rows, shown, form, box);
 }

@@ -8,13 +8,14 @@ const STATES = ["SUBMITTED", "WORKING", "INPUT_REQUIRED", "AUTH_REQUIRED", "COMP
 const PAGE = 25;
 
 export function taskList(q) {
-  const filters = { taskState: q.get("state") || "", taskContextId: q.get("context") || "", taskServerId: q.get("instance") || "" };
+  const filters = { taskState: q.get("state") || "", taskContextId: q.get("context") || "", taskServerId: q.get("instance") || "", taskPrincipal: q.get("principal") || "" };
   const offset = Number(q.get("offset") || 0);
   const stateSel = select([["", "any state"], ...STATES.map((s) => [s, s.replace("TASK_STATE_", "").toLowerCase().replace("_", " ")])], filters.taskState, { name: "state" });
   const context = h("input", { name: "context", value: filters.taskContextId, placeholder: "any context", autocomplete: "off" });
   const instanceSel = select([["", "any instance"]], "", { name: "instance" });
+  const principal = h("input", { name: "principal", value: filters.taskPrincipal, placeholder: "any caller", autocomplete: "off" });
   const apply = h("button", { type: "submit", text: "Filter" });
-  const form = h("form", { class: "row", "aria-label": "Filters" }, field("State", stateSel), field("Context id", context), field("Instance", instanceSel), apply);
+  const form = h("form", { class: "row", "aria-label": "Filters" }, field("State", stateSel), field("Context id", context), field("Instance", instanceSel), field("Principal", principal), apply);
   const list = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
   const box = errorBox();
   const pager = h("div", { class: "pager" });
@@ -24,6 +25,7 @@ export function taskList(q) {
     if (stateSel.value) p.set("state", stateSel.value);
     if (context.value.trim()) p.set("context", context.value.trim());
     if (instanceSel.value) p.set("instance", instanceSel.value);
+    if (principal.value.trim()) p.set("principal", principal.value.trim());
     if (o) p.set("offset", o);
     const target = `#/tasks${p.size ? `?${p}` : ""}`;
     if (location.hash === target) load();
@@ -46,6 +48,7 @@ export function taskList(q) {
           ["Task", (t) => h("a", { href: `#/task/${encodeURIComponent(t.taskId)}`, text: t.taskId })],
           ["State", (t) => state(t.state)],
           ["Instance", (t) => t.serverId],
+          ["Principal", (t) => h("a", { href: `#/tasks?principal=${encodeURIComponent(t.principal)}`, class: "small", text: t.principal })],
           ["Skill", (t) => t.skill],
           ["Asked", (t) => h("span", { class: "clip", text: partsText(t.parts) })],
           ["Context", (t) => h("a", { href: `#/tasks?context=${encodeURIComponent(t.contextId)}`, class: "small", text: t.contextId.slice(0, 8) })],

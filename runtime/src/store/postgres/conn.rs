@@ -71,8 +71,7 @@ impl Tx<'_> {
     }
 }
 
-pub(super) const TASK_COLUMNS: &str =
-    "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id";
+pub(super) const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal";
 
 /// The state a stored number stands for; one that is no state a task can be in is an error.
 pub(super) fn state_of(n: i32) -> Result<TaskState, StoreError> {
@@ -94,6 +93,7 @@ pub(super) fn task_row(r: &Row) -> Result<TaskRow, StoreError> {
         version: r.get::<_, i64>(7) as u64,
         body: r.get(8),
         peer_id: r.get(9),
+        principal: r.get(10),
     })
 }
 

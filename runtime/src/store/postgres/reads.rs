@@ -57,6 +57,9 @@ impl Conn {
         if let Some(c) = &f.context_id {
             arg("context_id = ?", Box::new(c.clone()), &mut args);
         }
+        if let Some(p) = &f.principal {
+            arg("principal = ?", Box::new(p.clone()), &mut args);
+        }
         if let Some(s) = f.state {
             arg("state = ?", Box::new(state_number(s)), &mut args);
         }

@@ -92,6 +92,9 @@ const MIGRATIONS: &[&str] = &[
         value BYTEA NOT NULL,
         PRIMARY KEY (scope, bucket, key)
     );",
+    // 5: each task's owner (README "Authentication"); older tasks are the shared principal's.
+    "ALTER TABLE tasks ADD COLUMN principal TEXT NOT NULL DEFAULT 'token';
+    CREATE INDEX tasks_by_principal ON tasks (instance_id, principal, updated_at DESC, id DESC);",
 ];
 
 /// Brings the database up to the newest schema; refuses one from a newer runtime.

@@ -29,8 +29,7 @@ pub fn find_message(
     .optional()
 }
 
-const TASK_COLUMNS: &str =
-    "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id";
+const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal";
 
 /// The task state in column `i`; a number that is no state a task can be in is an error, never
 /// a state made up.
@@ -53,6 +52,7 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
         version: r.get::<_, i64>(7)? as u64,
         body: r.get(8)?,
         peer_id: r.get(9)?,
+        principal: r.get(10)?,
     })
 }
 
@@ -96,6 +96,9 @@ fn filter_clause(f: &TaskFilter) -> (String, Vec<rusqlite::types::Value>) {
     if let Some(ctx) = &f.context_id {
         arg("context_id = ?", ctx.clone().into());
     }
+    if let Some(p) = &f.principal {
+        arg("principal = ?", p.clone().into());
+    }
     if let Some(s) = f.state {
         arg("state = ?", s.number().into());
     }
@@ -114,7 +117,7 @@ pub fn list_tasks(c: &Connection, f: &TaskFilter) -> Result<TaskPage, StoreError
     let (filter, mut args) = filter_clause(f);
     // Filters on instance and state alone are answered by the kept counts (the clause names
     // columns both tables have); others count the matching index range.
-    let count = if f.context_id.is_none() && f.updated_after.is_none() {
+    let count = if f.context_id.is_none() && f.principal.is_none() && f.updated_after.is_none() {
         format!("SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE {filter}")
     } else {
         format!("SELECT COUNT(*) FROM tasks WHERE {filter}")

@@ -126,6 +126,9 @@ const MIGRATIONS: &[&str] = &[
         value BLOB NOT NULL,
         PRIMARY KEY (scope, bucket, key)
     ) WITHOUT ROWID;",
+    // 10: each task's owner (README "Authentication"); older tasks are the shared principal's.
+    "ALTER TABLE tasks ADD COLUMN principal TEXT NOT NULL DEFAULT 'token';
+    CREATE INDEX tasks_by_principal ON tasks (instance_id, principal, updated_at DESC, id DESC);",
 ];
 
 /// Brings a database up to the newest schema and checks it is that schema; refuses a database

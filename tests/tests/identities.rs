@@ -1,0 +1,344 @@
+//! Who is calling (README "Authentication"): named clients with their own API keys, each seeing
+//! only its own tasks, contexts, message ids and push configs on both bindings; the card saying
+//! what an instance takes; revocation at once; a key shown once and never kept or shown again;
+//! skills and rates per client.
+
+use a2a_edge_tests::events::Events;
+use a2a_edge_tests::jsonrpc;
+use a2a_edge_tests::{Server, scripted};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// A caller of instance `tck` sending `headers` with every request.
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    fn new(s: &Server, headers: &[(&'static str, &str)]) -> Client {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (k, v) in headers {
+            map.insert(*k, v.parse().unwrap());
+        }
+        Client {
+            http: reqwest::Client::builder()
+                .default_headers(map)
+                .build()
+                .unwrap(),
+            base: format!("{}/a2a/tck", s.base()),
+        }
+    }
+
+    fn key(s: &Server, key: &str) -> Client {
+        Client::new(s, &[("x-api-key", key)])
+    }
+
+    /// A JSON-RPC call: (status, body).
+    async fn rpc(&self, method: &str, params: Value) -> (u16, Value) {
+        a2a_edge_tests::answer(jsonrpc::request(&self.http, &self.base, method, params)).await
+    }
+
+    /// The `result` of a JSON-RPC call (panics otherwise).
+    async fn ok(&self, method: &str, params: Value) -> Value {
+        let (_, v) = self.rpc(method, params).await;
+        assert!(v.get("result").is_some(), "{method}: {v}");
+        v["result"].clone()
+    }
+
+    /// The error code of a JSON-RPC call (panics when it succeeds).
+    async fn code(&self, method: &str, params: Value) -> i64 {
+        let (_, v) = self.rpc(method, params).await;
+        v["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{method} did not fail: {v}"))
+    }
+
+    /// An HTTP+JSON request below the instance: (status, body).
+    async fn rest(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("a2a-version", "1.0");
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        a2a_edge_tests::answer(r).await
+    }
+}
+
+fn send(message_id: &str, context: &str, text: &str) -> Value {
+    json!({"message": {"messageId": message_id, "contextId": context, "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// `inbound.keys.create` of client `name` on `tck` with `more` fields: (status, answer).
+async fn keys_create(s: &Server, name: &str, more: Value) -> (u16, Value) {
+    let mut body = json!({"action": "inbound.keys.create", "id": "tck", "name": name});
+    body.as_object_mut()
+        .unwrap()
+        .extend(more.as_object().cloned().unwrap_or_default());
+    s.action(body).await
+}
+
+/// Creates the key of client `name` on `tck`; the key.
+async fn create_key(s: &Server, name: &str, more: Value) -> String {
+    let (status, v) = keys_create(s, name, more).await;
+    assert_eq!(status, 200, "{v}");
+    v["key"].as_str().unwrap().to_owned()
+}
+
+/// Why creating the key of client `name` on `tck` is refused.
+async fn refused_key(s: &Server, name: &str, more: Value) -> String {
+    let (status, v) = keys_create(s, name, more).await;
+    assert_eq!(status, 409, "{v}");
+    v["message"].as_str().unwrap().to_owned()
+}
+
+const TASK_NOT_FOUND: i64 = -32001;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_never_reach_each_others_tasks_contexts_or_message_ids() {
+    let s = Server::start(scripted(|_| {})).await;
+    let (alice, bob) = (
+        Client::key(&s, &create_key(&s, "alice", json!({})).await),
+        Client::key(&s, &create_key(&s, "bob", json!({})).await),
+    );
+    // Alice's task waits for input; her stream is open.
+    let asked = alice
+        .ok("SendMessage", send("m-1", "ctx-a", "tck-input-required"))
+        .await;
+    let task = asked["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        asked["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    let id = json!({"id": task});
+    for method in ["GetTask", "CancelTask"] {
+        assert_eq!(
+            bob.code(method, id.clone()).await,
+            TASK_NOT_FOUND,
+            "{method}"
+        );
+    }
+    let hook = json!({"taskId": task, "url": "https://example.com/hook"});
+    assert_eq!(
+        bob.code("CreateTaskPushNotificationConfig", hook).await,
+        TASK_NOT_FOUND
+    );
+    assert_eq!(
+        bob.code("ListTaskPushNotificationConfigs", json!({"taskId": task}))
+            .await,
+        TASK_NOT_FOUND
+    );
+    // Continuing her task is refused; her message id and her context are hers.
+    let mut answer = send("m-2", "ctx-a", "here you are");
+    answer["message"]["taskId"] = json!(task);
+    assert_eq!(
+        bob.code("SendMessage", answer.clone()).await,
+        TASK_NOT_FOUND
+    );
+    let his = bob.ok("SendMessage", send("m-1", "ctx-a", "hello")).await;
+    assert_ne!(
+        his["task"]["id"],
+        json!(task),
+        "the same message id is his own"
+    );
+    let listed = |c: &'static str| json!({"contextId": c});
+    assert_eq!(bob.ok("ListTasks", listed("ctx-a")).await["totalSize"], 1);
+    assert_eq!(alice.ok("ListTasks", json!({})).await["totalSize"], 1);
+    assert_eq!(
+        alice.ok("GetTask", id.clone()).await["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED",
+        "bob's cancel did nothing"
+    );
+    // The HTTP+JSON binding: the same.
+    let (status, _) = bob.rest(Method::GET, &format!("/tasks/{task}"), None).await;
+    assert_eq!(status, 404);
+    let (status, _) = bob
+        .rest(
+            Method::POST,
+            &format!("/tasks/{task}:cancel"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = bob
+        .rest(Method::GET, &format!("/tasks/{task}:subscribe"), None)
+        .await;
+    assert_eq!(status, 404, "SubscribeToTask");
+    let (_, page) = bob.rest(Method::GET, "/tasks", None).await;
+    assert_eq!(page["totalSize"], 1, "{page}");
+    let (status, got) = alice
+        .rest(Method::GET, &format!("/tasks/{task}"), None)
+        .await;
+    assert_eq!((status, &got["id"]), (200, &json!(task)));
+    // Alice continues her own task; its stream is hers alone.
+    let events = Events::open(
+        &alice.http,
+        &alice.base,
+        "SendStreamingMessage",
+        answer,
+        None,
+    )
+    .await
+    .all()
+    .await;
+    let last = &events.last().unwrap().1["result"];
+    assert!(last.to_string().contains("TASK_STATE_COMPLETED"), "{last}");
+    // The operator sees every task with its principal, and filters by it.
+    let (_, snap) = s.get("/a2a/api?taskPrincipal=key:alice").await;
+    let tasks = snap["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{snap}");
+    assert_eq!(tasks[0]["principal"], "key:alice");
+    let (_, all) = s.get("/a2a/api").await;
+    assert_eq!(all["tasks"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_is_shown_once_announced_by_the_card_and_revoked_at_once() {
+    let s = Server::start(scripted(|_| {})).await;
+    let card = |s: &Server| {
+        let url = format!("{}/a2a/tck/agent-card.json", s.base());
+        async move { a2a_edge_tests::get_json(&url).await }
+    };
+    assert!(card(&s).await.get("securitySchemes").is_none());
+    let key = create_key(&s, "ci-bot", json!({})).await;
+    assert!(key.starts_with("a2a_") && key.len() > 40, "{key}");
+    let c = card(&s).await;
+    assert_eq!(
+        c["securitySchemes"]["apiKey"],
+        json!({"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}})
+    );
+    assert_eq!(
+        c["securityRequirements"],
+        json!([{"schemes": {"apiKey": {"list": []}}}])
+    );
+    assert_eq!(c["capabilities"]["extendedAgentCard"], true);
+
+    let bot = Client::key(&s, &key);
+    assert!(
+        bot.ok("SendMessage", send("k-1", "c", "hi"))
+            .await
+            .get("task")
+            .is_some()
+    );
+    let bearer = Client::new(&s, &[("authorization", &format!("Bearer {key}"))]);
+    assert_eq!(
+        bearer.ok("ListTasks", json!({})).await["totalSize"],
+        1,
+        "the key as a bearer token"
+    );
+    for (who, c) in [
+        ("nobody", Client::new(&s, &[])),
+        ("a wrong key", Client::key(&s, "a2a_wrong")),
+    ] {
+        let (status, v) = c.rpc("ListTasks", json!({})).await;
+        assert_eq!(status, 401, "{who}: {v}");
+        assert!(v.to_string().contains("X-API-Key"), "{who}: {v}");
+    }
+    let twice = refused_key(&s, "ci-bot", json!({})).await;
+    assert!(twice.contains("already has a key"), "{twice}");
+
+    // Never shown again, never kept: the list, the snapshot and the database hold no key.
+    let (_, listed) = s
+        .action(json!({"action": "inbound.keys.list", "id": "tck"}))
+        .await;
+    assert_eq!(listed["keys"][0]["name"], "ci-bot");
+    assert_eq!(listed["keys"][0]["principal"], "key:ci-bot");
+    let (_, snap) = s.get("/a2a/api").await;
+    let db = std::fs::read(s.dir.path().join("a2a-edge.db")).unwrap();
+    for (what, text) in [
+        ("the list", listed.to_string()),
+        ("the snapshot", snap.to_string()),
+        ("the database", String::from_utf8_lossy(&db).into_owned()),
+    ] {
+        assert!(!text.contains(&key[4..]), "{what} holds the key");
+    }
+    let hash = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(key.as_bytes()))
+    };
+    for (what, text) in [
+        ("the list", listed.to_string()),
+        ("the snapshot", snap.to_string()),
+    ] {
+        assert!(!text.contains(&hash), "{what} shows the key's hash");
+    }
+
+    // The last credential is not revoked by mistake: that would open the instance.
+    let revoke = |name: &str| json!({"action": "inbound.keys.revoke", "id": "tck", "name": name});
+    let (status, last) = s.action(revoke("ci-bot")).await;
+    assert_eq!(status, 409, "{last}");
+    assert!(
+        last["message"].as_str().unwrap().contains("\"open\": true"),
+        "{last}"
+    );
+    let other = Client::key(&s, &create_key(&s, "other", json!({})).await);
+    let (status, v) = s.action(revoke("ci-bot")).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, _) = bot.rpc("ListTasks", json!({})).await;
+    assert_eq!(status, 401, "revoked at once");
+    assert_eq!(other.rpc("ListTasks", json!({})).await.0, 200);
+    let mut open = revoke("other");
+    open["open"] = json!(true);
+    let (status, v) = s.action(open).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        card(&s).await.get("securitySchemes").is_none(),
+        "opened, as asked"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_keeps_to_its_skills_and_its_own_rate() {
+    let s = Server::start(scripted(|d| {
+        d.limits = Some(a2a_edge::records::Limits {
+            rate_per_second: 0.0,
+            rate_burst: 3,
+            ..Default::default()
+        })
+    }))
+    .await;
+    let unknown = refused_key(&s, "x", json!({"skills": ["nope"]})).await;
+    assert!(unknown.contains("announces no skill \"nope\""), "{unknown}");
+    let announced = s.app().instances()[0].announced_skills();
+    let only = create_key(&s, "only", json!({"skills": [announced[0]]})).await;
+    let slow = Client::key(
+        &s,
+        &create_key(&s, "slow", json!({"ratePerSecond": 1})).await,
+    );
+    let fast = Client::key(&s, &create_key(&s, "fast", json!({})).await);
+
+    let only = Client::key(&s, &only);
+    let mut other = send("s-1", "c", "hi");
+    other["message"]["metadata"] = json!({"skill": "not-announced"});
+    let (_, v) = only.rpc("SendMessage", other).await;
+    assert!(v.get("error").is_some(), "{v}");
+    assert!(
+        v.to_string().contains(&announced[0]),
+        "the error names what it may call: {v}"
+    );
+
+    // Burst 3 at 1/s for "slow"; "fast" (the instance's rate: off) is not held back by it.
+    let mut refused = None;
+    for n in 0..5 {
+        let (_, v) = slow
+            .rpc("SendMessage", send(&format!("r-{n}"), "c", "hi"))
+            .await;
+        if v["error"]["code"] == -32000 {
+            refused = Some(n);
+            break;
+        }
+    }
+    assert_eq!(
+        refused,
+        Some(3),
+        "the 4th message within the second is refused"
+    );
+    for n in 0..5 {
+        let (_, v) = fast
+            .rpc("SendMessage", send(&format!("f-{n}"), "c", "hi"))
+            .await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
+}
