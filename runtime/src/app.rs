@@ -41,6 +41,8 @@ pub struct App {
     pub agents: Arc<AgentHost>,
     /// The update check.
     pub update: crate::update::UpdateCheck,
+    /// Checks OpenID Connect tokens.
+    pub verifier: crate::identity::oidc::Verifier,
     table: RwLock<Table>,
 }
 
@@ -145,6 +147,10 @@ impl App {
             .trim_end_matches('/')
             .to_owned();
         let update = crate::update::UpdateCheck::new(config.update.clone(), &exit);
+        let verifier = crate::identity::oidc::Verifier::new(
+            exit,
+            Duration::from_millis(config.identity.jwks_min_refresh_ms),
+        );
         let app = Arc::new(App {
             config,
             data_dir,
@@ -155,6 +161,7 @@ impl App {
             outbound,
             agents,
             update,
+            verifier,
             table: RwLock::default(),
         });
         app.reassemble().await?;

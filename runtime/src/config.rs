@@ -26,6 +26,8 @@ pub struct Config {
     pub storage: StorageSettings,
     /// Protocol switches.
     pub protocol: ProtocolSettings,
+    /// How callers' credentials are checked.
+    pub identity: IdentitySettings,
     /// The attachments service.
     pub attachments: AttachmentSettings,
     /// Push-notification delivery.
@@ -250,6 +252,23 @@ pub struct ProtocolSettings {
     pub legacy_error_codes: bool,
 }
 
+/// How callers' credentials are checked (README "Authentication").
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct IdentitySettings {
+    /// The shortest time between two fetches of an OpenID Connect issuer's keys on an unknown
+    /// `kid`, ms (keys are also refetched once they are 15 minutes old).
+    pub jwks_min_refresh_ms: u64,
+}
+
+impl Default for IdentitySettings {
+    fn default() -> Self {
+        IdentitySettings {
+            jwks_min_refresh_ms: 60_000,
+        }
+    }
+}
+
 /// Push-notification delivery: every task write is queued (durably, with the write) for each of
 /// the task's webhooks and POSTed by the runtime, retried with exponential backoff and jitter.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -344,6 +363,9 @@ pub struct InstanceDecl {
     /// Environment variable holding the bearer token.
     #[serde(default)]
     pub auth_token_env: Option<String>,
+    /// OpenID Connect bearer tokens (README "Authentication").
+    #[serde(default)]
+    pub oidc: Option<crate::records::OidcSettings>,
     /// Serve it (default true).
     #[serde(default)]
     pub enabled: Option<bool>,

@@ -120,6 +120,7 @@ fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceR
         preset: default_preset(config),
         auth_token_env: None,
         api_keys: Vec::new(),
+        oidc: None,
         enabled: true,
         push_notifications: true,
         component: DEFAULT_COMPONENT.into(),
@@ -175,6 +176,10 @@ pub fn instance(
     }
     if let Some(name) = &d.auth_token_env {
         r.auth_token_env = Some(check_secret_name(name).map_err(|e| ("authTokenEnv", e))?);
+    }
+    if let Some(o) = &d.oidc {
+        o.check().map_err(|e| ("oidc", e))?;
+        r.oidc = Some(o.clone());
     }
     r.enabled = d.enabled.unwrap_or(r.enabled);
     r.push_notifications = d.push_notifications.unwrap_or(r.push_notifications);

@@ -31,6 +31,104 @@ pub struct ApiKey {
     pub rate_per_second: Option<f64>,
     /// Creation time, ms.
     pub created_at: u64,
+    /// When it was revoked (its hash is then gone); the name stays taken, so a new client never
+    /// inherits the revoked one's tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<u64>,
+}
+
+/// The algorithms an OpenID Connect scheme may accept: the asymmetric ones, which a published
+/// key verifies (never `none`, never HMAC).
+pub const OIDC_ALGORITHMS: [&str; 9] = [
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+];
+
+/// An instance's OpenID Connect scheme (README "Authentication"): bearer JWTs its issuer signed
+/// for its audience.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OidcSettings {
+    /// The issuer (`iss`), whose discovery document names its keys.
+    pub issuer: String,
+    /// The audience tokens must name (`aud`).
+    pub audience: String,
+    /// The key set's URL (default: the discovery document's `jwks_uri`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_url: Option<String>,
+    /// The algorithms accepted (default `RS256`, `ES256`).
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<String>,
+    /// The scopes every token must grant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// The claim naming the principal (default `sub`).
+    #[serde(default = "default_principal_claim")]
+    pub principal_claim: String,
+}
+
+fn default_algorithms() -> Vec<String> {
+    vec!["RS256".into(), "ES256".into()]
+}
+
+fn default_principal_claim() -> String {
+    "sub".into()
+}
+
+impl OidcSettings {
+    /// Settings for `issuer` and `audience`, with the defaults.
+    pub fn new(issuer: &str, audience: &str) -> OidcSettings {
+        OidcSettings {
+            issuer: issuer.into(),
+            audience: audience.into(),
+            jwks_url: None,
+            algorithms: default_algorithms(),
+            scopes: Vec::new(),
+            principal_claim: default_principal_claim(),
+        }
+    }
+
+    /// `Err` says which field is wrong and how to fix it.
+    pub fn check(&self) -> Result<(), String> {
+        check_card_url(&self.issuer).map_err(|e| format!("issuer {e}"))?;
+        if let Some(u) = &self.jwks_url {
+            check_card_url(u).map_err(|e| format!("jwksUrl {e}"))?;
+        }
+        let short = |what: &str, v: &str, max: usize| {
+            let plain = |c: char| c.is_ascii_graphic() && c != '"' && c != '\\';
+            if v.is_empty() || v.len() > max || !v.chars().all(plain) {
+                return Err(format!(
+                    "{what} must be 1 to {max} printable ASCII characters without spaces, quotes or backslashes, not {:?}",
+                    v.chars().take(80).collect::<String>()
+                ));
+            }
+            Ok(())
+        };
+        short("audience", &self.audience, 512)?;
+        short("principalClaim", &self.principal_claim, 64)?;
+        if self.algorithms.is_empty() || self.algorithms.len() > OIDC_ALGORITHMS.len() {
+            return Err(format!(
+                "algorithms must name 1 to {} of {}",
+                OIDC_ALGORITHMS.len(),
+                OIDC_ALGORITHMS.join(", ")
+            ));
+        }
+        if let Some(a) = self
+            .algorithms
+            .iter()
+            .find(|a| !OIDC_ALGORITHMS.contains(&a.as_str()))
+        {
+            return Err(format!(
+                "algorithm {a:?} is not accepted: only asymmetric ones are ({}); never none or HMAC",
+                OIDC_ALGORITHMS.join(", ")
+            ));
+        }
+        if self.scopes.len() > 32 {
+            return Err("at most 32 scopes may be required".into());
+        }
+        self.scopes
+            .iter()
+            .try_for_each(|s| short("a scope", s, 128))
+    }
 }
 
 /// Per-instance limits.
@@ -118,6 +216,9 @@ pub struct InstanceRecord {
     /// Named clients with their own API keys.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_keys: Vec<ApiKey>,
+    /// OpenID Connect bearer tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcSettings>,
     /// Routes are served.
     pub enabled: bool,
     /// Push notifications are served (the card's `capabilities.pushNotifications`).
@@ -131,6 +232,13 @@ pub struct InstanceRecord {
     pub created_at: u64,
     /// Last change, ms.
     pub updated_at: u64,
+}
+
+impl InstanceRecord {
+    /// The API keys that still work.
+    pub fn active_keys(&self) -> impl Iterator<Item = &ApiKey> {
+        self.api_keys.iter().filter(|k| k.revoked_at.is_none())
+    }
 }
 
 /// Default time a remote call may take, ms.

@@ -159,6 +159,29 @@ async fn inbound_commands_manage_instances() {
     let refused = c.fails(&["send", &endpoint, "hi", "--api-key", key]).await;
     assert!(refused.contains("--api-key"), "{refused}");
     c.ok(&["inbound", "auth", &id, "--clear"]).await;
+    // OpenID Connect: the settings checked (never HMAC), the last credential kept unless --open.
+    let (issuer, audience) = ("http://127.0.0.1:9", "edge");
+    let set = [
+        "inbound",
+        "oidc",
+        &id,
+        "--issuer",
+        issuer,
+        "--audience",
+        audience,
+    ];
+    let bad = c
+        .fails(&[&set[..], &["--algorithm", "HS256"]].concat())
+        .await;
+    assert!(bad.contains("never none or HMAC"), "{bad}");
+    let done = c.ok(&[&set[..], &["--scope", "a2a:call"]].concat()).await;
+    assert!(
+        done.contains("OpenID Connect tokens from http://127.0.0.1:9"),
+        "{done}"
+    );
+    let last = c.fails(&["inbound", "oidc", &id, "--clear"]).await;
+    assert!(last.contains("last credential"), "{last}");
+    c.ok(&["inbound", "oidc", &id, "--clear", "--open"]).await;
     assert!(
         c.fails(&["inbound", "auth", &id])
             .await

@@ -4,7 +4,9 @@
 pub mod binary;
 pub mod events;
 pub mod faults;
+pub mod issuer;
 pub mod jsonrpc;
+pub mod loopback;
 pub mod model;
 pub mod network;
 pub mod postgres;

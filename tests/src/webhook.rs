@@ -36,55 +36,25 @@ impl Webhook {
 
     /// A receiver on `port`.
     pub async fn start_on(port: u16) -> Webhook {
-        use http_body_util::BodyExt;
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
         let hits: Arc<Mutex<Vec<Hit>>> = Arc::default();
         let failures = Arc::new(AtomicU32::new(0));
         let (h, f) = (hits.clone(), failures.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    return;
-                };
-                let (hits, failures) = (h.clone(), f.clone());
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (hits, failures) = (hits.clone(), failures.clone());
-                        async move {
-                            let (parts, body) = req.into_parts();
-                            let bytes = body.collect().await.map(|b| b.to_bytes());
-                            let body = bytes
-                                .ok()
-                                .and_then(|b| serde_json::from_slice(&b).ok())
-                                .unwrap_or(Value::Null);
-                            let fail = failures
-                                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                                    n.checked_sub(1)
-                                })
-                                .is_ok();
-                            let status = if fail { 503 } else { 200 };
-                            hits.lock().unwrap().push(Hit {
-                                status,
-                                headers: parts.headers,
-                                body,
-                            });
-                            let answer = hyper::Response::builder()
-                                .status(status)
-                                .body(http_body_util::Full::new(bytes::Bytes::new()))
-                                .unwrap();
-                            Ok::<_, std::convert::Infallible>(answer)
-                        }
-                    },
-                );
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service),
-                );
-            }
-        });
+        let handler = move |parts: hyper::http::request::Parts, body: bytes::Bytes| {
+            let fail = f
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            let status = if fail { 503 } else { 200 };
+            h.lock().unwrap().push(Hit {
+                status,
+                headers: parts.headers,
+                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            });
+            hyper::Response::builder()
+                .status(status)
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .unwrap()
+        };
+        let (addr, task) = crate::loopback::serve(port, Arc::new(handler)).await;
         Webhook {
             addr,
             hits,

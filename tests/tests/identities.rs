@@ -278,6 +278,9 @@ async fn a_key_is_shown_once_announced_by_the_card_and_revoked_at_once() {
     assert_eq!(status, 200, "{v}");
     let (status, _) = bot.rpc("ListTasks", json!({})).await;
     assert_eq!(status, 401, "revoked at once");
+    // Its name stays taken: a new client never inherits the revoked one's tasks.
+    let reused = refused_key(&s, "ci-bot", json!({})).await;
+    assert!(reused.contains("revoked client"), "{reused}");
     assert_eq!(other.rpc("ListTasks", json!({})).await.0, 200);
     let mut open = revoke("other");
     open["open"] = json!(true);
@@ -341,4 +344,143 @@ async fn a_client_keeps_to_its_skills_and_its_own_rate() {
             .await;
         assert!(v.get("result").is_some(), "{v}");
     }
+}
+
+/// The `WWW-Authenticate` of a ListTasks with `Authorization: Bearer <token>` (its status must
+/// be 401), or `None` when it passed.
+async fn challenge(s: &Server, token: &str) -> Option<String> {
+    let c = Client::new(s, &[("authorization", &format!("Bearer {token}"))]);
+    let r = jsonrpc::request(&c.http, &c.base, "ListTasks", json!({}))
+        .send()
+        .await
+        .unwrap();
+    if r.status() == 200 {
+        return None;
+    }
+    assert_eq!(r.status(), 401);
+    let h = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    Some(h)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oidc_tokens_of_a_loopback_issuer_pass_only_when_valid_and_its_rotated_keys_are_picked_up()
+{
+    use a2a_edge_tests::issuer::{Issuer, unsigned};
+    let issuer = Issuer::start(&["k1", "k2", "k3"], &["k1", "k2"]).await;
+    let mut config = scripted(|d| {
+        let mut o = a2a_edge::records::OidcSettings::new(&issuer.url(), "edge");
+        o.scopes = vec!["a2a:call".into()];
+        d.oidc = Some(o);
+    });
+    config.identity.jwks_min_refresh_ms = 1500;
+    let s = Server::start(config).await;
+
+    let card = a2a_edge_tests::get_json(&format!("{}/a2a/tck/agent-card.json", s.base())).await;
+    let discovery = format!("{}/.well-known/openid-configuration", issuer.url());
+    assert_eq!(
+        card["securitySchemes"],
+        json!({"oidc": {"openIdConnectSecurityScheme": {"openIdConnectUrl": discovery}}})
+    );
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"oidc": {"list": ["a2a:call"]}}}])
+    );
+
+    // A valid token names its principal; another subject does not see its tasks.
+    let good = |sub: &str| issuer.claims("edge", sub, "openid a2a:call");
+    let alice = Client::new(
+        &s,
+        &[(
+            "authorization",
+            &format!("Bearer {}", issuer.sign("k1", &good("alice"))),
+        )],
+    );
+    let task = alice.ok("SendMessage", send("o-1", "c", "hi")).await["task"]["id"].clone();
+    let bob = Client::new(
+        &s,
+        &[(
+            "authorization",
+            &format!("Bearer {}", issuer.sign("k2", &good("bob"))),
+        )],
+    );
+    assert_eq!(
+        bob.code("GetTask", json!({"id": task})).await,
+        TASK_NOT_FOUND
+    );
+    assert_eq!(bob.ok("ListTasks", json!({})).await["totalSize"], 0);
+    assert_eq!(issuer.fetches(), 1, "the key set is cached");
+
+    // Each wrong token: 401, invalid_token (or insufficient_scope), nothing more.
+    let now = jsonwebtoken::get_current_timestamp();
+    let with = |change: Value| {
+        let mut c = good("mallory");
+        c.as_object_mut()
+            .unwrap()
+            .extend(change.as_object().unwrap().clone());
+        c
+    };
+    let invalid = "Bearer realm=\"tck\", error=\"invalid_token\"".to_owned();
+    let cases = [
+        (
+            "expired",
+            issuer.sign("k1", &with(json!({"exp": now - 600, "iat": now - 4000}))),
+        ),
+        (
+            "not yet valid",
+            issuer.sign("k1", &with(json!({"nbf": now + 600}))),
+        ),
+        (
+            "wrong audience",
+            issuer.sign("k1", &with(json!({"aud": "other"}))),
+        ),
+        (
+            "wrong issuer",
+            issuer.sign("k1", &with(json!({"iss": "http://127.0.0.1:9/"}))),
+        ),
+        ("alg none", unsigned(&good("mallory"))),
+        (
+            "HS256 keyed with the public key",
+            issuer.sign_with_public_key_as_hmac("k1", &good("mallory")),
+        ),
+        ("unknown kid", issuer.sign("k3", &good("mallory"))),
+        (
+            "a string exp",
+            issuer.sign("k1", &with(json!({"exp": "9999999999"}))),
+        ),
+        ("not a JWT", "a.b.c".to_owned()),
+    ];
+    for (what, token) in cases {
+        assert_eq!(
+            challenge(&s, &token).await.as_deref(),
+            Some(invalid.as_str()),
+            "{what}"
+        );
+    }
+    let narrow = issuer.sign("k1", &with(json!({"scope": "openid"})));
+    assert_eq!(
+        challenge(&s, &narrow).await.as_deref(),
+        Some("Bearer realm=\"tck\", error=\"insufficient_scope\", scope=\"a2a:call\"")
+    );
+    assert_eq!(challenge(&s, "").await.as_deref(), Some(invalid.as_str()));
+    assert_eq!(
+        issuer.fetches(),
+        1,
+        "an unknown kid right after a fetch waits for jwksMinRefreshMs"
+    );
+
+    // The issuer rotates: k3 in, k1 out. After the refresh interval k3 passes without a
+    // restart, and k1 fails.
+    issuer.publish(&["k2", "k3"]);
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    let k3 = issuer.sign("k3", &good("carol"));
+    assert_eq!(challenge(&s, &k3).await, None, "the rotated-in key");
+    assert_eq!(issuer.fetches(), 2);
+    let k1 = issuer.sign("k1", &good("alice"));
+    assert_eq!(challenge(&s, &k1).await.as_deref(), Some(invalid.as_str()));
+
+    // The operator sees the scheme, and each task with its principal.
+    let (_, snap) = s.get("/a2a/api?taskPrincipal=oidc:alice").await;
+    assert_eq!(snap["tasks"].as_array().unwrap().len(), 1, "{snap}");
+    let instance = &snap["inbounds"][0];
+    assert_eq!(instance["oidc"]["issuer"], issuer.url(), "{instance}");
 }

@@ -154,6 +154,10 @@ impl From<&InstanceInfo> for card::CardInput {
                     SecurityScheme::ApiKey(header) => card::SecurityScheme::ApiKey {
                         header: header.clone(),
                     },
+                    SecurityScheme::OpenidConnect(o) => card::SecurityScheme::OpenIdConnect {
+                        discovery_url: o.discovery_url.clone(),
+                        scopes: o.scopes.clone(),
+                    },
                 })
                 .collect(),
             attachments: i.attachments,

@@ -26,19 +26,36 @@ pub enum SecurityScheme {
         /// The header.
         header: String,
     },
+    /// Bearer JWTs from an OpenID Connect issuer.
+    OpenIdConnect {
+        /// The issuer's discovery document.
+        discovery_url: String,
+        /// The scopes a token must grant.
+        scopes: Vec<String>,
+    },
 }
 
 impl SecurityScheme {
-    /// Its name in `securitySchemes` and its ProtoJSON.
-    fn entry(&self) -> (&'static str, Value) {
+    /// Its name in `securitySchemes`, its ProtoJSON, and the scopes its requirement lists.
+    fn entry(&self) -> (&'static str, Value, &[String]) {
         match self {
             SecurityScheme::Bearer => (
                 "bearer",
                 json!({ "httpAuthSecurityScheme": { "scheme": "Bearer" } }),
+                &[],
             ),
             SecurityScheme::ApiKey { header } => (
                 "apiKey",
                 json!({ "apiKeySecurityScheme": { "location": "header", "name": header } }),
+                &[],
+            ),
+            SecurityScheme::OpenIdConnect {
+                discovery_url,
+                scopes,
+            } => (
+                "oidc",
+                json!({ "openIdConnectSecurityScheme": { "openIdConnectUrl": discovery_url } }),
+                scopes,
             ),
         }
     }
@@ -134,10 +151,13 @@ pub fn build(input: &CardInput) -> Value {
     if !input.security.is_empty() {
         let entries: Vec<_> = input.security.iter().map(SecurityScheme::entry).collect();
         // Any one scheme is enough: one requirement each.
-        card["securitySchemes"] = entries.iter().cloned().collect();
+        card["securitySchemes"] = entries
+            .iter()
+            .map(|(name, scheme, _)| (name.to_string(), scheme.clone()))
+            .collect();
         card["securityRequirements"] = entries
             .iter()
-            .map(|(name, _)| json!({ "schemes": { *name: { "list": [] } } }))
+            .map(|(name, _, scopes)| json!({ "schemes": { *name: { "list": scopes } } }))
             .collect();
     }
     card
@@ -268,6 +288,25 @@ mod tests {
         assert_eq!(
             c["securityRequirements"],
             json!([{"schemes":{"bearer":{"list":[]}}}, {"schemes":{"apiKey":{"list":[]}}}])
+        );
+    }
+
+    #[test]
+    fn an_oidc_scheme_names_its_discovery_document_and_the_scopes_it_requires() {
+        let c = build(&CardInput {
+            security: vec![SecurityScheme::OpenIdConnect {
+                discovery_url: "https://id.example/.well-known/openid-configuration".into(),
+                scopes: vec!["a2a:call".into()],
+            }],
+            ..input()
+        });
+        assert_eq!(
+            c["securitySchemes"],
+            json!({"oidc":{"openIdConnectSecurityScheme":{"openIdConnectUrl":"https://id.example/.well-known/openid-configuration"}}})
+        );
+        assert_eq!(
+            c["securityRequirements"],
+            json!([{"schemes":{"oidc":{"list":["a2a:call"]}}}])
         );
     }
 

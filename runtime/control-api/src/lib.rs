@@ -54,6 +54,7 @@ actions! {
     "inbound.enable" => InboundEnable(Id),
     "inbound.disable" => InboundDisable(Id),
     "inbound.setAuth" => InboundSetAuth(InboundSetAuth),
+    "inbound.setOidc" => InboundSetOidc(InboundSetOidc),
     "inbound.keys.create" => InboundKeysCreate(KeyCreate),
     "inbound.keys.list" => InboundKeysList(Id),
     "inbound.keys.revoke" => InboundKeysRevoke(KeyRevoke),
@@ -194,6 +195,40 @@ pub struct InboundSetAuth {
     /// Accept a token shorter than 16 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_weak: Option<Flag>,
+}
+
+/// `inbound.setOidc`: OpenID Connect bearer tokens on an instance (README "Authentication"), or
+/// none with `clear`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboundSetOidc {
+    /// The instance.
+    pub id: Text,
+    /// The issuer (required unless `clear`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<Text>,
+    /// The audience tokens must name (required unless `clear`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<Text>,
+    /// The key set's URL (default: from the issuer's discovery document).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_url: Option<Text>,
+    /// The algorithms accepted (default `RS256`, `ES256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithms: Option<Names>,
+    /// The scopes every token must grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Names>,
+    /// The claim naming the principal (default `sub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal_claim: Option<Text>,
+    /// Remove the scheme instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear: Option<Flag>,
+    /// With `clear`: remove the instance's last credential although it then takes calls from
+    /// anyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<Flag>,
 }
 
 /// `inbound.keys.create`: a named client with its own API key.

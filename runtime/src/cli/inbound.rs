@@ -3,8 +3,8 @@
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use control_api::{
-    Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundSettings, InboundUpdate,
-    KeyCreate, KeyRevoke, Names, SendTest, Str, Text,
+    Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundSetOidc, InboundSettings,
+    InboundUpdate, KeyCreate, KeyRevoke, Names, SendTest, Str, Text,
 };
 
 use super::{Control, s, send};
@@ -86,6 +86,36 @@ pub enum Inbound {
         /// Accept a token shorter than 16 characters.
         #[arg(long)]
         allow_weak: bool,
+    },
+    /// Accept OpenID Connect bearer tokens from an issuer, or stop (--clear).
+    Oidc {
+        /// Instance id.
+        id: String,
+        /// The issuer (`iss`); its keys come from its discovery document unless --jwks-url.
+        #[arg(long, required_unless_present = "clear", conflicts_with = "clear")]
+        issuer: Option<String>,
+        /// The audience tokens must name (`aud`).
+        #[arg(long, required_unless_present = "clear", conflicts_with = "clear")]
+        audience: Option<String>,
+        /// The key set's URL.
+        #[arg(long, conflicts_with = "clear")]
+        jwks_url: Option<String>,
+        /// An algorithm accepted (repeat for more; default RS256 and ES256; never none or HMAC).
+        #[arg(long = "algorithm", conflicts_with = "clear")]
+        algorithms: Vec<String>,
+        /// A scope every token must grant (repeat for more).
+        #[arg(long = "scope", conflicts_with = "clear")]
+        scopes: Vec<String>,
+        /// The claim naming the principal (default `sub`).
+        #[arg(long, conflicts_with = "clear")]
+        principal_claim: Option<String>,
+        /// Stop accepting OpenID Connect tokens.
+        #[arg(long)]
+        clear: bool,
+        /// With --clear: remove the instance's last credential although it then takes calls
+        /// from anyone.
+        #[arg(long, requires = "clear")]
+        open: bool,
     },
     /// Named clients with their own API keys.
     Keys {
@@ -247,6 +277,30 @@ impl Inbound {
                     allow_weak,
                 })
             }
+            Inbound::Oidc {
+                id,
+                issuer,
+                audience,
+                jwks_url,
+                algorithms,
+                scopes,
+                principal_claim,
+                clear,
+                open,
+            } => {
+                let listed = |v: Vec<String>| (!v.is_empty()).then_some(Names(v));
+                Action::InboundSetOidc(InboundSetOidc {
+                    id: Text(id),
+                    issuer: issuer.map(Text),
+                    audience: audience.map(Text),
+                    jwks_url: jwks_url.map(Text),
+                    algorithms: listed(algorithms),
+                    scopes: listed(scopes),
+                    principal_claim: principal_claim.map(Text),
+                    clear: clear.then_some(Flag(true)),
+                    open: open.then_some(Flag(true)),
+                })
+            }
         })
     }
 }
@@ -342,7 +396,14 @@ impl Control {
                     .act(Action::InboundKeysList(Id { id: Text(id) }))
                     .await?;
                 self.print(&v, |v| {
-                    let header = ["NAME", "PRINCIPAL", "SKILLS", "RATE/S", "CREATED"];
+                    let header = [
+                        "NAME",
+                        "PRINCIPAL",
+                        "SKILLS",
+                        "RATE/S",
+                        "CREATED",
+                        "REVOKED",
+                    ];
                     super::table::print(&header, &v["keys"], |k| {
                         let skills: Vec<String> = k["skills"]
                             .as_array()
@@ -362,6 +423,7 @@ impl Control {
                                 .as_f64()
                                 .map_or("-".into(), |r| r.to_string()),
                             s(&k["createdAt"]),
+                            s(&k["revokedAt"]),
                         ]
                     })
                 });

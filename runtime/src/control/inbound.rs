@@ -150,6 +150,7 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
         preset: instances::default_preset(&app.config),
         auth_token_env: None,
         api_keys: Vec::new(),
+        oidc: None,
         enabled: a.enabled.is_none_or(|e| e.0),
         push_notifications: true,
         component: instances::DEFAULT_COMPONENT.into(),
@@ -258,11 +259,15 @@ pub async fn set_auth(app: &Arc<App>, a: &InboundSetAuth) -> Result<Value, Refus
         .map_err(|e| format!("the token could not be stored: {e:#}"))?;
     r.auth_token_env = token.map(|_| name.clone());
     r.updated_at = now_ms();
+    let keys_left = crate::identity::required(&r);
     save(app, r).await?;
     Ok(done(match token {
         Some(_) => format!(
             "inbound server \"{id}\": token set (stored as {name}); callers must send Authorization: Bearer <token>"
         ),
+        None if keys_left => {
+            format!("inbound server \"{id}\": token cleared; its API keys still guard the endpoint")
+        }
         None => format!(
             "inbound server \"{id}\": token cleared; the endpoint accepts calls without a token"
         ),

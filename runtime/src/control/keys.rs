@@ -18,10 +18,18 @@ pub async fn create(app: &Arc<App>, a: &KeyCreate) -> Result<Value, Refusal> {
     let (id, name) = (a.id.as_str(), a.name.as_str());
     api_keys::check_name(name)?;
     let mut r = record(app, id)?;
-    if r.api_keys.iter().any(|k| k.name == name) {
-        return Err(format!(
-            "inbound {id:?} already has a key named {name:?}: revoke it first, or pick another name"
-        ));
+    match r.api_keys.iter().find(|k| k.name == name) {
+        Some(k) if k.revoked_at.is_some() => {
+            return Err(format!(
+                "a revoked client of inbound {id:?} was named {name:?}, and its tasks stay its own: pick another name"
+            ));
+        }
+        Some(_) => {
+            return Err(format!(
+                "inbound {id:?} already has a key named {name:?}: pick another name (or revoke it and use a new name)"
+            ));
+        }
+        None => {}
     }
     if r.api_keys.len() >= MAX_KEYS {
         return Err(format!(
@@ -63,19 +71,24 @@ pub fn list(app: &App, id: &str) -> Result<Value, Refusal> {
 pub async fn revoke(app: &Arc<App>, a: &KeyRevoke) -> Result<Value, Refusal> {
     let (id, name) = (a.id.as_str(), a.name.as_str());
     let mut r = record(app, id)?;
-    let before = r.api_keys.len();
-    r.api_keys.retain(|k| k.name != name);
-    if r.api_keys.len() == before {
+    let now = now_ms();
+    let Some(key) = r
+        .api_keys
+        .iter_mut()
+        .find(|k| k.name == name && k.revoked_at.is_none())
+    else {
         return Err(format!(
-            "inbound {id:?} has no key named {name:?} (inbound.keys.list shows its keys)"
+            "inbound {id:?} has no working key named {name:?} (inbound.keys.list shows its keys)"
         ));
-    }
+    };
+    key.revoked_at = Some(now);
+    key.hash.clear();
     if !crate::identity::required(&r) && !a.open.is_some_and(|o| o.0) {
         return Err(format!(
-            "key {name:?} is the last credential of inbound {id:?}: without it the instance takes calls from anyone. Create another key or set a token first, or pass \"open\": true to open it"
+            "key {name:?} is the last credential of inbound {id:?}: without it the instance takes calls from anyone, who then share the token's principal (its tasks). Create another key or set a token first, or pass \"open\": true to open it"
         ));
     }
-    r.updated_at = now_ms();
+    r.updated_at = now;
     save(app, r).await?;
     Ok(done(format!("inbound {id:?}: key {name:?} revoked")))
 }

@@ -5,6 +5,7 @@ mod connections;
 mod console;
 mod inbound;
 mod keys;
+mod oidc;
 mod reads;
 mod views;
 mod watch;
@@ -142,6 +143,7 @@ async fn act(app: &Arc<App>, body: &serde_json::Map<String, Value>) -> Result<Va
         Action::InboundEnable(a) => inbound::set_enabled(app, a.id.as_str(), true).await,
         Action::InboundDisable(a) => inbound::set_enabled(app, a.id.as_str(), false).await,
         Action::InboundSetAuth(a) => inbound::set_auth(app, &a).await,
+        Action::InboundSetOidc(a) => oidc::set(app, &a).await,
         Action::InboundKeysCreate(a) => keys::create(app, &a).await,
         Action::InboundKeysList(a) => keys::list(app, a.id.as_str()),
         Action::InboundKeysRevoke(a) => keys::revoke(app, &a).await,

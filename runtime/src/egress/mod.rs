@@ -11,6 +11,7 @@
 //! addresses (cloud metadata lives there) are always refused.
 
 mod exit;
+pub mod fetch;
 pub mod guarded;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -19,6 +20,10 @@ use std::time::Duration;
 use wasmtime_wasi_http::Error;
 
 pub use exit::{EgressSettings, Exit, Sent};
+pub use fetch::{exchange, fetch_json};
+
+/// The `User-Agent` of the runtime's own requests.
+pub const USER_AGENT: &str = concat!("a2a-edge/", env!("CARGO_PKG_VERSION"));
 
 /// Where a connection's requests may go.
 #[derive(Clone, Debug, Default)]

@@ -14,8 +14,8 @@ use crate::records::ApiKey;
 /// How every key starts (so a leaked one is recognisable, e.g. by secret scanners).
 pub const PREFIX: &str = "a2a_";
 
-/// Most keys one instance keeps.
-pub const MAX_KEYS: usize = 256;
+/// Most keys one instance keeps, revoked ones included.
+pub const MAX_KEYS: usize = 1024;
 
 /// A new random key.
 pub fn new_key() -> String {
@@ -46,14 +46,14 @@ pub fn record(
         skills,
         rate_per_second,
         created_at: now,
+        revoked_at: None,
     }
 }
 
-/// The client whose key `presented` is.
-pub fn find<'a>(keys: &'a [ApiKey], presented: &str) -> Option<&'a ApiKey> {
+/// The client of `keys` whose key `presented` is.
+pub fn find<'a>(mut keys: impl Iterator<Item = &'a ApiKey>, presented: &str) -> Option<&'a ApiKey> {
     let h = hash(presented);
-    keys.iter()
-        .find(|k| bool::from(k.hash.as_bytes().ct_eq(h.as_bytes())))
+    keys.find(|k| bool::from(k.hash.as_bytes().ct_eq(h.as_bytes())))
 }
 
 /// The principal of the client `name`.
@@ -96,8 +96,8 @@ mod tests {
         assert!(a.starts_with(PREFIX) && a.len() == PREFIX.len() + 43, "{a}");
         let keys = [record("a", &a, Vec::new(), None, 0)];
         assert!(!keys[0].hash.contains(&a));
-        assert_eq!(find(&keys, &a).map(|k| k.name.as_str()), Some("a"));
-        assert!(find(&keys, &b).is_none());
+        assert_eq!(find(keys.iter(), &a).map(|k| k.name.as_str()), Some("a"));
+        assert!(find(keys.iter(), &b).is_none());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! push configs belong to a principal; rate limits key on it.
 
 pub mod api_keys;
+pub mod oidc;
 
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
@@ -32,6 +33,14 @@ impl Caller {
         }
     }
 
+    /// A card request's caller: nobody, who owns no task.
+    pub fn anonymous() -> Caller {
+        Caller {
+            principal: "anonymous".to_owned(),
+            key: None,
+        }
+    }
+
     /// A caller known apart from the others (not the shared principal): its rate limit is its
     /// own, not its address's.
     pub fn individual(&self) -> bool {
@@ -54,47 +63,93 @@ pub fn claim_key(principal: &str, message_id: String) -> String {
 
 /// Whether the instance takes credentials at all (its card announces them).
 pub fn required(record: &InstanceRecord) -> bool {
-    record.auth_token_env.is_some() || !record.api_keys.is_empty()
+    record.auth_token_env.is_some()
+        || record.active_keys().next().is_some()
+        || record.oidc.is_some()
+}
+
+/// Why a request's credentials were refused: the reason the log gives (never a credential) and
+/// the `error` its `WWW-Authenticate` challenge names (RFC 6750 §3.1; none when no credentials
+/// came).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refused {
+    /// For the log.
+    pub why: &'static str,
+    /// `invalid_token` or `insufficient_scope`.
+    pub error: Option<&'static str>,
+}
+
+impl Refused {
+    fn invalid(why: &'static str) -> Refused {
+        Refused {
+            why,
+            error: Some("invalid_token"),
+        }
+    }
 }
 
 /// The caller of a request with `headers` (at most one `Authorization` and one `X-API-Key`,
 /// checked before) to `record`, whose bearer token is `token` (none: its secret is not set);
-/// `Err` names the check that failed, for the log (never a credential).
-pub fn authenticate(
+/// OpenID Connect tokens are checked by `verifier`.
+pub async fn authenticate(
     record: &InstanceRecord,
     token: Option<&str>,
     headers: &HeaderMap,
-) -> Result<Caller, &'static str> {
+    verifier: &oidc::Verifier,
+) -> Result<Caller, Refused> {
     if !required(record) {
         return Ok(Caller::shared());
     }
-    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(key) = text(API_KEY_HEADER) {
-        return api_keys::find(&record.api_keys, key)
+    // A key header decides, even one that is not text (it is then wrong).
+    if let Some(key) = headers.get(API_KEY_HEADER) {
+        let key = key.to_str().unwrap_or_default();
+        return api_keys::find(record.active_keys(), key)
             .map(api_keys::caller)
-            .ok_or("wrong_api_key");
+            .ok_or(Refused::invalid("wrong_api_key"));
     }
-    let Some(authorization) = text(AUTHORIZATION.as_str()) else {
-        return Err(match (&record.auth_token_env, token) {
-            (Some(_), None) => "token_secret_not_set",
-            _ => "missing_token",
+    let unset = record.auth_token_env.is_some() && token.is_none();
+    let authorization = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let Some(authorization) = authorization else {
+        return Err(Refused {
+            why: if unset {
+                "token_secret_not_set"
+            } else {
+                "missing_token"
+            },
+            error: None,
         });
     };
     let Some(presented) = crate::credentials::bearer(authorization) else {
-        return Err("not_a_bearer_token");
+        return Err(Refused::invalid("not_a_bearer_token"));
     };
     if let Some(t) = token
         && crate::credentials::bearer_matches(Some(authorization), t)
     {
         return Ok(Caller::shared());
     }
-    if let Some(k) = api_keys::find(&record.api_keys, presented) {
+    if let Some(k) = api_keys::find(record.active_keys(), presented) {
         return Ok(api_keys::caller(k));
     }
-    Err(match (&record.auth_token_env, token) {
-        (Some(_), None) => "token_secret_not_set",
-        _ => "wrong_token",
-    })
+    if let Some(s) = &record.oidc
+        && presented.split('.').count() == 3
+    {
+        return match verifier.verify(s, presented).await {
+            Ok(principal) => Ok(Caller {
+                principal,
+                key: None,
+            }),
+            Err(oidc::Refusal::Invalid(why)) => Err(Refused::invalid(why)),
+            Err(oidc::Refusal::Scope) => Err(Refused {
+                why: "oidc_insufficient_scope",
+                error: Some("insufficient_scope"),
+            }),
+        };
+    }
+    Err(Refused::invalid(if unset {
+        "token_secret_not_set"
+    } else {
+        "wrong_token"
+    }))
 }
 
 #[cfg(test)]
@@ -119,6 +174,30 @@ mod tests {
         h
     }
 
+    /// The principal `record` gives a request with `pairs`, or why it is refused.
+    fn check(
+        record: &InstanceRecord,
+        token: Option<&str>,
+        pairs: &[(&'static str, &str)],
+    ) -> Result<String, &'static str> {
+        check_headers(record, token, &headers(pairs))
+    }
+
+    fn check_headers(
+        record: &InstanceRecord,
+        token: Option<&str>,
+        h: &HeaderMap,
+    ) -> Result<String, &'static str> {
+        let verifier = oidc::Verifier::new(crate::egress::Exit::direct(), Default::default());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(authenticate(record, token, h, &verifier))
+            .map(|c| c.principal)
+            .map_err(|r| r.why)
+    }
+
     #[test]
     fn claim_keys_never_collide_across_principals() {
         assert_eq!(claim_key("token", "m1".into()), "m1");
@@ -131,16 +210,14 @@ mod tests {
 
     #[test]
     fn an_open_instance_has_one_shared_caller() {
-        let got = authenticate(&record(false, None), None, &headers(&[]));
-        assert_eq!(got, Ok(Caller::shared()));
+        let got = check(&record(false, None), None, &[]);
+        assert_eq!(got, Ok("token".into()));
     }
 
     #[test]
     fn the_token_is_the_shared_principal_and_keys_name_their_client() {
         let r = record(true, Some("k-alice"));
-        let token = Some("tok-123");
-        let check =
-            |h: &[(&'static str, &str)]| authenticate(&r, token, &headers(h)).map(|c| c.principal);
+        let check = |h: &[(&'static str, &str)]| check(&r, Some("tok-123"), h);
         assert_eq!(
             check(&[("authorization", "Bearer tok-123")]),
             Ok("token".into())
@@ -165,11 +242,27 @@ mod tests {
     }
 
     #[test]
+    fn a_key_header_decides_even_when_it_is_not_text_and_revoked_keys_never_match() {
+        let mut r = record(true, Some("k-alice"));
+        let mut h = headers(&[("authorization", "Bearer tok-123")]);
+        h.insert(
+            API_KEY_HEADER,
+            http::HeaderValue::from_bytes(b"\xff").unwrap(),
+        );
+        assert_eq!(check_headers(&r, Some("tok-123"), &h), Err("wrong_api_key"));
+        r.api_keys[0].revoked_at = Some(1);
+        let alice = [("x-api-key", "k-alice")];
+        assert_eq!(check(&r, Some("tok-123"), &alice), Err("wrong_api_key"));
+        r.auth_token_env = None;
+        assert!(!required(&r), "a revoked key guards nothing");
+    }
+
+    #[test]
     fn a_token_secret_not_set_still_lets_keys_in() {
         let r = record(true, Some("k-alice"));
-        let got = authenticate(&r, None, &headers(&[("authorization", "Bearer tok")]));
+        let got = check(&r, None, &[("authorization", "Bearer tok")]);
         assert_eq!(got, Err("token_secret_not_set"));
-        let got = authenticate(&r, None, &headers(&[("x-api-key", "k-alice")]));
-        assert_eq!(got.map(|c| c.principal), Ok("key:alice".into()));
+        let got = check(&r, None, &[("x-api-key", "k-alice")]);
+        assert_eq!(got, Ok("key:alice".into()));
     }
 }

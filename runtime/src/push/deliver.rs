@@ -254,10 +254,7 @@ impl Worker {
             .map_err(|never| match never {})
             .boxed_unsync();
         let mut request = http::Request::post(uri)
-            .header(
-                http::header::USER_AGENT,
-                concat!("a2a-edge/", env!("CARGO_PKG_VERSION")),
-            )
+            .header(http::header::USER_AGENT, crate::egress::USER_AGENT)
             .body(body)
             .map_err(|e| Unreachable::Refused(format!("the request cannot be built: {e}")))?;
         for (name, value) in config.headers() {

@@ -67,27 +67,46 @@ impl Refusals {
         )
     }
 
-    /// HTTP 401 with `WWW-Authenticate: Bearer` and an UNAUTHORIZED body saying what `record`
-    /// takes.
-    fn unauthorized(self, record: &crate::records::InstanceRecord) -> Response<Body> {
-        let message = match (record.auth_token_env.is_some(), record.api_keys.is_empty()) {
-            (true, true) => "missing or invalid bearer token: send Authorization: Bearer <token>",
-            (false, _) => "missing or invalid API key: send X-API-Key: <key>",
-            (true, false) => {
-                "missing or invalid credentials: send Authorization: Bearer <token> or X-API-Key: <key>"
-            }
+    /// HTTP 401 with a `WWW-Authenticate: Bearer` challenge naming the error `refused` had, and
+    /// an UNAUTHORIZED body saying what `record` takes.
+    fn unauthorized(
+        self,
+        record: &crate::records::InstanceRecord,
+        refused: &identity::Refused,
+    ) -> Response<Body> {
+        let mut takes = Vec::new();
+        if record.auth_token_env.is_some() {
+            takes.push("Authorization: Bearer <token>");
+        }
+        if record.oidc.is_some() {
+            takes.push("Authorization: Bearer <token from the OpenID Connect issuer>");
+        }
+        if record.active_keys().next().is_some() {
+            takes.push("X-API-Key: <key>");
+        }
+        let what = match refused.error {
+            Some("insufficient_scope") => "the token lacks a required scope",
+            Some(_) => "invalid credentials",
+            None => "missing credentials",
         };
+        let message = format!("{what}: send {}", takes.join(" or "));
         let mut r = rpc_failure(
             self.framing,
             401,
             ErrorKind::Unauthorized,
-            message,
+            &message,
             self.legacy,
         );
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
+        let mut challenge = format!("Bearer realm=\"{}\"", record.id);
+        if let Some(error) = refused.error {
+            challenge.push_str(&format!(", error=\"{error}\""));
+        }
+        if let (Some("insufficient_scope"), Some(s)) = (refused.error, &record.oidc) {
+            challenge.push_str(&format!(", scope=\"{}\"", s.scopes.join(" ")));
+        }
+        if let Ok(v) = header::HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
         r
     }
 }
@@ -103,12 +122,15 @@ async fn serve(
 ) -> Result<Response<Body>, Response<Body>> {
     let refuse = Refusals::of(app, kind);
     check_method(kind, req.method(), refuse)?;
-    let mut caller = Caller::shared();
+    // The card is public: its requests are nobody's, and reach no task.
+    let mut caller = Caller::anonymous();
     if kind != RouteKind::Card {
-        caller = authenticate(app, &instance, req.headers(), refuse).map_err(|(why, r)| {
-            note.refused(why);
-            r
-        })?;
+        caller = authenticate(app, &instance, req.headers(), refuse)
+            .await
+            .map_err(|(why, r)| {
+                note.refused(why);
+                r
+            })?;
         let agent = req
             .headers()
             .get(header::USER_AGENT)
@@ -184,7 +206,7 @@ fn check_method(kind: RouteKind, method: &Method, refuse: Refusals) -> Result<()
 /// One `Authorization` and one `X-API-Key` header at most, then the caller by the instance's
 /// schemes (README "Authentication"): a token secret that is not set refuses the token (fail
 /// closed).
-fn authenticate(
+async fn authenticate(
     app: &App,
     instance: &Instance,
     headers: &header::HeaderMap,
@@ -202,8 +224,11 @@ fn authenticate(
             return Err((why, r));
         }
     }
-    identity::authenticate(&instance.record, instance.token.as_deref(), headers).map_err(|why| {
-        app.services().metrics.rejection("auth");
-        (why, refuse.unauthorized(&instance.record))
-    })
+    let token = instance.token.as_deref();
+    identity::authenticate(&instance.record, token, headers, &app.verifier)
+        .await
+        .map_err(|refused| {
+            app.services().metrics.rejection("auth");
+            (refused.why, refuse.unauthorized(&instance.record, &refused))
+        })
 }

@@ -61,7 +61,7 @@ async fn an_api_key_made_in_the_panel_is_shown_once_filters_tasks_and_is_revoked
     );
     b.eval("window.confirm = () => true; return 1").await;
     b.click("Revoke").await;
-    b.find_text("section p", "No API keys").await;
+    b.find_text("td", "revoked").await;
     let (status, _) = s.rpc("/a2a/demo", "GetTask", json!({"id": "x"})).await;
     assert_eq!(
         status, 200,

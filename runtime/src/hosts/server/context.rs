@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::bindings::request_context::{
-    Host, InstanceInfo, Limits, PeerInfo, RouteKind, SecurityScheme, Skill,
+    Host, InstanceInfo, Limits, OidcScheme, PeerInfo, RouteKind, SecurityScheme, Skill,
 };
 use super::services::{Books, CallNote, Invocation, Route, Services};
 use crate::identity::{API_KEY_HEADER_NAME, Caller};
@@ -73,8 +73,14 @@ fn security(r: &InstanceRecord) -> Vec<SecurityScheme> {
     if r.auth_token_env.is_some() {
         schemes.push(SecurityScheme::Bearer);
     }
-    if !r.api_keys.is_empty() {
+    if r.active_keys().next().is_some() {
         schemes.push(SecurityScheme::ApiKey(API_KEY_HEADER_NAME.into()));
+    }
+    if let Some(o) = &r.oidc {
+        schemes.push(SecurityScheme::OpenidConnect(OidcScheme {
+            discovery_url: crate::identity::oidc::discovery_url(&o.issuer),
+            scopes: o.scopes.clone(),
+        }));
     }
     schemes
 }
@@ -149,6 +155,7 @@ mod tests {
             preset: "echo".into(),
             auth_token_env: Some("A2A_INBOUND_X".into()),
             api_keys: Vec::new(),
+            oidc: None,
             enabled: true,
             push_notifications: true,
             component: "a2a-server".into(),

@@ -8,6 +8,7 @@ use wasmtime_wasi::p2::{DynPollable, subscribe};
 
 use super::bindings::sessions::{Host, HostTurn, TurnEvent, TurnRequest};
 use super::services::{Invocation, Services, View};
+use crate::identity::claim_key;
 use crate::records::{SHARED_PRINCIPAL, task_key};
 use crate::sessions::{Sessions, Toolbox, Turn, TurnInput, history};
 use crate::store::Tasks;
@@ -24,6 +25,9 @@ pub struct SessionsCtx {
     instance_id: String,
     /// Whose turns these are (the runtime's own calls: the shared principal's).
     principal: String,
+    /// The skills the caller's key may call (empty: all); checked here too, so no component
+    /// gets past it.
+    skills: Vec<String>,
     /// Its preset.
     preset: String,
 }
@@ -44,6 +48,11 @@ impl SessionsCtx {
                 .as_ref()
                 .map_or(SHARED_PRINCIPAL, |c| c.principal.as_str())
                 .to_owned(),
+            skills: call
+                .caller
+                .as_ref()
+                .and_then(|c| Some(c.key.as_ref()?.skills.clone()))
+                .unwrap_or_default(),
             preset: call.instance.preset.id.clone(),
         }
     }
@@ -95,12 +104,19 @@ impl Host for View<'_, SessionsCtx> {
         } else {
             Vec::new()
         };
-        // Remote agents keep a context per caller: the shared principal's as before principals,
-        // any other's apart.
-        let mut caller = format!("{}/{}", c.instance_id, req.context_id);
-        if c.principal != SHARED_PRINCIPAL {
-            caller = format!("{caller}/{}", c.principal);
+        if !c.skills.is_empty() && !c.skills.contains(&req.skill) {
+            let why = format!(
+                "the caller's API key may not call skill {:?} (it may call {})",
+                req.skill,
+                c.skills.join(", ")
+            );
+            c.unavailable(&req.task_id, why);
+            return Ok(Err(UNAVAILABLE.into()));
         }
+        // Remote agents keep a context per caller: the shared principal's as before principals,
+        // any other's apart (keyed as its message ids are, so no context id names another's).
+        let context = claim_key(&c.principal, req.context_id.clone());
+        let caller = format!("{}/{context}", c.instance_id);
         let input = TurnInput {
             host: c.toolbox.for_turn(&c.preset, caller),
             history,
@@ -184,6 +200,7 @@ mod tests {
             toolbox: Arc::new(NoHost),
             instance_id: "i".into(),
             principal: SHARED_PRINCIPAL.into(),
+            skills: Vec::new(),
             preset: preset.into(),
         }
     }
@@ -275,5 +292,25 @@ mod tests {
             ),
             "the reason never reaches the component"
         );
+    }
+
+    #[tokio::test]
+    async fn a_key_limited_to_some_skills_runs_no_other_whatever_the_component_asks() {
+        let store = Arc::new(MemoryStore::default());
+        let echo = [Preset::builtin("echo", "Echo", "", Backend::Echo)];
+        let mut ctx = SessionsCtx {
+            skills: vec!["summarise".into()],
+            ..ctx(&echo, store.clone(), "echo")
+        };
+        let mut table = ResourceTable::new();
+        let mut view = View {
+            ctx: &mut ctx,
+            table: &mut table,
+        };
+        let refused = view.start_turn(request("t1", "hello")).await.unwrap();
+        assert_eq!(refused.err().as_deref(), Some(UNAVAILABLE), "skill chat");
+        let mut allowed = request("t2", "hello");
+        allowed.skill = "summarise".into();
+        assert!(view.start_turn(allowed).await.unwrap().is_ok());
     }
 }

@@ -55,10 +55,12 @@ export function keysSection(r, reload) {
       ["Skills", (k) => (k.skills.length ? k.skills.join(", ") : "all")],
       ["Rate", (k) => (k.ratePerSecond ? `${k.ratePerSecond}/s` : "the instance's")],
       ["Created", (k) => time(k.createdAt)],
+      ["State", (k) => (k.revokedAt ? h("span", {}, "revoked ", time(k.revokedAt)) : "active")],
       ["", (k) => {
+        if (k.revokedAt) return null;
         const revoke = h("button", { type: "button", class: "danger small", text: "Revoke" });
         // The last credential goes only when the operator says the instance may open.
-        const last = r.apiKeys.length === 1 && !r.authTokenEnv;
+        const last = r.apiKeys.filter((x) => !x.revokedAt).length === 1 && !r.authTokenEnv;
         revoke.addEventListener("click", () => {
           const words = last ? `Revoke the key of ${k.name}? It is the last credential: the instance then takes calls from anyone.` : `Revoke the key of ${k.name}? It stops working at once.`;
           if (!confirm(words)) return;
