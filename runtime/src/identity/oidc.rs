@@ -2,7 +2,7 @@
 //! checked with the `jsonwebtoken` crate against the issuer's published keys. The keys come
 //! through the egress guard (the issuer's host is trusted as the operator gave it; a `jwks_uri`
 //! elsewhere must be public), are cached per issuer, refetched when older than
-//! [`MAX_KEYS_AGE`], and refetched on an unknown `kid` at most once per `min_refresh`.
+//! `MAX_KEYS_AGE`, and refetched on an unknown `kid` at most once per `min_refresh`.
 //! Only asymmetric algorithms are ever accepted: never `none`, never an HMAC keyed with a public
 //! key.
 
