@@ -755,7 +755,7 @@ async fn a_token_is_checked_before_any_stream_starts() {
     let get = || request(&s.http, &url, "GetTask", json!({"id": "x"}));
     let r = get().send().await.unwrap();
     assert_eq!(r.status().as_u16(), 401);
-    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    assert_eq!(r.headers()["www-authenticate"], "Bearer realm=\"tck\"");
     assert_eq!(
         r.json::<serde_json::Value>().await.unwrap()["error"]["code"],
         -32040

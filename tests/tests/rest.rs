@@ -292,7 +292,7 @@ async fn auth_version_content_type_and_body_limit_hold_as_for_json_rpc() {
     let (status, headers, v) = rest(&s, Method::GET, "/a2a/locked/tasks", None).await;
     assert_eq!(
         (status, headers["www-authenticate"].to_str().unwrap()),
-        (401, "Bearer")
+        (401, "Bearer realm=\"locked\"")
     );
     assert_eq!(reason(&v), ("UNAUTHENTICATED", "UNAUTHORIZED"), "{v}");
     let ok = s
