@@ -147,6 +147,11 @@ impl Reach {
     }
 }
 
+/// The host of `url` as the guard compares it ([`host_of`]), if it is a URI with one.
+pub fn url_host(url: &str) -> Option<String> {
+    url.parse::<http::Uri>().ok().as_ref().and_then(host_of)
+}
+
 /// The host of a URI as the guard compares it: lower-cased, without IPv6 brackets.
 pub fn host_of(uri: &http::Uri) -> Option<String> {
     Some(

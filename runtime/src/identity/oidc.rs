@@ -136,7 +136,7 @@ impl Verifier {
     /// The issuer's key set, from `jwksUrl` or from the URL its discovery document names.
     async fn fetch(&self, s: &OidcSettings) -> Result<JwkSet, String> {
         let reach = Reach {
-            trusted_host: url_host(&s.issuer),
+            trusted_host: crate::egress::url_host(&s.issuer),
             allow_private: false,
             allow_with: "serve the key set from the issuer's host",
         };
@@ -179,14 +179,6 @@ pub fn discovery_url(issuer: &str) -> String {
         "{}/.well-known/openid-configuration",
         issuer.trim_end_matches('/')
     )
-}
-
-/// The host of `url`, lower-cased.
-fn url_host(url: &str) -> Option<String> {
-    url.parse::<http::Uri>()
-        .ok()
-        .as_ref()
-        .and_then(crate::egress::host_of)
 }
 
 /// The signing key named `kid`; without a `kid`, the set's only signing key.

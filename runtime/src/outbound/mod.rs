@@ -64,13 +64,8 @@ pub struct Outbound {
 
 /// The SSRF guard of a connection: its card URL's host is trusted as the operator gave it.
 fn reach(card_url: &str, allow_private: bool) -> crate::egress::Reach {
-    let trusted_host = card_url
-        .parse::<http::Uri>()
-        .ok()
-        .as_ref()
-        .and_then(crate::egress::host_of);
     crate::egress::Reach {
-        trusted_host,
+        trusted_host: crate::egress::url_host(card_url),
         allow_private,
         allow_with: "only the card URL's own host may be internal (set allowPrivate on the connection to allow it)",
     }
