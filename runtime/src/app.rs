@@ -113,7 +113,9 @@ impl App {
         });
         let exit = crate::egress::Exit::new(&config.egress)?;
         let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone(), exit.clone()))?;
-        let outbound = Arc::new(Outbound::new(store.clone(), credentials.clone(), client).await?);
+        let outbound = Arc::new(
+            Outbound::new(store.clone(), credentials.clone(), client, exit.clone()).await?,
+        );
         let sessions = Arc::new(
             Sessions::new(&config.all_presets(), Some(run_dir), &exit).limited(config.sessions),
         );

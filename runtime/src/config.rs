@@ -395,6 +395,9 @@ pub struct ConnectionDecl {
     /// Secret holding the bearer token sent to the remote.
     #[serde(default)]
     pub bearer_token_env: Option<String>,
+    /// OAuth 2.0 client credentials instead of `bearerTokenEnv`.
+    #[serde(default)]
+    pub oauth: Option<crate::records::OAuthClient>,
     /// Only sessions of this preset see its tools.
     #[serde(default)]
     pub preset: Option<String>,

@@ -235,6 +235,17 @@ pub fn connection(
     if let Some(name) = &d.bearer_token_env {
         r.bearer_token_env = Some(check_secret_name(name).map_err(|e| ("bearerTokenEnv", e))?);
     }
+    if let Some(c) = &d.oauth {
+        if d.bearer_token_env.is_some() {
+            return Err((
+                "oauth",
+                "takes the place of bearerTokenEnv: declare one of them".into(),
+            ));
+        }
+        c.check().map_err(|e| ("oauth", e))?;
+        r.oauth = Some(c.clone());
+        r.bearer_token_env = None;
+    }
     if let Some(p) = &d.preset {
         r.preset = Some(known_preset(config, p)?);
     }

@@ -93,16 +93,7 @@ impl OidcSettings {
         if let Some(u) = &self.jwks_url {
             check_card_url(u).map_err(|e| format!("jwksUrl {e}"))?;
         }
-        let short = |what: &str, v: &str, max: usize| {
-            let plain = |c: char| c.is_ascii_graphic() && c != '"' && c != '\\';
-            if v.is_empty() || v.len() > max || !v.chars().all(plain) {
-                return Err(format!(
-                    "{what} must be 1 to {max} printable ASCII characters without spaces, quotes or backslashes, not {:?}",
-                    v.chars().take(80).collect::<String>()
-                ));
-            }
-            Ok(())
-        };
+        let short = printable;
         short("audience", &self.audience, 512)?;
         short("principalClaim", &self.principal_claim, 64)?;
         if self.algorithms.is_empty() || self.algorithms.len() > OIDC_ALGORITHMS.len() {
@@ -128,6 +119,51 @@ impl OidcSettings {
         self.scopes
             .iter()
             .try_for_each(|s| short("a scope", s, 128))
+    }
+}
+
+/// `Ok` when `v` is 1 to `max` printable ASCII characters without spaces, quotes or
+/// backslashes (what a header parameter or a form value can carry as it is); `Err` names `what`.
+fn printable(what: &str, v: &str, max: usize) -> Result<(), String> {
+    let plain = |c: char| c.is_ascii_graphic() && c != '"' && c != '\\';
+    if v.is_empty() || v.len() > max || !v.chars().all(plain) {
+        return Err(format!(
+            "{what} must be 1 to {max} printable ASCII characters without spaces, quotes or backslashes, not {:?}",
+            v.chars().take(80).collect::<String>()
+        ));
+    }
+    Ok(())
+}
+
+/// An outbound connection's OAuth 2.0 client credentials (README "Outbound connections"): the
+/// runtime gets the bearer token from `tokenUrl` and renews it before it expires.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OAuthClient {
+    /// The authorization server's token endpoint.
+    pub token_url: String,
+    /// The client's id.
+    pub client_id: String,
+    /// Name of the secret holding the client secret (never the secret).
+    pub client_secret_env: String,
+    /// The scopes asked for (none: the server's default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
+impl OAuthClient {
+    /// `Err` says which field is wrong and how to fix it.
+    pub fn check(&self) -> Result<(), String> {
+        check_card_url(&self.token_url).map_err(|e| format!("tokenUrl {e}"))?;
+        printable("clientId", &self.client_id, 256)?;
+        control_api::check_secret_name(&self.client_secret_env)
+            .map_err(|e| format!("clientSecretEnv: {e}"))?;
+        if self.scopes.len() > 32 {
+            return Err("at most 32 scopes may be asked for".into());
+        }
+        self.scopes
+            .iter()
+            .try_for_each(|s| printable("a scope", s, 128))
     }
 }
 
@@ -273,6 +309,9 @@ pub struct ConnectionRecord {
     /// Name of the secret holding the bearer token sent to the remote (never the token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token_env: Option<String>,
+    /// OAuth 2.0 client credentials: the bearer token comes from its token endpoint instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthClient>,
     /// The preset whose sessions may use these tools (none: every preset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<String>,

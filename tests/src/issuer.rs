@@ -1,9 +1,13 @@
 //! An OpenID Connect issuer on loopback: its discovery document, a key set it can rotate, and
-//! ES256 tokens signed with its keys (made by rcgen for each test).
+//! ES256 tokens signed with its keys (made by rcgen for each test); also an OAuth 2.0 token
+//! endpoint granting client credentials (RFC 6749 §4.4), which counts its grants.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use base64::Engine;
 
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -16,30 +20,51 @@ struct Key {
     public_pem: String,
 }
 
+/// The one client the token endpoint knows: its id, secret, the audience and lifetime (s) of
+/// its tokens.
+#[derive(Clone, Default)]
+struct TokenClient {
+    id: String,
+    secret: String,
+    audience: String,
+    lifetime: u64,
+}
+
 /// The issuer; stops when dropped.
 pub struct Issuer {
     url: String,
-    keys: HashMap<String, Key>,
+    keys: Arc<HashMap<String, Key>>,
     published: Arc<Mutex<Vec<Jwk>>>,
     fetches: Arc<AtomicU32>,
+    client: Arc<Mutex<TokenClient>>,
+    grants: Arc<Mutex<Vec<Instant>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Issuer {
     /// An issuer holding a key for each of `kids`, publishing those of `published`.
     pub async fn start(kids: &[&str], published: &[&str]) -> Issuer {
-        let keys: HashMap<String, Key> =
-            kids.iter().map(|kid| (kid.to_string(), key(kid))).collect();
+        let keys: Arc<HashMap<String, Key>> =
+            Arc::new(kids.iter().map(|kid| (kid.to_string(), key(kid))).collect());
         let set: Arc<Mutex<Vec<Jwk>>> = Arc::default();
         let fetches = Arc::new(AtomicU32::new(0));
+        let client: Arc<Mutex<TokenClient>> = Arc::default();
+        let grants: Arc<Mutex<Vec<Instant>>> = Arc::default();
         let url: Arc<Mutex<String>> = Arc::default();
-        let (s, f, u) = (set.clone(), fetches.clone(), url.clone());
-        let handler = move |parts: hyper::http::request::Parts, _: bytes::Bytes| {
+        let (s, f, u, k, c, g) = (
+            set.clone(),
+            fetches.clone(),
+            url.clone(),
+            keys.clone(),
+            client.clone(),
+            grants.clone(),
+        );
+        let handler = move |parts: hyper::http::request::Parts, body: bytes::Bytes| {
             let issuer = u.lock().unwrap().clone();
             match parts.uri.path() {
                 "/.well-known/openid-configuration" => crate::loopback::json(
                     200,
-                    &json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"), "id_token_signing_alg_values_supported": ["ES256"]}),
+                    &json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"), "token_endpoint": format!("{issuer}/token"), "id_token_signing_alg_values_supported": ["ES256"]}),
                 ),
                 "/jwks" => {
                     f.fetch_add(1, Ordering::SeqCst);
@@ -47,6 +72,28 @@ impl Issuer {
                         keys: s.lock().unwrap().clone(),
                     };
                     crate::loopback::json(200, &serde_json::to_value(keys).unwrap())
+                }
+                "/token" => {
+                    let client = c.lock().unwrap().clone();
+                    match grant(&parts, &body, &client) {
+                        Ok(scope) => {
+                            g.lock().unwrap().push(Instant::now());
+                            let now = jsonwebtoken::get_current_timestamp();
+                            let claims = json!({"iss": issuer, "aud": client.audience, "sub": client.id, "scope": scope, "iat": now, "exp": now + client.lifetime});
+                            let kid = s.lock().unwrap()[0].common.key_id.clone().unwrap();
+                            let mut header = Header::new(Algorithm::ES256);
+                            header.kid = Some(kid.clone());
+                            let token =
+                                jsonwebtoken::encode(&header, &claims, &k[&kid].signing).unwrap();
+                            crate::loopback::json(
+                                200,
+                                &json!({"access_token": token, "token_type": "Bearer", "expires_in": client.lifetime}),
+                            )
+                        }
+                        Err((status, error)) => {
+                            crate::loopback::json(status, &json!({"error": error}))
+                        }
+                    }
                 }
                 _ => crate::loopback::json(404, &json!({})),
             }
@@ -58,10 +105,33 @@ impl Issuer {
             keys,
             published: set,
             fetches,
+            client,
+            grants,
             task,
         };
         issuer.publish(published);
         issuer
+    }
+
+    /// Lets the token endpoint grant client `id` with `secret` tokens for `audience` that
+    /// expire `lifetime` seconds after they are issued.
+    pub fn grant_to(&self, id: &str, secret: &str, audience: &str, lifetime: u64) {
+        *self.client.lock().unwrap() = TokenClient {
+            id: id.into(),
+            secret: secret.into(),
+            audience: audience.into(),
+            lifetime,
+        };
+    }
+
+    /// When the token endpoint granted tokens.
+    pub fn grants(&self) -> Vec<Instant> {
+        self.grants.lock().unwrap().clone()
+    }
+
+    /// Its token endpoint.
+    pub fn token_url(&self) -> String {
+        format!("{}/token", self.url)
     }
 
     /// Its URL (`iss`).
@@ -100,6 +170,48 @@ impl Issuer {
         let secret = EncodingKey::from_secret(self.keys[kid].public_pem.as_bytes());
         jsonwebtoken::encode(&header, claims, &secret).unwrap()
     }
+}
+
+/// Checks a token request as RFC 6749 §4.4.2 and §2.3.1 say (a form with
+/// `grant_type=client_credentials`, the client in HTTP Basic with its id and secret
+/// form-encoded); the scope asked for, or the status and error to answer.
+fn grant(
+    parts: &hyper::http::request::Parts,
+    body: &[u8],
+    client: &TokenClient,
+) -> Result<String, (u16, &'static str)> {
+    let form: HashMap<String, String> = url::form_urlencoded::parse(body).into_owned().collect();
+    let typed = parts
+        .headers
+        .get("content-type")
+        .is_some_and(|v| v == "application/x-www-form-urlencoded");
+    if parts.method != hyper::Method::POST || !typed {
+        return Err((400, "invalid_request"));
+    }
+    if form.get("grant_type").map(String::as_str) != Some("client_credentials") {
+        return Err((400, "unsupported_grant_type"));
+    }
+    let basic = parts
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_default();
+    let decode = |v: &str| {
+        url::form_urlencoded::parse(format!("v={v}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+    };
+    let (id, secret) = basic.split_once(':').unwrap_or_default();
+    if client.id.is_empty()
+        || decode(id).as_deref() != Some(client.id.as_str())
+        || decode(secret).as_deref() != Some(client.secret.as_str())
+    {
+        return Err((401, "invalid_client"));
+    }
+    Ok(form.get("scope").cloned().unwrap_or_default())
 }
 
 /// `claims` unsigned, with `alg: none`.

@@ -484,3 +484,126 @@ async fn oidc_tokens_of_a_loopback_issuer_pass_only_when_valid_and_its_rotated_k
     let instance = &snap["inbounds"][0];
     assert_eq!(instance["oidc"]["issuer"], issuer.url(), "{instance}");
 }
+
+/// Every file under `dir`, read whole (the data directory, checked for secrets in clear).
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else if let Ok(bytes) = std::fs::read(&p) {
+            out.push((p, bytes));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outbound_oauth_client_gets_its_token_renews_it_before_expiry_and_never_shows_it() {
+    use a2a_edge_tests::issuer::Issuer;
+    use std::time::Duration;
+    const SECRET: &str = "client/secret+with&form=chars";
+    let issuer = Issuer::start(&["k1"], &["k1"]).await;
+    // Tokens live 4 s: the runtime renews them at 3 s, a quarter early.
+    issuer.grant_to("edge-out", SECRET, "edge", 4);
+    let s = Server::start(scripted(|d| {
+        let mut o = a2a_edge::records::OidcSettings::new(&issuer.url(), "edge");
+        o.scopes = vec!["a2a:call".into()];
+        d.oidc = Some(o);
+    }))
+    .await;
+    // The connection calls this same server's OIDC-guarded instance.
+    let card = format!("{}/a2a/tck/agent-card.json", s.base());
+    let (status, v) = s
+        .action(json!({"action": "outbound.create", "name": "self", "agentCardUrl": card}))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let id = v["id"].as_str().unwrap().to_owned();
+    let call = |prompt: &'static str| {
+        s.action(json!({"action": "outbound.call", "id": id, "skill": "chat", "prompt": prompt}))
+    };
+    let (status, v) = call("no token").await;
+    assert_ne!(status, 200, "without a token the instance refuses: {v}");
+
+    let oauth = |secret: &str| json!({"action": "outbound.setOAuth", "id": id, "tokenUrl": issuer.token_url(), "clientId": "edge-out", "clientSecret": secret, "scopes": ["a2a:call"]});
+    // A wrong secret: the endpoint's refusal, in words, never the secret.
+    let (status, v) = s.action(oauth("wrong-secret")).await;
+    let m = v["message"].as_str().unwrap();
+    assert_eq!(status, 409, "{v}");
+    assert!(
+        m.contains("invalid_client") && m.contains("clientSecretEnv") && !m.contains("wrong-secret"),
+        "{m}"
+    );
+    assert!(issuer.grants().is_empty());
+    // Bad settings are refused before anything is asked.
+    for (bad, why) in [
+        (json!({"tokenUrl": "ftp://x/token"}), "tokenUrl"),
+        (json!({"clientId": "has space"}), "clientId"),
+        (json!({"clientSecretEnv": "X"}), "not both"),
+    ] {
+        let mut body = oauth(SECRET);
+        body.as_object_mut()
+            .unwrap()
+            .extend(bad.as_object().unwrap().clone());
+        let (status, v) = s.action(body).await;
+        assert_eq!(status, 409, "{v}");
+        assert!(v["message"].as_str().unwrap().contains(why), "{why}: {v}");
+    }
+
+    let (status, v) = s.action(oauth(SECRET)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(issuer.grants().len(), 1, "connecting asked for the token");
+    let (status, v) = call("first").await;
+    assert_eq!((status, &v["result"]), (200, &json!("first")), "{v}");
+    let (status, v) = call("second").await;
+    assert_eq!((status, &v["result"]), (200, &json!("second")), "{v}");
+    assert_eq!(issuer.grants().len(), 1, "the token is kept while fresh");
+
+    // The remote instance saw the client as its principal.
+    let (_, snap) = s.get("/a2a/api?taskPrincipal=oidc:edge-out").await;
+    assert_eq!(snap["tasks"].as_array().unwrap().len(), 2, "{snap}");
+
+    // Past three quarters of its lifetime (before it expires) the token is renewed.
+    let first = issuer.grants()[0];
+    tokio::time::sleep_until((first + Duration::from_millis(3300)).into()).await;
+    let (status, v) = call("third").await;
+    assert_eq!((status, &v["result"]), (200, &json!("third")), "{v}");
+    let grants = issuer.grants();
+    assert_eq!(grants.len(), 2, "renewed once");
+    let renewed = grants[1] - first;
+    assert!(
+        renewed >= Duration::from_secs(3) && renewed < Duration::from_secs(4),
+        "renewed {renewed:?} after the first grant: before the 4 s expiry"
+    );
+
+    // The operator sees the client, never its secret; of the data directory only the
+    // credentials file (mode 0600) holds it.
+    let (_, snap) = s.get("/a2a/api").await;
+    let view = &snap["outbounds"][0];
+    assert_eq!(
+        view["oauth"],
+        json!({"tokenUrl": issuer.token_url(), "clientId": "edge-out", "clientSecretEnv": format!("A2A_OUTBOUND_{}_CLIENT_SECRET", id.to_uppercase().replace('-', "_")), "scopes": ["a2a:call"]})
+    );
+    assert!(!snap.to_string().contains(SECRET));
+    let holding: Vec<_> = files_under(s.dir.path())
+        .into_iter()
+        .filter(|(_, bytes)| bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()))
+        .map(|(path, _)| path)
+        .collect();
+    let credentials = s.dir.path().join("credentials.json");
+    assert_eq!(holding, vec![credentials.clone()]);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&credentials).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    // Clearing the client: the connection sends no token again, and the stored secret goes.
+    let (status, v) = s
+        .action(json!({"action": "outbound.setOAuth", "id": id, "clear": true}))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let kept = std::fs::read_to_string(&credentials).unwrap();
+    assert!(!kept.contains(SECRET), "{kept}");
+    let (status, v) = call("cleared").await;
+    assert_ne!(status, 200, "{v}");
+}

@@ -71,6 +71,7 @@ actions! {
     "outbound.disable" => OutboundDisable(Id),
     "outbound.refresh" => OutboundRefresh(Id),
     "outbound.setAuth" => OutboundSetAuth(OutboundSetAuth),
+    "outbound.setOAuth" => OutboundSetOAuth(OutboundSetOAuth),
     "outbound.discover" => OutboundDiscover(Discover),
     "outbound.call" => OutboundCall(Call),
 }
@@ -345,6 +346,32 @@ pub struct OutboundSetAuth {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<Str>,
     /// Remove the token instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear: Option<Flag>,
+}
+
+/// `outbound.setOAuth`: OAuth 2.0 client credentials instead of a static token.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutboundSetOAuth {
+    /// The connection.
+    pub id: Text,
+    /// The token endpoint (required unless `clear`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<Text>,
+    /// The client id (required unless `clear`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<Text>,
+    /// The client secret, stored as `A2A_OUTBOUND_<ID>_CLIENT_SECRET` (or `clientSecretEnv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<Str>,
+    /// The name of a secret already set (credentials file or environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<Text>,
+    /// The scopes asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Names>,
+    /// Remove the client instead (the connection then sends no token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clear: Option<Flag>,
 }

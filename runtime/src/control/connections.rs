@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use control_api::{
-    Call, Discover, OutboundCreate, OutboundSetAuth, OutboundSettings, OutboundUpdate, Refusal,
-    auth_change, secret_name,
+    Call, Discover, OutboundCreate, OutboundSetAuth, OutboundSetOAuth, OutboundSettings,
+    OutboundUpdate, Refusal, auth_change, secret_name,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 use super::done;
 use crate::app::App;
 use crate::clock::now_ms;
+use crate::credentials::outbound_name;
 use crate::outbound::context_for;
-use crate::records::{ConnectionRecord, SkillOverride};
+use crate::records::{ConnectionRecord, OAuthClient, SkillOverride};
 
 async fn save(app: &App, r: ConnectionRecord) -> Result<(), Refusal> {
     let id = r.id.clone();
@@ -140,13 +141,33 @@ pub async fn remove(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
         .remove(id)
         .await
         .map_err(|e| format!("could not remove outbound {id:?}: {e}"))?;
-    let name = crate::credentials::outbound_name(id);
-    if r.bearer_token_env.as_deref() == Some(name.as_str()) {
-        app.credentials.set(&name, None).await.map_err(|e| {
-            format!("outbound {id:?} was removed but its stored token was not: {e:#}")
-        })?;
-    }
+    forget_stored(app, &r, None)
+        .await
+        .map_err(|e| format!("outbound {id:?} was removed but {e}"))?;
     Ok(done(format!("outbound \"{id}\" removed")))
+}
+
+/// The name a connection's client secret is stored under when given to `outbound.setOAuth`.
+fn stored_client_secret(id: &str) -> String {
+    format!("{}_CLIENT_SECRET", outbound_name(id))
+}
+
+/// Deletes the secrets the control API stored for `r` (its token, its client secret) but the
+/// one named `keep`; secrets the operator named stay.
+async fn forget_stored(app: &App, r: &ConnectionRecord, keep: Option<&str>) -> Result<(), Refusal> {
+    let stored = [
+        r.bearer_token_env.as_deref(),
+        r.oauth.as_ref().map(|c| c.client_secret_env.as_str()),
+    ];
+    for own in [outbound_name(&r.id), stored_client_secret(&r.id)] {
+        if stored.contains(&Some(own.as_str())) && keep != Some(own.as_str()) {
+            app.credentials
+                .set(&own, None)
+                .await
+                .map_err(|e| format!("its stored secret {own} could not be deleted: {e:#}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// `outbound.enable` / `outbound.disable`
@@ -175,17 +196,75 @@ pub async fn set_auth(app: &Arc<App>, a: &OutboundSetAuth) -> Result<Value, Refu
     let mut r = app.outbound.record(id)?;
     // The remote decides its tokens' strength: no minimum length here.
     let token = auth_change(a.token.as_ref(), a.clear, None, 1)?;
-    let name = crate::credentials::outbound_name(id);
+    let name = outbound_name(id);
     app.credentials
         .set(&name, token)
         .await
         .map_err(|e| format!("the token could not be stored: {e:#}"))?;
+    // A static token replaces an OAuth client.
+    forget_stored(app, &r, Some(&name)).await?;
+    r.oauth = None;
     r.bearer_token_env = token.map(|_| name.clone());
     r.updated_at = now_ms();
     let done = match token {
         Some(_) => format!("outbound \"{id}\": token set (stored as {name})"),
         None => format!("outbound \"{id}\": token cleared"),
     };
+    save_and_connect(app, r, done, json!({})).await
+}
+
+/// `outbound.setOAuth`: the connection gets its bearer tokens from an OAuth 2.0 token endpoint
+/// (client credentials), replacing a static token; `clear` removes the client.
+pub async fn set_oauth(app: &Arc<App>, a: &OutboundSetOAuth) -> Result<Value, Refusal> {
+    let id = a.id.as_str();
+    let mut r = app.outbound.record(id)?;
+    let done = if a.clear.is_some_and(|c| c.0) {
+        if r.oauth.is_none() {
+            return Err(format!("outbound {id:?} has no OAuth client"));
+        }
+        forget_stored(app, &r, None).await?;
+        r.oauth = None;
+        format!("outbound \"{id}\": OAuth client removed; it sends no token")
+    } else {
+        let (Some(token_url), Some(client_id)) = (&a.token_url, &a.client_id) else {
+            return Err("set tokenUrl and clientId (or clear: true to remove the client)".into());
+        };
+        let secret_env = match (&a.client_secret, &a.client_secret_env) {
+            (Some(_), Some(_)) => {
+                return Err("give either clientSecret or clientSecretEnv, not both".into());
+            }
+            (None, None) => {
+                return Err("give clientSecret (stored by the runtime) or clientSecretEnv (the name of a secret already set)".into());
+            }
+            (None, Some(name)) => secret_name("clientSecretEnv", name.as_str())?,
+            (Some(_), None) => stored_client_secret(id),
+        };
+        let c = OAuthClient {
+            token_url: token_url.as_str().trim().to_owned(),
+            client_id: client_id.as_str().to_owned(),
+            client_secret_env: secret_env.clone(),
+            scopes: a.scopes.as_ref().map(|n| n.0.clone()).unwrap_or_default(),
+        };
+        c.check()?;
+        if let Some(secret) = &a.client_secret {
+            let secret = auth_change(Some(secret), None, None, 1)
+                .map_err(|e| e.replace("\"token\"", "\"clientSecret\""))?;
+            app.credentials
+                .set(&secret_env, secret)
+                .await
+                .map_err(|e| format!("the client secret could not be stored: {e:#}"))?;
+        }
+        // An OAuth client replaces a static token.
+        forget_stored(app, &r, Some(&secret_env)).await?;
+        r.bearer_token_env = None;
+        let done = format!(
+            "outbound \"{id}\": bearer tokens from {} as client {} (secret {secret_env})",
+            c.token_url, c.client_id
+        );
+        r.oauth = Some(c);
+        done
+    };
+    r.updated_at = now_ms();
     save_and_connect(app, r, done, json!({})).await
 }
 

@@ -160,6 +160,7 @@ async fn act(app: &Arc<App>, body: &serde_json::Map<String, Value>) -> Result<Va
         Action::OutboundDisable(a) => connections::set_enabled(app, a.id.as_str(), false).await,
         Action::OutboundRefresh(a) => connections::refresh(app, a.id.as_str()).await,
         Action::OutboundSetAuth(a) => connections::set_auth(app, &a).await,
+        Action::OutboundSetOAuth(a) => connections::set_oauth(app, &a).await,
         Action::OutboundDiscover(a) => connections::discover(app, &a).await,
         Action::OutboundCall(a) => connections::call(app, &a).await,
     }

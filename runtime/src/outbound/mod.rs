@@ -4,6 +4,7 @@
 //! component ([`crate::hosts::client`]), whose requests pass its outbound policy and the SSRF
 //! guard ([`crate::egress`]).
 
+mod oauth;
 mod tools;
 
 use std::collections::HashMap;
@@ -58,6 +59,7 @@ pub struct Outbound {
     credentials: Arc<Credentials>,
     /// The client component the calls run on.
     pub client: ClientHost,
+    tokens: oauth::Tokens,
     records: RwLock<Vec<ConnectionRecord>>,
     live: RwLock<HashMap<String, Live>>,
 }
@@ -79,17 +81,20 @@ pub fn secret_name(r: &ConnectionRecord) -> String {
 }
 
 impl Outbound {
-    /// The connections the store holds, served by `client`.
+    /// The connections the store holds, served by `client`; OAuth tokens are got through
+    /// `exit`.
     pub async fn new(
         store: Arc<dyn Records>,
         credentials: Arc<Credentials>,
         client: ClientHost,
+        exit: crate::egress::Exit,
     ) -> Result<Outbound, StoreError> {
         let records = RwLock::new(store.connections().await?);
         Ok(Outbound {
             store,
             credentials,
             client,
+            tokens: oauth::Tokens::new(exit),
             records,
             live: RwLock::default(),
         })
@@ -177,9 +182,27 @@ impl Outbound {
         self.set(id, Live::default());
     }
 
+    /// The bearer token a connection sends: its OAuth client's current token, else its static
+    /// token if it has one.
+    async fn bearer(&self, r: &ConnectionRecord) -> Result<Option<String>, String> {
+        let Some(c) = &r.oauth else {
+            return Ok(self.credentials.resolve(&secret_name(r)));
+        };
+        let secret = self.credentials.resolve(&c.client_secret_env).ok_or_else(|| {
+            format!(
+                "the OAuth client secret {} is not set (put it in the credentials file or the environment)",
+                c.client_secret_env
+            )
+        })?;
+        self.tokens
+            .bearer(c, &secret, r.allow_private)
+            .await
+            .map(Some)
+    }
+
     /// What the client component needs for a connection: its info, the token, the origins.
-    fn target(&self, r: &ConnectionRecord, card: Option<&Value>) -> Target {
-        let bearer = self.credentials.resolve(&secret_name(r));
+    async fn target(&self, r: &ConnectionRecord, card: Option<&Value>) -> Result<Target, String> {
+        let bearer = self.bearer(r).await?;
         let mut origins: Vec<String> = r
             .agent_card_url
             .parse::<http::Uri>()
@@ -191,7 +214,7 @@ impl Outbound {
         if let Some(ep) = card.and_then(|c| a2a_protocol::client::endpoint(c).ok()) {
             origins.extend(ep.url.parse::<http::Uri>().ok().as_ref().and_then(origin));
         }
-        Target {
+        Ok(Target {
             info: ConnectionInfo {
                 id: r.id.clone(),
                 name: r.name.clone(),
@@ -202,12 +225,15 @@ impl Outbound {
             bearer,
             origins,
             reach: reach(&r.agent_card_url, r.allow_private),
-        }
+        })
     }
 
     /// Reads the remote card and records the outcome; the error says why it failed.
     pub async fn connect(&self, r: &ConnectionRecord) -> Result<(), String> {
-        let result = self.client.discover(self.target(r, None)).await;
+        let result = match self.target(r, None).await {
+            Ok(target) => self.client.discover(target).await,
+            Err(e) => Err(e),
+        };
         let live = match &result {
             Ok(card) => Live {
                 status: Status::Connected,
@@ -242,7 +268,7 @@ impl Outbound {
         let card = live.card.as_deref();
         json!({
             "id": r.id, "name": r.name, "agentCardUrl": r.agent_card_url, "preset": r.preset, "enabled": r.enabled,
-            "timeoutMs": r.timeout_ms, "state": live.status.as_str(), "bearerTokenEnv": r.bearer_token_env,
+            "timeoutMs": r.timeout_ms, "state": live.status.as_str(), "bearerTokenEnv": r.bearer_token_env, "oauth": r.oauth,
             "skillCount": card.map_or(0, |c| a2a_protocol::client::skill_ids(c).len()), "toolCount": tools.len(),
             "tools": tools.iter().map(|t| json!({ "name": t.name, "skill": t.skill, "title": t.title, "description": t.description })).collect::<Vec<_>>(),
             "disabledSkills": r.disabled_skills, "skillOverrides": r.skill_overrides,
@@ -317,9 +343,8 @@ impl Outbound {
             context_id,
             task_id,
         };
-        self.client
-            .call(self.target(&r, live.card.as_deref()), req, abort)
-            .await
+        let target = self.target(&r, live.card.as_deref()).await?;
+        self.client.call(target, req, abort).await
     }
 
     /// A secret by name (credentials file, then environment).

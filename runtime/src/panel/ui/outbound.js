@@ -96,6 +96,7 @@ function connection(c, reload) {
     h("h2", {}, c.name, " ", h("span", { class: `badge ${c.state === "connected" ? "ok" : c.state === "failed" ? "bad" : "off"}`, text: c.state }), c.agentVersion ? h("span", { class: "muted small", text: ` remote version ${c.agentVersion}` }) : null),
     h("p", {}, h("code", { text: c.agentCardUrl })),
     c.lastError ? h("p", { class: "error", text: c.lastError }) : null,
+    c.oauth ? h("p", { class: "muted small oauth", text: `OAuth client ${c.oauth.clientId} at ${c.oauth.tokenUrl} (secret ${c.oauth.clientSecretEnv})` }) : null,
     h("div", { class: "actions" }, act$(c.enabled ? "Disable" : "Enable", c.enabled ? "outbound.disable" : "outbound.enable"), act$("Refresh", "outbound.refresh"), act$("Remove", "outbound.remove", "small danger")),
     box,
     auth,
