@@ -513,8 +513,31 @@ async fn an_outbound_oauth_client_gets_its_token_renews_it_before_expiry_and_nev
         d.oidc = Some(o);
     }))
     .await;
-    // The connection calls this same server's OIDC-guarded instance.
+    // The connection calls this same server's OIDC-guarded instance; discovering it says what
+    // would satisfy the card.
     let card = format!("{}/a2a/tck/agent-card.json", s.base());
+    let (status, v) = s
+        .action(json!({"action": "outbound.discover", "agentCardUrl": card}))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let security = &v["preview"]["security"];
+    assert_eq!(
+        (
+            &security["required"],
+            &security["satisfiable"],
+            &security["satisfied"]
+        ),
+        (&json!(true), &json!(true), &json!(false)),
+        "{security}"
+    );
+    assert_eq!(
+        security["schemes"][0]["kind"], "openIdConnect",
+        "{security}"
+    );
+    assert_eq!(
+        security["schemes"][0]["openIdConnectUrl"],
+        format!("{}/.well-known/openid-configuration", issuer.url())
+    );
     let (status, v) = s
         .action(json!({"action": "outbound.create", "name": "self", "agentCardUrl": card}))
         .await;
@@ -532,7 +555,9 @@ async fn an_outbound_oauth_client_gets_its_token_renews_it_before_expiry_and_nev
     let m = v["message"].as_str().unwrap();
     assert_eq!(status, 409, "{v}");
     assert!(
-        m.contains("invalid_client") && m.contains("clientSecretEnv") && !m.contains("wrong-secret"),
+        m.contains("invalid_client")
+            && m.contains("clientSecretEnv")
+            && !m.contains("wrong-secret"),
         "{m}"
     );
     assert!(issuer.grants().is_empty());
@@ -585,6 +610,7 @@ async fn an_outbound_oauth_client_gets_its_token_renews_it_before_expiry_and_nev
         view["oauth"],
         json!({"tokenUrl": issuer.token_url(), "clientId": "edge-out", "clientSecretEnv": format!("A2A_OUTBOUND_{}_CLIENT_SECRET", id.to_uppercase().replace('-', "_")), "scopes": ["a2a:call"]})
     );
+    assert_eq!(view["security"]["satisfied"], true, "{view}");
     assert!(!snap.to_string().contains(SECRET));
     let holding: Vec<_> = files_under(s.dir.path())
         .into_iter()
@@ -594,7 +620,10 @@ async fn an_outbound_oauth_client_gets_its_token_renews_it_before_expiry_and_nev
     let credentials = s.dir.path().join("credentials.json");
     assert_eq!(holding, vec![credentials.clone()]);
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&credentials).unwrap().permissions().mode();
+    let mode = std::fs::metadata(&credentials)
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
 
     // Clearing the client: the connection sends no token again, and the stored secret goes.

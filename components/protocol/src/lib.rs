@@ -9,6 +9,7 @@
 pub mod bounds;
 pub mod card;
 pub mod client;
+pub mod client_auth;
 pub mod errors;
 pub mod execution;
 pub mod idempotency;

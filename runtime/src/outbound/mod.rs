@@ -10,6 +10,7 @@ mod tools;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use a2a_protocol::client_auth::{self, Held};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -266,6 +267,10 @@ impl Outbound {
         let live = self.live(&r.id);
         let tools = tools(r, &live);
         let card = live.card.as_deref();
+        let held = Held {
+            token: r.oauth.is_none() && self.credentials.resolve(&secret_name(r)).is_some(),
+            oauth: r.oauth.is_some(),
+        };
         json!({
             "id": r.id, "name": r.name, "agentCardUrl": r.agent_card_url, "preset": r.preset, "enabled": r.enabled,
             "timeoutMs": r.timeout_ms, "state": live.status.as_str(), "bearerTokenEnv": r.bearer_token_env, "oauth": r.oauth,
@@ -273,6 +278,7 @@ impl Outbound {
             "tools": tools.iter().map(|t| json!({ "name": t.name, "skill": t.skill, "title": t.title, "description": t.description })).collect::<Vec<_>>(),
             "disabledSkills": r.disabled_skills, "skillOverrides": r.skill_overrides,
             "lastError": live.last_error, "agentVersion": card.and_then(|c| c["version"].as_str()),
+            "security": card.map(|c| client_auth::report(c, held)),
             "createdAt": r.created_at, "updatedAt": r.updated_at,
         })
     }
@@ -292,6 +298,7 @@ impl Outbound {
         else {
             return Err(format!("agentCardUrl {url:?} must be an http(s) URL"));
         };
+        let has_token = token.is_some();
         let target = Target {
             info: ConnectionInfo {
                 id: "discover".into(),
@@ -305,7 +312,15 @@ impl Outbound {
             reach: reach(url, allow_private),
         };
         let card = self.client.discover(target).await?;
-        a2a_protocol::client::preview(&card)
+        let mut preview = a2a_protocol::client::preview(&card)?;
+        preview["security"] = client_auth::report(
+            &card,
+            Held {
+                token: has_token,
+                oauth: false,
+            },
+        );
+        Ok(preview)
     }
 
     /// Runs a remote skill as a tool would; the tool text. `context_id` is the caller's stable
