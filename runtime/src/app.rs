@@ -43,6 +43,8 @@ pub struct App {
     pub update: crate::update::UpdateCheck,
     /// Checks OpenID Connect tokens.
     pub verifier: crate::identity::oidc::Verifier,
+    /// TLS on the public listener (`[tls]`).
+    pub tls: Option<Arc<crate::tls::Tls>>,
     table: RwLock<Table>,
 }
 
@@ -64,6 +66,12 @@ impl App {
     ) -> anyhow::Result<Arc<App>> {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+        let tls = config
+            .tls
+            .clone()
+            .map(crate::tls::Tls::load)
+            .transpose()?
+            .map(Arc::new);
         // The cluster key seals what a shared database keeps: checked before connecting.
         let key = match config.storage.backend {
             StorageBackend::Postgres => {
@@ -145,7 +153,10 @@ impl App {
         let base_url = config
             .public_base_url
             .clone()
-            .unwrap_or_else(|| format!("http://{listen}"))
+            .unwrap_or_else(|| {
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                format!("{scheme}://{listen}")
+            })
             .trim_end_matches('/')
             .to_owned();
         let update = crate::update::UpdateCheck::new(config.update.clone(), &exit);
@@ -164,6 +175,7 @@ impl App {
             agents,
             update,
             verifier,
+            tls,
             table: RwLock::default(),
         });
         app.reassemble().await?;

@@ -14,7 +14,7 @@ use crate::sessions::preset::{Backend, Preset};
 #[derive(Default)]
 pub struct Config {
     /// The URL remote clients reach this server at; cards announce endpoints under it.
-    /// Default: `http://<listen address>`.
+    /// Default: `http://<listen address>` (`https://` with `[tls]`).
     pub public_base_url: Option<String>,
     /// Provider shown on every card.
     pub provider: Option<Provider>,
@@ -48,6 +48,9 @@ pub struct Config {
     pub update: UpdateSettings,
     /// What the runtime's own requests trust and go through (CA file, proxy).
     pub egress: crate::egress::EgressSettings,
+    /// TLS on the public listener (and mutual TLS with `clientCaFile`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::TlsSettings>,
     /// The file this was read from (named in errors about its declarations).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -366,6 +369,9 @@ pub struct InstanceDecl {
     /// OpenID Connect bearer tokens (README "Authentication").
     #[serde(default)]
     pub oidc: Option<crate::records::OidcSettings>,
+    /// Client certificates (mutual TLS; needs `[tls] clientCaFile`).
+    #[serde(default)]
+    pub mtls: Option<crate::records::MtlsSettings>,
     /// Serve it (default true).
     #[serde(default)]
     pub enabled: Option<bool>,
@@ -419,6 +425,14 @@ pub struct ConnectionDecl {
 }
 
 impl Config {
+    /// `Ok` when instances may take client certificates: the listener asks for them.
+    pub fn client_certificates(&self) -> Result<(), String> {
+        match &self.tls {
+            Some(t) if t.client_ca_file.is_some() => Ok(()),
+            _ => Err("mutual TLS needs the listener to ask for client certificates: set [tls] certFile, keyFile and clientCaFile in the config file".into()),
+        }
+    }
+
     /// Reads a config file; errors name the file and the problem.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
         let text = std::fs::read_to_string(path)

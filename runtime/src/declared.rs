@@ -121,6 +121,7 @@ fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceR
         auth_token_env: None,
         api_keys: Vec::new(),
         oidc: None,
+        mtls: None,
         enabled: true,
         push_notifications: true,
         component: DEFAULT_COMPONENT.into(),
@@ -180,6 +181,10 @@ pub fn instance(
     if let Some(o) = &d.oidc {
         o.check().map_err(|e| ("oidc", e))?;
         r.oidc = Some(o.clone());
+    }
+    if let Some(m) = &d.mtls {
+        config.client_certificates().map_err(|e| ("mtls", e))?;
+        r.mtls = Some(m.clone());
     }
     r.enabled = d.enabled.unwrap_or(r.enabled);
     r.push_notifications = d.push_notifications.unwrap_or(r.push_notifications);

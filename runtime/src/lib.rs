@@ -37,6 +37,7 @@ pub mod identity;
 pub mod instances;
 pub mod outbound;
 pub mod panel;
+pub mod pem_files;
 pub mod push;
 pub mod records;
 pub mod responses;
@@ -46,6 +47,7 @@ pub mod sessions;
 pub mod settlement;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod update;
 
 use std::net::SocketAddr;
@@ -211,6 +213,7 @@ impl Running {
             app.clone(),
             listener,
             surfaces,
+            app.tls.clone(),
             connections,
             shutdown.clone(),
         ))];
@@ -221,9 +224,18 @@ impl Running {
                 app.clone(),
                 control,
                 server::Surfaces::Control,
+                None,
                 own,
                 shutdown.clone(),
             )));
+        }
+        if let Some(tls) = &app.tls {
+            tokio::spawn(tls.clone().watch(shutdown.clone()));
+            if surfaces == server::Surfaces::Both {
+                tracing::info!(
+                    "the control API and panel are served over TLS on the public listener; --control-listen 127.0.0.1:<port> keeps them on plain loopback HTTP for the CLI"
+                );
+            }
         }
         tokio::spawn(app.outbound.clone().connect_all());
         tokio::spawn(return_freed_memory(app.clone(), shutdown.clone()));
@@ -273,7 +285,21 @@ impl Running {
                 std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
             });
         }
-        format!("http://{addr}")
+        let scheme = if self.control_addr.is_none() && self.app.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{addr}")
+    }
+
+    /// The public listener's URL scheme.
+    pub fn scheme(&self) -> &'static str {
+        if self.app.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// Stops accepting, drains in-flight requests and flushes the store.

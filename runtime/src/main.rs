@@ -158,8 +158,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(
                 out,
-                "a2a-edge {} listening on http://{}",
+                "a2a-edge {} listening on {}://{}",
                 env!("CARGO_PKG_VERSION"),
+                running.scheme(),
                 running.addr
             );
             let _ = writeln!(out, "control API: {}", running.control_url());

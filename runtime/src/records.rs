@@ -122,6 +122,27 @@ impl OidcSettings {
     }
 }
 
+/// Which name of a client certificate is the principal.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CertName {
+    /// The subject's common name.
+    #[default]
+    Subject,
+    /// The first subject alternative name (DNS, URI or e-mail).
+    San,
+}
+
+/// An instance's mutual-TLS scheme (README "Authentication"): callers presenting a client
+/// certificate the listener's `[tls] clientCaFile` verified, known as `mtls:<name>`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MtlsSettings {
+    /// The certificate's name that is the principal.
+    #[serde(default)]
+    pub principal_from: CertName,
+}
+
 /// `Ok` when `v` is 1 to `max` printable ASCII characters without spaces, quotes or
 /// backslashes (what a header parameter or a form value can carry as it is); `Err` names `what`.
 fn printable(what: &str, v: &str, max: usize) -> Result<(), String> {
@@ -255,6 +276,9 @@ pub struct InstanceRecord {
     /// OpenID Connect bearer tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oidc: Option<OidcSettings>,
+    /// Client certificates (mutual TLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtls: Option<MtlsSettings>,
     /// Routes are served.
     pub enabled: bool,
     /// Push notifications are served (the card's `capabilities.pushNotifications`).

@@ -182,6 +182,9 @@ async fn inbound_commands_manage_instances() {
     let last = c.fails(&["inbound", "oidc", &id, "--clear"]).await;
     assert!(last.contains("last credential"), "{last}");
     c.ok(&["inbound", "oidc", &id, "--clear", "--open"]).await;
+    // Mutual TLS needs a listener asking for client certificates.
+    let mtls = c.fails(&["inbound", "mtls", &id, "--from", "san"]).await;
+    assert!(mtls.contains("clientCaFile"), "{mtls}");
     assert!(
         c.fails(&["inbound", "auth", &id])
             .await

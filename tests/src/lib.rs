@@ -9,6 +9,7 @@ pub mod jsonrpc;
 pub mod loopback;
 pub mod model;
 pub mod network;
+pub mod pki;
 pub mod postgres;
 pub mod toolchains;
 pub mod trials;

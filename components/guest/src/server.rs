@@ -158,6 +158,7 @@ impl From<&InstanceInfo> for card::CardInput {
                         discovery_url: o.discovery_url.clone(),
                         scopes: o.scopes.clone(),
                     },
+                    SecurityScheme::MutualTls => card::SecurityScheme::MutualTls,
                 })
                 .collect(),
             attachments: i.attachments,

@@ -33,6 +33,8 @@ pub enum SecurityScheme {
         /// The scopes a token must grant.
         scopes: Vec<String>,
     },
+    /// A client certificate the TLS handshake verified.
+    MutualTls,
 }
 
 impl SecurityScheme {
@@ -57,6 +59,7 @@ impl SecurityScheme {
                 json!({ "openIdConnectSecurityScheme": { "openIdConnectUrl": discovery_url } }),
                 scopes,
             ),
+            SecurityScheme::MutualTls => ("mtls", json!({ "mtlsSecurityScheme": {} }), &[]),
         }
     }
 }

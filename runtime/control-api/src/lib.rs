@@ -55,6 +55,7 @@ actions! {
     "inbound.disable" => InboundDisable(Id),
     "inbound.setAuth" => InboundSetAuth(InboundSetAuth),
     "inbound.setOidc" => InboundSetOidc(InboundSetOidc),
+    "inbound.setMtls" => InboundSetMtls(InboundSetMtls),
     "inbound.keys.create" => InboundKeysCreate(KeyCreate),
     "inbound.keys.list" => InboundKeysList(Id),
     "inbound.keys.revoke" => InboundKeysRevoke(KeyRevoke),
@@ -334,6 +335,24 @@ shared_fields! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub agent_card_url: Option<Value>,
     }
+}
+
+/// `inbound.setMtls`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboundSetMtls {
+    /// The instance.
+    pub id: Text,
+    /// `subject` (the common name, default) or `san` (the first alternative name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal_from: Option<Text>,
+    /// Remove the scheme instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear: Option<Flag>,
+    /// With `clear`: remove the instance's last credential although it then takes calls from
+    /// anyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<Flag>,
 }
 
 /// `outbound.setAuth`.

@@ -3,8 +3,8 @@
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use control_api::{
-    Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundSetOidc, InboundSettings,
-    InboundUpdate, KeyCreate, KeyRevoke, Names, SendTest, Str, Text,
+    Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundSetMtls, InboundSetOidc,
+    InboundSettings, InboundUpdate, KeyCreate, KeyRevoke, Names, SendTest, Str, Text,
 };
 
 use super::{Control, s, send};
@@ -110,6 +110,21 @@ pub enum Inbound {
         #[arg(long, conflicts_with = "clear")]
         principal_claim: Option<String>,
         /// Stop accepting OpenID Connect tokens.
+        #[arg(long)]
+        clear: bool,
+        /// With --clear: remove the instance's last credential although it then takes calls
+        /// from anyone.
+        #[arg(long, requires = "clear")]
+        open: bool,
+    },
+    /// Accept client certificates the listener verifies (mutual TLS), or stop (--clear).
+    Mtls {
+        /// Instance id.
+        id: String,
+        /// Which name of the certificate is the principal.
+        #[arg(long, value_parser = ["subject", "san"], conflicts_with = "clear")]
+        from: Option<String>,
+        /// Stop accepting client certificates.
         #[arg(long)]
         clear: bool,
         /// With --clear: remove the instance's last credential although it then takes calls
@@ -301,6 +316,17 @@ impl Inbound {
                     open: open.then_some(Flag(true)),
                 })
             }
+            Inbound::Mtls {
+                id,
+                from,
+                clear,
+                open,
+            } => Action::InboundSetMtls(InboundSetMtls {
+                id: Text(id),
+                principal_from: from.map(Text),
+                clear: clear.then_some(Flag(true)),
+                open: open.then_some(Flag(true)),
+            }),
         })
     }
 }
@@ -320,12 +346,14 @@ impl Control {
                     "COMPONENT",
                 ];
                 self.snapshot_list("inbounds", &header, |i| {
-                    let keys = i["apiKeys"].as_array().map_or(0, Vec::len);
-                    let auth = match (i["authTokenEnv"].is_string(), keys) {
-                        (false, 0) => "-".to_owned(),
-                        (true, 0) => "bearer".to_owned(),
-                        (false, n) => format!("{n} keys"),
-                        (true, n) => format!("bearer, {n} keys"),
+                    let schemes: Vec<&str> = i["schemes"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+                        .unwrap_or_default();
+                    let auth = if schemes.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        schemes.join(", ")
                     };
                     let cell = |k: &str| s(&i[k]);
                     vec![

@@ -151,6 +151,7 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
         auth_token_env: None,
         api_keys: Vec::new(),
         oidc: None,
+        mtls: None,
         enabled: a.enabled.is_none_or(|e| e.0),
         push_notifications: true,
         component: instances::DEFAULT_COMPONENT.into(),

@@ -5,8 +5,8 @@ mod connections;
 mod console;
 mod inbound;
 mod keys;
-mod oidc;
 mod reads;
+mod schemes;
 mod views;
 mod watch;
 mod work;
@@ -143,7 +143,8 @@ async fn act(app: &Arc<App>, body: &serde_json::Map<String, Value>) -> Result<Va
         Action::InboundEnable(a) => inbound::set_enabled(app, a.id.as_str(), true).await,
         Action::InboundDisable(a) => inbound::set_enabled(app, a.id.as_str(), false).await,
         Action::InboundSetAuth(a) => inbound::set_auth(app, &a).await,
-        Action::InboundSetOidc(a) => oidc::set(app, &a).await,
+        Action::InboundSetOidc(a) => schemes::set_oidc(app, &a).await,
+        Action::InboundSetMtls(a) => schemes::set_mtls(app, &a).await,
         Action::InboundKeysCreate(a) => keys::create(app, &a).await,
         Action::InboundKeysList(a) => keys::list(app, a.id.as_str()),
         Action::InboundKeysRevoke(a) => keys::revoke(app, &a).await,

@@ -14,7 +14,6 @@ use http::Request;
 use http_body_util::BodyExt;
 use hyper_util::client::proxy::matcher::{Intercept, Matcher};
 use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
@@ -422,17 +421,7 @@ const MAX_PROXY_HEAD: u64 = 16 << 10;
 
 /// The certificates of an operator's CA file.
 fn ca_file(file: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
-    let certs = CertificateDer::pem_file_iter(file)
-        .map_err(|e| anyhow::anyhow!("[egress] caFile {} cannot be read: {e}", file.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("[egress] caFile {} is not PEM: {e}", file.display()))?;
-    if certs.is_empty() {
-        anyhow::bail!(
-            "[egress] caFile {} holds no certificate (a PEM file of -----BEGIN CERTIFICATE----- blocks)",
-            file.display()
-        );
-    }
-    Ok(certs)
+    crate::pem_files::certificates(file, "[egress] caFile")
 }
 
 /// A response head and the future driving the rest of the connection.

@@ -8,7 +8,8 @@ pub mod oidc;
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 
-use crate::records::{ApiKey, InstanceRecord, SHARED_PRINCIPAL};
+use crate::records::{ApiKey, CertName, InstanceRecord, SHARED_PRINCIPAL};
+use crate::tls::PeerCert;
 
 /// The header an API key comes in (it may come as `Authorization: Bearer <key>` too).
 pub const API_KEY_HEADER: &str = "x-api-key";
@@ -61,11 +62,23 @@ pub fn claim_key(principal: &str, message_id: String) -> String {
     format!("{CLAIM_SEPARATOR}{principal}{CLAIM_SEPARATOR}{message_id}")
 }
 
+/// The schemes the instance takes, by the names its card gives them (`bearer`, `apiKey`,
+/// `oidc`, `mtls`).
+pub fn schemes(record: &InstanceRecord) -> Vec<&'static str> {
+    [
+        (record.auth_token_env.is_some(), "bearer"),
+        (record.active_keys().next().is_some(), "apiKey"),
+        (record.oidc.is_some(), "oidc"),
+        (record.mtls.is_some(), "mtls"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect()
+}
+
 /// Whether the instance takes credentials at all (its card announces them).
 pub fn required(record: &InstanceRecord) -> bool {
-    record.auth_token_env.is_some()
-        || record.active_keys().next().is_some()
-        || record.oidc.is_some()
+    !schemes(record).is_empty()
 }
 
 /// Why a request's credentials were refused: the reason the log gives (never a credential) and
@@ -90,15 +103,31 @@ impl Refused {
 
 /// The caller of a request with `headers` (at most one `Authorization` and one `X-API-Key`,
 /// checked before) to `record`, whose bearer token is `token` (none: its secret is not set);
-/// OpenID Connect tokens are checked by `verifier`.
+/// OpenID Connect tokens are checked by `verifier`. `cert` is the client certificate the
+/// connection's handshake verified: it names the caller of an instance taking `mtls` when the
+/// request carries no credential header (one that does is judged by it).
 pub async fn authenticate(
     record: &InstanceRecord,
     token: Option<&str>,
     headers: &HeaderMap,
+    cert: Option<&PeerCert>,
     verifier: &oidc::Verifier,
 ) -> Result<Caller, Refused> {
     if !required(record) {
         return Ok(Caller::shared());
+    }
+    let has_header = headers.contains_key(API_KEY_HEADER) || headers.contains_key(AUTHORIZATION);
+    if let (Some(m), Some(cert), false) = (&record.mtls, cert, has_header) {
+        let name = match m.principal_from {
+            CertName::Subject => cert.subject.as_deref(),
+            CertName::San => cert.san.as_deref(),
+        };
+        return name
+            .map(|n| Caller {
+                principal: format!("mtls:{n}"),
+                key: None,
+            })
+            .ok_or(Refused::invalid("client_certificate_without_name"));
     }
     // A key header decides, even one that is not text (it is then wrong).
     if let Some(key) = headers.get(API_KEY_HEADER) {
@@ -193,7 +222,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        rt.block_on(authenticate(record, token, h, &verifier))
+        rt.block_on(authenticate(record, token, h, None, &verifier))
             .map(|c| c.principal)
             .map_err(|r| r.why)
     }

@@ -15,6 +15,7 @@ use crate::hosts::server::{CallNote, Invocation, Route};
 use crate::identity::{self, Caller};
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, Framing, accepts_sse, holding_stream, rpc_failure};
+use crate::tls::PeerCert;
 
 /// A request to an instance's card or JSON-RPC endpoint: routing, auth and the body limit before
 /// its component runs; the instance id, for the log.
@@ -84,6 +85,9 @@ impl Refusals {
         if record.active_keys().next().is_some() {
             takes.push("X-API-Key: <key>");
         }
+        if record.mtls.is_some() {
+            takes.push("a client certificate (over TLS)");
+        }
         let what = match refused.error {
             Some("insufficient_scope") => "the token lacks a required scope",
             Some(_) => "invalid credentials",
@@ -125,7 +129,8 @@ async fn serve(
     // The card is public: its requests are nobody's, and reach no task.
     let mut caller = Caller::anonymous();
     if kind != RouteKind::Card {
-        caller = authenticate(app, &instance, req.headers(), refuse)
+        let cert = req.extensions().get::<Arc<PeerCert>>().cloned();
+        caller = authenticate(app, &instance, req.headers(), cert.as_deref(), refuse)
             .await
             .map_err(|(why, r)| {
                 note.refused(why);
@@ -210,6 +215,7 @@ async fn authenticate(
     app: &App,
     instance: &Instance,
     headers: &header::HeaderMap,
+    cert: Option<&PeerCert>,
     refuse: Refusals,
 ) -> Result<Caller, (&'static str, Response<Body>)> {
     for (name, why) in [
@@ -225,7 +231,7 @@ async fn authenticate(
         }
     }
     let token = instance.token.as_deref();
-    identity::authenticate(&instance.record, token, headers, &app.verifier)
+    identity::authenticate(&instance.record, token, headers, cert, &app.verifier)
         .await
         .map_err(|refused| {
             app.services().metrics.rejection("auth");

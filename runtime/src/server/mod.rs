@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::graceful::GracefulConnection;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +20,7 @@ use crate::app::App;
 use crate::control;
 use crate::hosts::server::CallNote;
 use crate::responses::{Body, holding, json};
+use crate::tls::{PeerCert, Tls};
 
 pub use surface_guard::is_loopback;
 
@@ -33,7 +35,7 @@ pub enum Surfaces {
     Control,
 }
 
-/// Serves `listener` until `shutdown` fires, then stops accepting and lets in-flight requests
+/// Serves `listener` (over TLS with `tls`) until `shutdown` fires, then stops accepting and lets in-flight requests
 /// finish up to the configured grace. At most `connections` are open at once (shared by every
 /// listener): at the cap new clients wait in the listen backlog; a failing accept (e.g. out of
 /// file descriptors) backs off instead of spinning.
@@ -41,6 +43,7 @@ pub async fn serve(
     app: Arc<App>,
     listener: TcpListener,
     surfaces: Surfaces,
+    tls: Option<Arc<Tls>>,
     connections: Arc<tokio::sync::Semaphore>,
     shutdown: CancellationToken,
 ) {
@@ -65,9 +68,12 @@ pub async fn serve(
                 }
             },
         };
-        let connection = connection(app.clone(), stream, peer, surfaces, shutdown.clone());
+        let (app, shutdown, tls) = (app.clone(), shutdown.clone(), tls.clone());
         tracker.spawn(async move {
-            connection.await;
+            match tls {
+                None => connection(app, stream, peer, surfaces, shutdown).await,
+                Some(tls) => secure(app, &tls, stream, peer, surfaces, shutdown).await,
+            }
             drop(permit);
         });
     }
@@ -82,8 +88,7 @@ pub async fn serve(
     }
 }
 
-/// Serves one connection until it closes; at shutdown an idle one (or one half-way through a
-/// request head) is closed at once, one being answered gets up to the grace.
+/// Serves one plain connection (HTTP/1.1) until it closes.
 async fn connection(
     app: Arc<App>,
     stream: tokio::net::TcpStream,
@@ -92,28 +97,127 @@ async fn connection(
     shutdown: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
-    let settings = &app.config.runtime;
-    let idle = Duration::from_millis(settings.idle_timeout_ms.max(100));
-    let grace = Duration::from_millis(settings.shutdown_grace_ms);
-    // Requests of this connection being answered (their bodies included).
-    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = busy.clone();
-    let service = hyper::service::service_fn(move |req| {
-        let (app, guard) = (app.clone(), Busy::new(&counted));
-        async move {
-            let response = route(&app, peer, surfaces, req).await;
-            Ok::<_, Infallible>(response.map(|body| holding(body, guard)))
+    let conn = Conn {
+        app,
+        peer,
+        surfaces,
+        cert: None,
+    };
+    conn.serve(TokioIo::new(stream), false, shutdown).await;
+}
+
+/// Serves one TLS connection: the handshake within the idle timeout (a failed one is logged at
+/// debug and closed), then HTTP/2 when ALPN chose it, else HTTP/1.1.
+async fn secure(
+    app: Arc<App>,
+    tls: &Tls,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    surfaces: Surfaces,
+    shutdown: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let idle = Duration::from_millis(app.config.runtime.idle_timeout_ms.max(100));
+    let stream = match tokio::time::timeout(idle, tls.acceptor().accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
         }
-    });
-    // The header timeout also runs while a kept-alive connection waits for its next request, so
-    // it closes slow headers and idle connections alike; a response being streamed is not
-    // waiting for a head and is never cut by it.
-    let conn = hyper::server::conn::http1::Builder::new()
-        .keep_alive(true)
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(idle)
-        .max_headers(100)
-        .serve_connection(TokioIo::new(stream), service);
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake did not finish within the idle timeout");
+            return;
+        }
+    };
+    let session = stream.get_ref().1;
+    let h2 = session.alpn_protocol() == Some(b"h2");
+    let cert = session
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(|c| Arc::new(PeerCert::from_der(c)));
+    let conn = Conn {
+        app,
+        peer,
+        surfaces,
+        cert,
+    };
+    conn.serve(TokioIo::new(stream), h2, shutdown).await;
+}
+
+/// What every request of one connection shares.
+struct Conn {
+    app: Arc<App>,
+    peer: SocketAddr,
+    surfaces: Surfaces,
+    /// The client certificate the handshake verified.
+    cert: Option<Arc<PeerCert>>,
+}
+
+impl Conn {
+    /// Serves `io` until it closes; at shutdown an idle connection (or one half-way through a
+    /// request head) is closed at once, one being answered gets up to the grace.
+    async fn serve<I>(self, io: TokioIo<I>, h2: bool, shutdown: CancellationToken)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let settings = &self.app.config.runtime;
+        let idle = Duration::from_millis(settings.idle_timeout_ms.max(100));
+        let grace = Duration::from_millis(settings.shutdown_grace_ms);
+        // Requests of this connection being answered (their bodies included).
+        let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = busy.clone();
+        let Conn {
+            app,
+            peer,
+            surfaces,
+            cert,
+        } = self;
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            let (app, guard) = (app.clone(), Busy::new(&counted));
+            if let Some(cert) = &cert {
+                req.extensions_mut().insert(cert.clone());
+            }
+            async move {
+                let response = route(&app, peer, surfaces, req).await;
+                Ok::<_, Infallible>(response.map(|body| holding(body, guard)))
+            }
+        });
+        if h2 {
+            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+                .max_header_list_size(MAX_HEADER_LIST_BYTES)
+                .keep_alive_interval(idle)
+                .serve_connection(io, service);
+            drive(conn, &busy, grace, shutdown).await;
+        } else {
+            // The header timeout also runs while a kept-alive connection waits for its next
+            // request, so it closes slow headers and idle connections alike; a response being
+            // streamed is not waiting for a head and is never cut by it.
+            let conn = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(idle)
+                .max_headers(100)
+                .serve_connection(io, service);
+            drive(conn, &busy, grace, shutdown).await;
+        }
+    }
+}
+
+/// Streams one HTTP/2 connection may have open at once.
+const MAX_STREAMS_PER_CONNECTION: u32 = 100;
+/// The largest header block of an HTTP/2 request.
+const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
+
+/// Runs `conn` until it ends, or until `shutdown`: then it ends at once when idle, else after
+/// its requests are answered (at most `grace`).
+async fn drive<C: GracefulConnection>(
+    conn: C,
+    busy: &std::sync::atomic::AtomicUsize,
+    grace: Duration,
+    shutdown: CancellationToken,
+) {
     let mut conn = std::pin::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => {}

@@ -82,6 +82,9 @@ fn security(r: &InstanceRecord) -> Vec<SecurityScheme> {
             scopes: o.scopes.clone(),
         }));
     }
+    if r.mtls.is_some() {
+        schemes.push(SecurityScheme::MutualTls);
+    }
     schemes
 }
 
@@ -156,6 +159,7 @@ mod tests {
             auth_token_env: Some("A2A_INBOUND_X".into()),
             api_keys: Vec::new(),
             oidc: None,
+            mtls: None,
             enabled: true,
             push_notifications: true,
             component: "a2a-server".into(),

@@ -60,7 +60,7 @@ export function keysSection(r, reload) {
         if (k.revokedAt) return null;
         const revoke = h("button", { type: "button", class: "danger small", text: "Revoke" });
         // The last credential goes only when the operator says the instance may open.
-        const last = r.apiKeys.filter((x) => !x.revokedAt).length === 1 && !r.authTokenEnv;
+        const last = r.apiKeys.filter((x) => !x.revokedAt).length === 1 && r.schemes.length === 1;
         revoke.addEventListener("click", () => {
           const words = last ? `Revoke the key of ${k.name}? It is the last credential: the instance then takes calls from anyone.` : `Revoke the key of ${k.name}? It stops working at once.`;
           if (!confirm(words)) return;

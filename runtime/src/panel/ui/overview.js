@@ -114,7 +114,7 @@ function instances(rows, reload) {
       ["Card", (r) => copyable(r.cardUrl)],
       ["Preset", (r) => r.preset],
       ["Component", (r) => r.component],
-      ["Auth", (r) => (r.authTokenEnv ? h("span", { class: "badge ok", text: "bearer" }) : h("span", { class: "badge warn", text: "none" }))],
+      ["Auth", (r) => (r.schemes.length ? h("span", {}, r.schemes.map((s) => h("span", { class: "badge ok", text: s }))) : h("span", { class: "badge warn", text: "none" }))],
       ["Updated", (r) => time(r.updatedAt)],
       [
         "Actions",
