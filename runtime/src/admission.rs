@@ -1,4 +1,5 @@
-//! Admission: a token bucket per (instance, caller) and concurrency slots per instance.
+//! Admission: a token bucket per (instance, caller) and concurrency slots per instance and per
+//! (instance, principal).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -27,6 +28,7 @@ struct Bucket {
 pub struct Admission {
     buckets: Mutex<HashMap<(String, Source), Bucket>>,
     slots: Mutex<HashMap<String, Arc<AtomicU32>>>,
+    principal_slots: Mutex<HashMap<(String, String), Arc<AtomicU32>>>,
     streams: Mutex<HashMap<String, Arc<AtomicU32>>>,
     all_streams: Arc<AtomicU32>,
 }
@@ -46,6 +48,13 @@ impl Drop for Slot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// A running task's slots: its instance's, and its principal's where it has a quota.
+#[derive(Debug)]
+pub struct TaskSlot {
+    _instance: Slot,
+    _principal: Option<Slot>,
 }
 
 impl Admission {
@@ -80,8 +89,32 @@ impl Admission {
         }
     }
 
-    /// Holds one of the instance's `max` slots; `Err(max)` when all are taken.
-    pub fn acquire(&self, instance: &str, max: u32) -> Result<Slot, u32> {
+    /// Holds one of the instance's `max` slots and, for `principal` with `per_principal`
+    /// above 0, one of its own; `Err(n)` names the cap that was full.
+    pub fn acquire(
+        &self,
+        instance: &str,
+        max: u32,
+        principal: Option<&str>,
+        per_principal: u32,
+    ) -> Result<TaskSlot, u32> {
+        let own = match principal.filter(|_| per_principal > 0) {
+            Some(p) => {
+                let counter = {
+                    let mut slots = self.principal_slots.lock().unwrap();
+                    if slots.len() > 10_000 {
+                        // Forget idle principals: an unheld counter at 0 carries no state.
+                        slots.retain(|_, c| Arc::strong_count(c) > 1);
+                    }
+                    slots
+                        .entry((instance.to_owned(), p.to_owned()))
+                        .or_default()
+                        .clone()
+                };
+                Some(take(&counter, per_principal).ok_or(per_principal)?)
+            }
+            None => None,
+        };
         let counter = self
             .slots
             .lock()
@@ -89,7 +122,10 @@ impl Admission {
             .entry(instance.to_owned())
             .or_default()
             .clone();
-        take(&counter, max).ok_or(max)
+        Ok(TaskSlot {
+            _instance: take(&counter, max).ok_or(max)?,
+            _principal: own,
+        })
     }
 
     /// Holds one open-stream slot of `instance` (at most `per_instance`) and of the runtime (at
@@ -201,11 +237,33 @@ mod tests {
     #[test]
     fn slots_are_bounded_and_released_on_drop() {
         let a = Admission::default();
-        let s1 = a.acquire("i", 2).unwrap();
-        let _s2 = a.acquire("i", 2).unwrap();
-        assert_eq!(a.acquire("i", 2).err(), Some(2));
+        let s1 = a.acquire("i", 2, None, 0).unwrap();
+        let _s2 = a.acquire("i", 2, None, 0).unwrap();
+        assert_eq!(a.acquire("i", 2, None, 0).err(), Some(2));
         drop(s1);
         assert_eq!(a.active("i"), 1);
-        assert!(a.acquire("i", 2).is_ok());
+        assert!(a.acquire("i", 2, None, 0).is_ok());
+    }
+
+    #[test]
+    fn a_principal_keeps_to_its_own_quota_within_the_instances() {
+        let a = Admission::default();
+        let alice = a.acquire("i", 3, Some("key:alice"), 1).unwrap();
+        assert_eq!(a.acquire("i", 3, Some("key:alice"), 1).err(), Some(1));
+        assert_eq!(a.active("i"), 1, "a refusal holds nothing");
+        let bob = a.acquire("i", 3, Some("key:bob"), 1).unwrap();
+        let shared = a.acquire("i", 3, None, 1).unwrap();
+        assert_eq!(
+            a.acquire("i", 3, Some("key:carol"), 1).err(),
+            Some(3),
+            "the instance's cap still holds"
+        );
+        assert_eq!(a.active("i"), 3, "carol's own slot went back");
+        drop((alice, bob, shared));
+        assert!(a.acquire("i", 3, Some("key:alice"), 1).is_ok());
+        assert!(
+            a.acquire("j", 3, Some("key:alice"), 1).is_ok(),
+            "per instance"
+        );
     }
 }

@@ -456,6 +456,19 @@ impl Config {
     /// Makes the relative paths of command presets (a program named with a `/`, `workingDir`)
     /// relative to `dir`, the config file's directory, not to where `serve` was started.
     fn resolve_paths(&mut self, dir: &Path) {
+        if let Some(t) = self.tls.as_mut() {
+            for file in [
+                Some(&mut t.cert_file),
+                Some(&mut t.key_file),
+                t.client_ca_file.as_mut(),
+            ]
+            .into_iter()
+            .flatten()
+            .filter(|f| f.is_relative())
+            {
+                *file = dir.join(&*file);
+            }
+        }
         if let Some(ca) = self.egress.ca_file.as_mut().filter(|f| f.is_relative()) {
             *ca = dir.join(&*ca);
         }

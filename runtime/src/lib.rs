@@ -195,9 +195,9 @@ impl Running {
             for i in app
                 .instances()
                 .iter()
-                .filter(|i| i.record.enabled && i.record.auth_token_env.is_none())
+                .filter(|i| i.record.enabled && !identity::required(&i.record))
             {
-                tracing::warn!(instance = %i.record.id, listen = %addr, "this instance has no token and is reachable beyond loopback: set one with `a2a-edge inbound auth {} --token-stdin`", i.record.id);
+                tracing::warn!(instance = %i.record.id, listen = %addr, "this instance takes no credentials and is reachable beyond loopback: set a token with `a2a-edge inbound auth {} --token-stdin` (or keys, OpenID Connect, mutual TLS)", i.record.id);
             }
         }
         let shutdown = CancellationToken::new();

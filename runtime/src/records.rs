@@ -198,6 +198,9 @@ pub struct Limits {
     pub execution_timeout_ms: u64,
     /// Most tasks running at once per instance (the next ends FAILED).
     pub max_concurrent_tasks: u32,
+    /// Most tasks one caller known apart (a named client, a token's subject, a certificate)
+    /// may run at once on the instance; 0: only the instance's cap.
+    pub max_concurrent_tasks_per_principal: u32,
     /// Sustained requests per second per source address; 0 turns the rate limit off.
     pub rate_per_second: f64,
     /// Burst size of the per-source token bucket.
@@ -238,6 +241,7 @@ impl Default for Limits {
             max_body_bytes: 1 << 20,
             execution_timeout_ms: 300_000,
             max_concurrent_tasks: 256,
+            max_concurrent_tasks_per_principal: 0,
             rate_per_second: 0.0,
             rate_burst: 60,
             keep_alive_ms: 15_000,

@@ -27,6 +27,8 @@ pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/a2a/tck/agent-card.json" >/dev/null && break; sleep 0.1; done
 export A2A_EDGE_AGENT="http://127.0.0.1:$port/a2a/tck"
 export A2A_EDGE_KEYED_AGENT="http://127.0.0.1:$port/a2a/keyed"
+export A2A_EDGE_OIDC_AGENT="http://127.0.0.1:$port/a2a/oidc"
+export A2A_EDGE_API="http://127.0.0.1:$port/a2a/api"
 A2A_EDGE_KEY="$(curl -sf "http://127.0.0.1:$port/a2a/api" -H 'content-type: application/json' \
   -d '{"action":"inbound.keys.create","id":"keyed","name":"interop"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')"
 export A2A_EDGE_KEY

@@ -346,6 +346,68 @@ async fn a_client_keeps_to_its_skills_and_its_own_rate() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_runs_at_most_its_quota_of_tasks_at_once() {
+    let s = Server::start(scripted(|d| {
+        d.limits = Some(a2a_edge::records::Limits {
+            max_concurrent_tasks: 3,
+            max_concurrent_tasks_per_principal: 1,
+            ..Default::default()
+        })
+    }))
+    .await;
+    let alice = Client::key(&s, &create_key(&s, "alice", json!({})).await);
+    let bob = Client::key(&s, &create_key(&s, "bob", json!({})).await);
+    // A long-running task holds alice's one slot until it is canceled.
+    let long = |id: &str| {
+        let mut p = send(id, "c", "x");
+        p["configuration"] = json!({"returnImmediately": true});
+        p
+    };
+    let first = alice.ok("SendMessage", long("tck-long-running-a1")).await;
+    assert_eq!(
+        first["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{first}"
+    );
+    let second = alice
+        .ok("SendMessage", send("tck-complete-task-a2", "c", "x"))
+        .await;
+    assert_eq!(
+        second["task"]["status"]["state"], "TASK_STATE_FAILED",
+        "{second}"
+    );
+    let why = second["task"]["status"]["message"]["parts"][0]["text"].to_string();
+    assert!(
+        why.contains("concurrency quota") && why.contains("at most 1"),
+        "{why}"
+    );
+    // Bob's quota is his own.
+    let his = bob.ok("SendMessage", long("tck-long-running-b1")).await;
+    assert_eq!(
+        his["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{his}"
+    );
+    // Once alice's task ends, her slot is back.
+    alice
+        .ok("CancelTask", json!({"id": first["task"]["id"]}))
+        .await;
+    let mut state = Value::Null;
+    for n in 0..50 {
+        let r = alice
+            .ok(
+                "SendMessage",
+                send(&format!("tck-complete-task-a{n}x"), "c", "x"),
+            )
+            .await;
+        state = r["task"]["status"]["state"].clone();
+        if state == "TASK_STATE_COMPLETED" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(state, "TASK_STATE_COMPLETED");
+}
+
 /// The `WWW-Authenticate` of a ListTasks with `Authorization: Bearer <token>` (its status must
 /// be 401), or `None` when it passed.
 async fn challenge(s: &Server, token: &str) -> Option<String> {

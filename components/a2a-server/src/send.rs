@@ -353,7 +353,7 @@ fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<Strea
             None,
             TaskState::Failed,
             Some(format!(
-                "concurrency quota reached: this agent runs at most {n} tasks at once"
+                "concurrency quota reached: at most {n} tasks at once (this agent's cap, or each caller's); retry when one ends"
             )),
         ),
     };

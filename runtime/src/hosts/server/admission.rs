@@ -6,7 +6,7 @@ use wasmtime::component::Resource;
 
 use super::bindings::admission::{Host, HostSlot};
 use super::services::{Invocation, Services, View};
-use crate::admission::{Admission, Slot, Source};
+use crate::admission::{Admission, Source, TaskSlot};
 use crate::records::Limits;
 use crate::telemetry::Metrics;
 
@@ -59,12 +59,18 @@ impl Host for View<'_, AdmissionCtx> {
         Ok(result)
     }
 
-    fn acquire_slot(&mut self) -> wasmtime::Result<Result<Resource<Slot>, u32>> {
+    fn acquire_slot(&mut self) -> wasmtime::Result<Result<Resource<TaskSlot>, u32>> {
         let c = &self.ctx;
-        match c
-            .admission
-            .acquire(&c.instance_id, c.limits.max_concurrent_tasks)
-        {
+        let principal = match &c.source {
+            Source::Principal(p) => Some(p.as_str()),
+            Source::Address(_) => None,
+        };
+        match c.admission.acquire(
+            &c.instance_id,
+            c.limits.max_concurrent_tasks,
+            principal,
+            c.limits.max_concurrent_tasks_per_principal,
+        ) {
             Ok(slot) => Ok(Ok(self.table.push(slot)?)),
             Err(max) => {
                 c.metrics.rejection("quota");
@@ -75,7 +81,7 @@ impl Host for View<'_, AdmissionCtx> {
 }
 
 impl HostSlot for View<'_, AdmissionCtx> {
-    fn drop(&mut self, this: Resource<Slot>) -> wasmtime::Result<()> {
+    fn drop(&mut self, this: Resource<TaskSlot>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
         Ok(())
     }

@@ -31,7 +31,7 @@ wasmtime::component::bindgen!({
         "wasi:io": wasmtime_wasi::p2::bindings::io,
         "a2a:edge/events.subscription": crate::events::Subscription,
         "a2a:edge/sessions.turn": crate::sessions::Turn,
-        "a2a:edge/admission.slot": crate::admission::Slot,
+        "a2a:edge/admission.slot": crate::admission::TaskSlot,
     },
 });
 
