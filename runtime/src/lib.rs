@@ -200,6 +200,11 @@ impl Running {
                 tracing::warn!(instance = %i.record.id, listen = %addr, "this instance takes no credentials and is reachable beyond loopback: set a token with `a2a-edge inbound auth {} --token-stdin` (or keys, OpenID Connect, mutual TLS)", i.record.id);
             }
         }
+        if let Err(why) = app.config.client_certificates() {
+            for i in app.instances().iter().filter(|i| i.record.mtls.is_some()) {
+                tracing::warn!(instance = %i.record.id, "this instance takes client certificates, but {why}; until then no certificate reaches it");
+            }
+        }
         let shutdown = CancellationToken::new();
         let surfaces = if control.is_some() {
             server::Surfaces::Public

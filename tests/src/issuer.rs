@@ -38,6 +38,7 @@ pub struct Issuer {
     fetches: Arc<AtomicU32>,
     client: Arc<Mutex<TokenClient>>,
     grants: Arc<Mutex<Vec<Instant>>>,
+    down: Arc<std::sync::atomic::AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -50,14 +51,16 @@ impl Issuer {
         let fetches = Arc::new(AtomicU32::new(0));
         let client: Arc<Mutex<TokenClient>> = Arc::default();
         let grants: Arc<Mutex<Vec<Instant>>> = Arc::default();
+        let down: Arc<std::sync::atomic::AtomicBool> = Arc::default();
         let url: Arc<Mutex<String>> = Arc::default();
-        let (s, f, u, k, c, g) = (
+        let (s, f, u, k, c, g, d) = (
             set.clone(),
             fetches.clone(),
             url.clone(),
             keys.clone(),
             client.clone(),
             grants.clone(),
+            down.clone(),
         );
         let handler = move |parts: hyper::http::request::Parts, body: bytes::Bytes| {
             let issuer = u.lock().unwrap().clone();
@@ -72,6 +75,9 @@ impl Issuer {
                         keys: s.lock().unwrap().clone(),
                     };
                     crate::loopback::json(200, &serde_json::to_value(keys).unwrap())
+                }
+                "/token" if d.load(Ordering::SeqCst) => {
+                    crate::loopback::json(503, &json!({"error": "temporarily_unavailable"}))
                 }
                 "/token" => {
                     let client = c.lock().unwrap().clone();
@@ -107,6 +113,7 @@ impl Issuer {
             fetches,
             client,
             grants,
+            down,
             task,
         };
         issuer.publish(published);
@@ -122,6 +129,11 @@ impl Issuer {
             audience: audience.into(),
             lifetime,
         };
+    }
+
+    /// Makes the token endpoint answer 503 (`true`) or grant again.
+    pub fn token_endpoint_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
     }
 
     /// When the token endpoint granted tokens.

@@ -151,6 +151,25 @@ pub async fn refused_handshake(addr: SocketAddr, ca_pem: &str, client: &Issued) 
     }
 }
 
+/// Whether the server closes a TLS connection (ALPN `alpn`) on which nothing is sent, within
+/// `within`.
+pub async fn closes_idle(addr: SocketAddr, ca_pem: &str, alpn: &[u8], within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut tls = connect(addr, client_config(ca_pem, None, &[alpn]))
+        .await
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, tls.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            // A SETTINGS frame or a session ticket: read on.
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
 /// What a TLS exchange gave: the protocol ALPN chose, the server's certificate, the status
 /// and body.
 pub struct Exchange {
@@ -164,15 +183,22 @@ pub struct Exchange {
     pub body: serde_json::Value,
 }
 
-/// Sends `method path` (with a JSON `body`) to `addr` over TLS trusting `ca_pem`, offering
-/// `alpn`, presenting `client` if given; `Err` tells how it failed (a refused handshake names
-/// the alert).
+/// What to send: method, path, JSON body, and more headers.
+pub type Ask<'a> = (
+    &'a str,
+    &'a str,
+    Option<serde_json::Value>,
+    &'a [(&'a str, &'a str)],
+);
+
+/// Sends `ask` to `addr` over TLS trusting `ca_pem`, offering `alpn`, presenting `client` if
+/// given; `Err` tells how it failed.
 pub async fn exchange(
     addr: SocketAddr,
     ca_pem: &str,
     client: Option<&Issued>,
     alpn: &[&[u8]],
-    (method, path, body): (&str, &str, Option<serde_json::Value>),
+    (method, path, body, headers): Ask<'_>,
 ) -> Result<Exchange, String> {
     let config = client_config(ca_pem, client, alpn);
     let tls = connect(addr, config).await?;
@@ -193,6 +219,9 @@ pub async fn exchange(
         .header("content-type", "application/json");
     if !h2 {
         request = request.header("host", format!("localhost:{}", addr.port()));
+    }
+    for (k, v) in headers {
+        request = request.header(*k, *v);
     }
     let body = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
     let request = request.body(Full::new(body)).unwrap();

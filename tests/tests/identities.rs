@@ -664,6 +664,20 @@ async fn an_outbound_oauth_client_gets_its_token_renews_it_before_expiry_and_nev
         "renewed {renewed:?} after the first grant: before the 4 s expiry"
     );
 
+    // When renewing fails, the kept token serves until it expires; then the call fails saying
+    // why, and the failure is remembered (nobody asks again at once).
+    issuer.token_endpoint_down(true);
+    let second = grants[1];
+    tokio::time::sleep_until((second + Duration::from_millis(3300)).into()).await;
+    let (status, v) = call("kept").await;
+    assert_eq!((status, &v["result"]), (200, &json!("kept")), "{v}");
+    tokio::time::sleep_until((second + Duration::from_millis(4300)).into()).await;
+    let (status, v) = call("expired").await;
+    assert_ne!(status, 200, "{v}");
+    assert!(v.to_string().contains("temporarily_unavailable"), "{v}");
+    issuer.token_endpoint_down(false);
+    assert_eq!(issuer.grants().len(), 2);
+
     // The operator sees the client, never its secret; of the data directory only the
     // credentials file (mode 0600) holds it.
     let (_, snap) = s.get("/a2a/api").await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use a2a_edge::config::Config;
 use a2a_edge::tls::TlsSettings;
 use a2a_edge_tests::jsonrpc::envelope;
-use a2a_edge_tests::pki::{Ca, Issued, exchange, refused_handshake};
+use a2a_edge_tests::pki::{Ca, Issued, closes_idle, exchange, refused_handshake};
 use a2a_edge_tests::{Server, message, scripted};
 use serde_json::{Value, json};
 
@@ -64,7 +64,7 @@ async fn the_listener_speaks_h2_and_http1_over_tls_and_takes_up_new_certificate_
         ..Config::default()
     })
     .await;
-    let card = ("GET", "/a2a/demo/agent-card.json", None);
+    let card = ("GET", "/a2a/demo/agent-card.json", None, &[][..]);
     let e = exchange(addr(&s), &site.ca.pem(), None, H2, card.clone())
         .await
         .unwrap();
@@ -92,7 +92,7 @@ async fn the_listener_speaks_h2_and_http1_over_tls_and_takes_up_new_certificate_
         &site.ca.pem(),
         None,
         H2,
-        ("POST", "/a2a/demo", Some(send)),
+        ("POST", "/a2a/demo", Some(send), &[]),
     )
     .await
     .unwrap();
@@ -123,6 +123,46 @@ async fn the_listener_speaks_h2_and_http1_over_tls_and_takes_up_new_certificate_
         .await
         .unwrap();
     assert_eq!((e.status, subject(&e.server_cert)), (200, "second".into()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_control_api_answers_h2_and_https_origins_and_idle_connections_close() {
+    let site = Site::new();
+    let mut config = Config {
+        tls: Some(site.tls(false)),
+        ..Config::default()
+    };
+    config.runtime.idle_timeout_ms = 300;
+    // One listener: the control surface is served over TLS too.
+    let s = Server::start(config).await;
+    let api = ("GET", "/a2a/api", None, &[][..]);
+    for alpn in [H2, H1] {
+        let e = exchange(addr(&s), &site.ca.pem(), None, alpn, api.clone())
+            .await
+            .unwrap();
+        assert_eq!(e.status, 200, "{:?}: {}", e.alpn, e.body);
+    }
+    let origin = format!("https://localhost:{}", addr(&s).port());
+    let action = json!({"action": "inbound.disable", "id": "demo"});
+    let post = async |origin: &str| {
+        let headers = [("origin", origin)];
+        let ask = ("POST", "/a2a/api", Some(action.clone()), &headers[..]);
+        exchange(addr(&s), &site.ca.pem(), None, H2, ask)
+            .await
+            .unwrap()
+            .status
+    };
+    assert_eq!(post(&origin).await, 200, "the panel's own origin");
+    let plain = origin.replace("https", "http");
+    assert_eq!(post(&plain).await, 403, "another origin");
+    // Connections that send nothing are closed, on HTTP/2 as on HTTP/1.1.
+    for alpn in [&b"h2"[..], b"http/1.1"] {
+        assert!(
+            closes_idle(addr(&s), &site.ca.pem(), alpn, Duration::from_secs(5)).await,
+            "{}",
+            String::from_utf8_lossy(alpn)
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,13 +199,24 @@ async fn send(
     client: Option<&Issued>,
     id: &str,
 ) -> Result<(u16, Value), String> {
+    send_with(s, site, client, id, &[]).await
+}
+
+/// [`send`] with more headers.
+async fn send_with(
+    s: &Server,
+    site: &Site,
+    client: Option<&Issued>,
+    id: &str,
+    headers: &[(&str, &str)],
+) -> Result<(u16, Value), String> {
     let body = envelope(1, "SendMessage", json!({"message": message(id, "hello")}));
     exchange(
         addr(s),
         &site.ca.pem(),
         client,
         H2,
-        ("POST", "/a2a/tck", Some(body)),
+        ("POST", "/a2a/tck", Some(body), headers),
     )
     .await
     .map(|e| (e.status, e.body))
@@ -185,7 +236,7 @@ async fn mutual_tls_names_the_caller_and_refuses_unknown_and_expired_certificate
         &site.ca.pem(),
         None,
         H2,
-        ("GET", "/a2a/tck/agent-card.json", None),
+        ("GET", "/a2a/tck/agent-card.json", None, &[]),
     )
     .await
     .unwrap();
@@ -210,7 +261,7 @@ async fn mutual_tls_names_the_caller_and_refuses_unknown_and_expired_certificate
         &site.ca.pem(),
         Some(&bob),
         H1,
-        ("POST", "/a2a/tck", Some(get)),
+        ("POST", "/a2a/tck", Some(get), &[]),
     )
     .await
     .unwrap();
@@ -222,6 +273,18 @@ async fn mutual_tls_names_the_caller_and_refuses_unknown_and_expired_certificate
     let (_, snap) = s.get("/a2a/api?taskPrincipal=mtls:alice").await;
     assert_eq!(snap["tasks"].as_array().unwrap().len(), 1, "{snap}");
     assert_eq!(snap["inbounds"][0]["schemes"], json!(["mtls"]));
+
+    // A credential header decides even with a good certificate: a wrong one is refused.
+    let (status, v) = send_with(
+        &s,
+        &site,
+        Some(&alice),
+        "m-1b",
+        &[("authorization", "Bearer not-a-token")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 401, "{v}");
 
     // Without a certificate the handshake passes (other instances may not need one) and the
     // instance refuses the call.

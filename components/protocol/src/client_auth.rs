@@ -127,8 +127,9 @@ fn requirements(card: &Value) -> Vec<Vec<String>> {
 }
 
 /// The card's schemes, each with whether a connection can satisfy it and how; `required` when
-/// the card asks for any, `satisfiable` when some requirement's schemes can all be met, and
-/// `satisfied` when they are with what the connection holds (`held`).
+/// the card asks for credentials (no requirement is empty), `satisfiable` when some
+/// requirement is a single scheme a connection can meet, and `satisfied` when it is with what
+/// the connection holds (`held`).
 pub fn report(card: &Value, held: Held) -> Value {
     let schemes: Vec<Value> = card["securitySchemes"]
         .as_object()
@@ -144,16 +145,16 @@ pub fn report(card: &Value, held: Held) -> Value {
             .iter()
             .any(|s| s["name"] == n.as_str() && s["satisfiable"] == true)
     };
-    let required: Vec<Vec<String>> = requirements(card)
-        .into_iter()
-        .filter(|r| !r.is_empty())
-        .collect();
-    let satisfiable = required.is_empty() || required.iter().any(|r| r.iter().all(can));
+    let listed = requirements(card);
+    // An empty requirement lets anyone in; a connection sends one credential, so only a
+    // requirement of a single scheme it can meet is met.
+    let required = !listed.is_empty() && listed.iter().all(|r| !r.is_empty());
+    let satisfiable = !required || listed.iter().any(|r| r.len() == 1 && r.iter().all(can));
     json!({
         "schemes": schemes,
-        "required": !required.is_empty(),
+        "required": required,
         "satisfiable": satisfiable,
-        "satisfied": required.is_empty() || (satisfiable && held.bearer()),
+        "satisfied": !required || (satisfiable && held.bearer()),
     })
 }
 
@@ -234,7 +235,7 @@ mod tests {
     }
 
     #[test]
-    fn a_requirement_counts_only_when_all_its_schemes_can_be_met() {
+    fn a_requirement_of_two_schemes_cannot_be_met_with_one_header_and_an_empty_one_needs_none() {
         let card = json!({
             "securitySchemes": {
                 "bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}},
@@ -252,6 +253,34 @@ mod tests {
         assert_eq!(
             (r["satisfiable"].clone(), r["satisfied"].clone()),
             (json!(false), json!(false))
+        );
+        // Two bearer-type schemes at once still need two credentials.
+        let both = json!({
+            "securitySchemes": {
+                "a": {"httpAuthSecurityScheme": {"scheme": "Bearer"}},
+                "b": {"openIdConnectSecurityScheme": {"openIdConnectUrl": "https://idp/x"}},
+            },
+            "securityRequirements": [{"schemes": {"a": {"list": []}, "b": {"list": []}}}],
+        });
+        assert_eq!(
+            report(
+                &both,
+                Held {
+                    token: true,
+                    oauth: true
+                }
+            )["satisfiable"],
+            false
+        );
+        // An empty requirement beside another: anyone may call.
+        let optional = json!({
+            "securitySchemes": {"key": {"apiKeySecurityScheme": {"location": "header", "name": "K"}}},
+            "securityRequirements": [{"schemes": {"key": {"list": []}}}, {"schemes": {}}],
+        });
+        let r = report(&optional, Held::default());
+        assert_eq!(
+            (r["required"].clone(), r["satisfied"].clone()),
+            (json!(false), json!(true))
         );
         // A requirement naming a scheme the card does not declare cannot be met either.
         let r = report(

@@ -32,7 +32,22 @@ async fn save_and_connect(
     done: String,
     extra: Value,
 ) -> Result<Value, Refusal> {
+    let same = r.clone();
+    replace_credentials(app, &same, r, done, extra).await
+}
+
+/// Saves `r`, which replaces `old`'s credentials, deletes the secrets `old` had stored that `r`
+/// no longer names (after the save, so a failed save loses no secret), then (re)connects as
+/// [`save_and_connect`].
+async fn replace_credentials(
+    app: &Arc<App>,
+    old: &ConnectionRecord,
+    r: ConnectionRecord,
+    done: String,
+    extra: Value,
+) -> Result<Value, Refusal> {
     save(app, r.clone()).await?;
+    forget_stored(app, old, &r).await?;
     let message = if r.enabled {
         app.outbound.connect(&r).await.map_err(|e| format!("{done}, but connecting failed: {e} (the connection is saved as failed; outbound.refresh retries)"))?;
         format!("{done}; connected")
@@ -141,7 +156,7 @@ pub async fn remove(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
         .remove(id)
         .await
         .map_err(|e| format!("could not remove outbound {id:?}: {e}"))?;
-    forget_stored(app, &r, None)
+    forget_stored(app, &r, &ConnectionRecord::default())
         .await
         .map_err(|e| format!("outbound {id:?} was removed but {e}"))?;
     Ok(done(format!("outbound \"{id}\" removed")))
@@ -152,15 +167,25 @@ fn stored_client_secret(id: &str) -> String {
     format!("{}_CLIENT_SECRET", outbound_name(id))
 }
 
-/// Deletes the secrets the control API stored for `r` (its token, its client secret) but the
-/// one named `keep`; secrets the operator named stay.
-async fn forget_stored(app: &App, r: &ConnectionRecord, keep: Option<&str>) -> Result<(), Refusal> {
-    let stored = [
+/// The secrets `r` names (its token's, its client secret's).
+fn secrets(r: &ConnectionRecord) -> [Option<&str>; 2] {
+    [
         r.bearer_token_env.as_deref(),
         r.oauth.as_ref().map(|c| c.client_secret_env.as_str()),
-    ];
-    for own in [outbound_name(&r.id), stored_client_secret(&r.id)] {
-        if stored.contains(&Some(own.as_str())) && keep != Some(own.as_str()) {
+    ]
+}
+
+/// Deletes the secrets the control API stored for `old` (its token, its client secret) that
+/// `new` does not name; secrets the operator named stay.
+async fn forget_stored(
+    app: &App,
+    old: &ConnectionRecord,
+    new: &ConnectionRecord,
+) -> Result<(), Refusal> {
+    let (had, has) = (secrets(old), secrets(new));
+    for own in [outbound_name(&old.id), stored_client_secret(&old.id)] {
+        let named = Some(own.as_str());
+        if had.contains(&named) && !has.contains(&named) {
             app.credentials
                 .set(&own, None)
                 .await
@@ -193,7 +218,8 @@ pub async fn refresh(app: &Arc<App>, id: &str) -> Result<Value, Refusal> {
 /// `outbound.setAuth`: the token goes to the credentials layer as `A2A_OUTBOUND_<ID>`.
 pub async fn set_auth(app: &Arc<App>, a: &OutboundSetAuth) -> Result<Value, Refusal> {
     let id = a.id.as_str();
-    let mut r = app.outbound.record(id)?;
+    let old = app.outbound.record(id)?;
+    let mut r = old.clone();
     // The remote decides its tokens' strength: no minimum length here.
     let token = auth_change(a.token.as_ref(), a.clear, None, 1)?;
     let name = outbound_name(id);
@@ -202,7 +228,6 @@ pub async fn set_auth(app: &Arc<App>, a: &OutboundSetAuth) -> Result<Value, Refu
         .await
         .map_err(|e| format!("the token could not be stored: {e:#}"))?;
     // A static token replaces an OAuth client.
-    forget_stored(app, &r, Some(&name)).await?;
     r.oauth = None;
     r.bearer_token_env = token.map(|_| name.clone());
     r.updated_at = now_ms();
@@ -210,19 +235,19 @@ pub async fn set_auth(app: &Arc<App>, a: &OutboundSetAuth) -> Result<Value, Refu
         Some(_) => format!("outbound \"{id}\": token set (stored as {name})"),
         None => format!("outbound \"{id}\": token cleared"),
     };
-    save_and_connect(app, r, done, json!({})).await
+    replace_credentials(app, &old, r, done, json!({})).await
 }
 
 /// `outbound.setOAuth`: the connection gets its bearer tokens from an OAuth 2.0 token endpoint
 /// (client credentials), replacing a static token; `clear` removes the client.
 pub async fn set_oauth(app: &Arc<App>, a: &OutboundSetOAuth) -> Result<Value, Refusal> {
     let id = a.id.as_str();
-    let mut r = app.outbound.record(id)?;
+    let old = app.outbound.record(id)?;
+    let mut r = old.clone();
     let done = if a.clear.is_some_and(|c| c.0) {
         if r.oauth.is_none() {
             return Err(format!("outbound {id:?} has no OAuth client"));
         }
-        forget_stored(app, &r, None).await?;
         r.oauth = None;
         format!("outbound \"{id}\": OAuth client removed; it sends no token")
     } else {
@@ -255,7 +280,6 @@ pub async fn set_oauth(app: &Arc<App>, a: &OutboundSetOAuth) -> Result<Value, Re
                 .map_err(|e| format!("the client secret could not be stored: {e:#}"))?;
         }
         // An OAuth client replaces a static token.
-        forget_stored(app, &r, Some(&secret_env)).await?;
         r.bearer_token_env = None;
         let done = format!(
             "outbound \"{id}\": bearer tokens from {} as client {} (secret {secret_env})",
@@ -265,7 +289,7 @@ pub async fn set_oauth(app: &Arc<App>, a: &OutboundSetOAuth) -> Result<Value, Re
         done
     };
     r.updated_at = now_ms();
-    save_and_connect(app, r, done, json!({})).await
+    replace_credentials(app, &old, r, done, json!({})).await
 }
 
 /// `outbound.discover`: the remote card's preview, nothing created.

@@ -23,6 +23,10 @@ const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 const MAX_TOKEN_BYTES: usize = 8 * 1024;
 /// The longest a token request may take.
 const MAX_WAIT: Duration = Duration::from_secs(10);
+/// The longest lifetime believed (a larger `expires_in` is taken as this).
+const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// How long a failed grant is remembered: calls meanwhile get its error instead of asking again.
+const FAILURE_MEMORY: Duration = Duration::from_secs(5);
 
 /// A token kept: renewed from `renew_at`, still sent until `expires_at` if renewing fails.
 struct Held {
@@ -31,14 +35,44 @@ struct Held {
     expires_at: Instant,
 }
 
-impl Held {
-    fn fresh(&self) -> bool {
-        Instant::now() < self.renew_at
+/// What a client's slot holds: its token, and its last failed grant.
+#[derive(Default)]
+struct State {
+    held: Option<Held>,
+    failed: Option<(Instant, String)>,
+}
+
+impl State {
+    /// The kept token while now is before the instant `until` picks.
+    fn before(&self, until: impl Fn(&Held) -> Instant) -> Option<&str> {
+        let now = Instant::now();
+        self.held
+            .as_ref()
+            .filter(|h| now < until(h))
+            .map(|h| h.token.as_str())
+    }
+
+    /// The kept token while it is fresh.
+    fn fresh(&self) -> Option<&str> {
+        self.before(|h| h.renew_at)
+    }
+
+    /// The kept token while it has not expired.
+    fn valid(&self) -> Option<&str> {
+        self.before(|h| h.expires_at)
+    }
+
+    /// The error of a grant that failed within [`FAILURE_MEMORY`].
+    fn recent_failure(&self) -> Option<&str> {
+        self.failed
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < FAILURE_MEMORY)
+            .map(|(_, e)| e.as_str())
     }
 }
 
 /// One slot per client (endpoint, id, secret, scopes): concurrent calls wait for one grant.
-type Slot = Arc<tokio::sync::Mutex<Option<Held>>>;
+type Slot = Arc<tokio::sync::Mutex<State>>;
 
 /// The tokens of every connection's OAuth client, got through the egress guard.
 pub struct Tokens {
@@ -77,7 +111,8 @@ impl Tokens {
 
     /// A bearer token for client `c` with `secret`: the kept one while fresh, else a new grant
     /// (the kept one still serves, with a warning, while it has not expired and the grant
-    /// fails). `allow_private` is the connection's.
+    /// fails; a failure is remembered a few seconds, so waiting calls do not each ask again).
+    /// `allow_private` is the connection's.
     pub async fn bearer(
         &self,
         c: &OAuthClient,
@@ -87,35 +122,44 @@ impl Tokens {
         let slot = {
             let mut slots = self.slots.lock().unwrap();
             // Slots of changed secrets or removed connections go once nobody waits on them and
-            // their token is stale.
+            // they hold neither a token that has not expired nor a recent failure.
             slots.retain(|_, s| {
                 Arc::strong_count(s) > 1
-                    || s.try_lock()
-                        .map_or(true, |h| h.as_ref().is_some_and(Held::fresh))
+                    || s.try_lock().map_or(true, |s| {
+                        s.valid().is_some() || s.recent_failure().is_some()
+                    })
             });
             slots.entry(key(c, secret)).or_default().clone()
         };
-        let mut held = slot.lock().await;
-        if let Some(h) = held.as_ref().filter(|h| h.fresh()) {
-            return Ok(h.token.clone());
+        let mut state = slot.lock().await;
+        if let Some(token) = state.fresh() {
+            return Ok(token.to_owned());
         }
-        match self.grant(c, secret, allow_private).await {
-            Ok((token, lifetime)) => {
-                let now = Instant::now();
-                *held = Some(Held {
-                    token: token.clone(),
-                    renew_at: now + renew_after(lifetime),
-                    expires_at: now + lifetime,
-                });
-                Ok(token)
-            }
-            Err(e) => match held.as_ref().filter(|h| Instant::now() < h.expires_at) {
-                Some(h) => {
-                    tracing::warn!(token_url = %c.token_url, error = %e, "renewing an OAuth token failed; the kept one serves until it expires");
-                    Ok(h.token.clone())
+        let error = match state.recent_failure() {
+            Some(e) => e.to_owned(),
+            None => match self.grant(c, secret, allow_private).await {
+                Ok((token, lifetime)) => {
+                    let now = Instant::now();
+                    state.held = Some(Held {
+                        token: token.clone(),
+                        renew_at: now + renew_after(lifetime),
+                        expires_at: now + lifetime,
+                    });
+                    state.failed = None;
+                    return Ok(token);
                 }
-                None => Err(e),
+                Err(e) => {
+                    state.failed = Some((Instant::now(), e.clone()));
+                    e
+                }
             },
+        };
+        match state.valid() {
+            Some(token) => {
+                tracing::warn!(token_url = %c.token_url, error = %error, "renewing an OAuth token failed; the kept one serves until it expires");
+                Ok(token.to_owned())
+            }
+            None => Err(error),
         }
     }
 
@@ -219,7 +263,7 @@ fn token(answer: &Value) -> Result<(String, Duration), String> {
             .as_u64()
             .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
             .filter(|&s| s > 0)
-            .map(Duration::from_secs)
+            .map(|s| Duration::from_secs(s).min(MAX_LIFETIME))
             .ok_or("answered an expires_in that is not a positive number of seconds")?,
     };
     Ok((token.to_owned(), lifetime))
@@ -249,6 +293,13 @@ mod tests {
         assert_eq!(quoted.unwrap().1, Duration::from_secs(30));
         let bare = token(&json!({"access_token": "abc", "token_type": "Bearer"}));
         assert_eq!(bare.unwrap().1, DEFAULT_LIFETIME);
+        let forever =
+            token(&json!({"access_token": "abc", "token_type": "Bearer", "expires_in": u64::MAX}));
+        assert_eq!(
+            forever.unwrap().1,
+            MAX_LIFETIME,
+            "a lifetime past a day is a day"
+        );
         for bad in [
             json!({"token_type": "Bearer"}),
             json!({"access_token": "a b", "token_type": "Bearer"}),

@@ -7,6 +7,7 @@ pub mod surface_guard;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response};
@@ -101,13 +102,14 @@ async fn connection(
         app,
         peer,
         surfaces,
+        secure: false,
         cert: None,
     };
     conn.serve(TokioIo::new(stream), false, shutdown).await;
 }
 
-/// Serves one TLS connection: the handshake within the idle timeout (a failed one is logged at
-/// debug and closed), then HTTP/2 when ALPN chose it, else HTTP/1.1.
+/// Serves one TLS connection: the handshake within the idle timeout and before shutdown (a
+/// failed one is logged at debug and closed), then HTTP/2 when ALPN chose it, else HTTP/1.1.
 async fn secure(
     app: Arc<App>,
     tls: &Tls,
@@ -118,16 +120,20 @@ async fn secure(
 ) {
     let _ = stream.set_nodelay(true);
     let idle = Duration::from_millis(app.config.runtime.idle_timeout_ms.max(100));
-    let stream = match tokio::time::timeout(idle, tls.acceptor().accept(stream)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "TLS handshake did not finish within the idle timeout");
-            return;
-        }
+    let handshake = tokio::time::timeout(idle, tls.acceptor().accept(stream));
+    let stream = tokio::select! {
+        _ = shutdown.cancelled() => return,
+        done = handshake => match done {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake did not finish within the idle timeout");
+                return;
+            }
+        },
     };
     let session = stream.get_ref().1;
     let h2 = session.alpn_protocol() == Some(b"h2");
@@ -139,6 +145,7 @@ async fn secure(
         app,
         peer,
         surfaces,
+        secure: true,
         cert,
     };
     conn.serve(TokioIo::new(stream), h2, shutdown).await;
@@ -149,6 +156,8 @@ struct Conn {
     app: Arc<App>,
     peer: SocketAddr,
     surfaces: Surfaces,
+    /// It came over TLS.
+    secure: bool,
     /// The client certificate the handshake verified.
     cert: Option<Arc<PeerCert>>,
 }
@@ -163,33 +172,40 @@ impl Conn {
         let settings = &self.app.config.runtime;
         let idle = Duration::from_millis(settings.idle_timeout_ms.max(100));
         let grace = Duration::from_millis(settings.shutdown_grace_ms);
-        // Requests of this connection being answered (their bodies included).
-        let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // Requests of this connection being answered (their bodies included), and how many came.
+        let busy = Arc::new(Activity::default());
         let counted = busy.clone();
         let Conn {
             app,
             peer,
             surfaces,
+            secure,
             cert,
         } = self;
+        let link = Link {
+            peer,
+            surfaces,
+            secure,
+        };
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             let (app, guard) = (app.clone(), Busy::new(&counted));
             if let Some(cert) = &cert {
                 req.extensions_mut().insert(cert.clone());
             }
             async move {
-                let response = route(&app, peer, surfaces, req).await;
+                let response = route(&app, link, req).await;
                 Ok::<_, Infallible>(response.map(|body| holding(body, guard)))
             }
         });
         if h2 {
+            // HTTP/2 has no header timeout: a connection that has answered nothing for `idle`
+            // (its preface included) is closed.
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(hyper_util::rt::TokioTimer::new())
                 .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
                 .max_header_list_size(MAX_HEADER_LIST_BYTES)
-                .keep_alive_interval(idle)
                 .serve_connection(io, service);
-            drive(conn, &busy, grace, shutdown).await;
+            drive(conn, &busy, Some(idle), grace, shutdown).await;
         } else {
             // The header timeout also runs while a kept-alive connection waits for its next
             // request, so it closes slow headers and idle connections alike; a response being
@@ -200,7 +216,7 @@ impl Conn {
                 .header_read_timeout(idle)
                 .max_headers(100)
                 .serve_connection(io, service);
-            drive(conn, &busy, grace, shutdown).await;
+            drive(conn, &busy, None, grace, shutdown).await;
         }
     }
 }
@@ -210,39 +226,71 @@ const MAX_STREAMS_PER_CONNECTION: u32 = 100;
 /// The largest header block of an HTTP/2 request.
 const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 
+/// Where a request came from: its peer, the listener's surfaces, and whether over TLS.
+#[derive(Clone, Copy)]
+struct Link {
+    peer: SocketAddr,
+    surfaces: Surfaces,
+    secure: bool,
+}
+
+/// A connection's requests: how many are being answered, and how many came.
+#[derive(Default)]
+struct Activity {
+    open: AtomicUsize,
+    seen: AtomicUsize,
+}
+
 /// Runs `conn` until it ends, or until `shutdown`: then it ends at once when idle, else after
-/// its requests are answered (at most `grace`).
+/// its requests are answered (at most `grace`). With `idle`, a connection with no request open
+/// and none come for that long is closed the same way.
 async fn drive<C: GracefulConnection>(
     conn: C,
-    busy: &std::sync::atomic::AtomicUsize,
+    activity: &Activity,
+    idle: Option<Duration>,
     grace: Duration,
     shutdown: CancellationToken,
 ) {
     let mut conn = std::pin::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = shutdown.cancelled() => {
-            if busy.load(std::sync::atomic::Ordering::Acquire) > 0 {
-                conn.as_mut().graceful_shutdown();
-                let _ = tokio::time::timeout(grace, conn).await;
+    let quiet = async {
+        let Some(idle) = idle else {
+            return std::future::pending().await;
+        };
+        let mut seen = 0;
+        loop {
+            tokio::time::sleep(idle).await;
+            let now = activity.seen.load(Ordering::Acquire);
+            if activity.open.load(Ordering::Acquire) == 0 && now == seen {
+                return;
             }
+            seen = now;
         }
+    };
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = shutdown.cancelled() => {}
+        _ = quiet => {}
+    }
+    if activity.open.load(Ordering::Acquire) > 0 {
+        conn.as_mut().graceful_shutdown();
+        let _ = tokio::time::timeout(grace, conn).await;
     }
 }
 
 /// Counts a request of a connection from its arrival until its response body is gone.
-struct Busy(Arc<std::sync::atomic::AtomicUsize>);
+struct Busy(Arc<Activity>);
 
 impl Busy {
-    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Busy {
-        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Busy(count.clone())
+    fn new(activity: &Arc<Activity>) -> Busy {
+        activity.open.fetch_add(1, Ordering::AcqRel);
+        activity.seen.fetch_add(1, Ordering::AcqRel);
+        Busy(activity.clone())
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -275,16 +323,16 @@ impl AcceptBackoff {
     }
 }
 
-async fn route(
-    app: &Arc<App>,
-    peer: SocketAddr,
-    surfaces: Surfaces,
-    req: Request<Incoming>,
-) -> Response<Body> {
+async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<Body> {
+    let Link {
+        peer,
+        surfaces,
+        secure,
+    } = link;
     let started = Instant::now();
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     if crate::instances::control_surface(&path).is_some() && surfaces != Surfaces::Public {
-        let (response, action, refused) = control_request(app, peer, req).await;
+        let (response, action, refused) = control_request(app, peer, secure, req).await;
         let status = response.status().as_u16();
         let ms = millis(started);
         let what = action.as_deref().unwrap_or("");
@@ -409,6 +457,7 @@ fn millis(started: Instant) -> f64 {
 async fn control_request(
     app: &Arc<App>,
     peer: SocketAddr,
+    secure: bool,
     req: Request<Incoming>,
 ) -> (Response<Body>, Option<String>, Option<&'static str>) {
     let refusal = if !is_loopback(peer.ip()) {
@@ -417,7 +466,7 @@ async fn control_request(
             message: "the control API answers loopback callers only",
         })
     } else {
-        surface_guard::check(req.method(), req.headers())
+        surface_guard::check(req.method(), req.uri(), req.headers(), secure)
     };
     if let Err(r) = refusal {
         return (control::refusal(r.status, r.message), None, Some(r.message));

@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use http::{HeaderMap, Method, header};
+use http::{HeaderMap, Method, Uri, header};
 
 /// The control surface answers only these peers (the TCP peer; proxy headers are ignored).
 pub fn is_loopback(ip: IpAddr) -> bool {
@@ -25,8 +25,15 @@ pub struct Forbidden {
 
 const FORWARDING: &[&str] = &["forwarded", "x-real-ip"];
 
-/// Checks a control request's headers (the peer was checked already).
-pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), Forbidden> {
+/// Checks a control request's headers (the peer was checked already); its authority is `Host`,
+/// or with HTTP/2 the target's (`:authority`); `secure` when it came over TLS (so its origin is
+/// `https://`).
+pub fn check(
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    secure: bool,
+) -> Result<(), Forbidden> {
     let forbidden = |message| {
         Err(Forbidden {
             status: 403,
@@ -41,7 +48,10 @@ pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), Forbidden> {
             "the control API refuses requests that came through a proxy (Forwarded, X-Forwarded-*, X-Real-IP); call it on loopback directly",
         );
     }
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let host = match headers.get(header::HOST) {
+        Some(h) => h.to_str().ok(),
+        None => uri.authority().map(|a| a.as_str()),
+    };
     let Some(port) = host.and_then(loopback_authority) else {
         return forbidden(
             "the control API answers only Host: 127.0.0.1, localhost or [::1] (with any port)",
@@ -52,10 +62,15 @@ pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), Forbidden> {
         .map(|o| o.to_str().unwrap_or(""))
     {
         Some(origin) => {
+            let (scheme, default) = if secure {
+                ("https://", 443)
+            } else {
+                ("http://", 80)
+            };
             let same = origin
-                .strip_prefix("http://")
+                .strip_prefix(scheme)
                 .and_then(loopback_authority)
-                .is_some_and(|p| p.unwrap_or(80) == port.unwrap_or(80));
+                .is_some_and(|p| p.unwrap_or(default) == port.unwrap_or(default));
             if !same {
                 return forbidden(
                     "the control API refuses requests from other origins (Origin is not this server's loopback origin)",
@@ -129,7 +144,46 @@ mod tests {
     }
 
     fn status(method: Method, pairs: &[(&str, &str)]) -> u16 {
-        check(&method, &headers(pairs)).map_or_else(|r| r.status, |_| 200)
+        check(
+            &method,
+            &Uri::from_static("/a2a/api"),
+            &headers(pairs),
+            false,
+        )
+        .map_or_else(|r| r.status, |_| 200)
+    }
+
+    #[test]
+    fn over_tls_the_origin_is_https_and_http2_names_its_authority_in_the_target() {
+        let h2 = |uri: &'static str, pairs: &[(&str, &str)]| {
+            check(&Method::GET, &Uri::from_static(uri), &headers(pairs), true)
+                .map_or_else(|r| r.status, |_| 200)
+        };
+        let target = "https://127.0.0.1:3080/a2a/api";
+        assert_eq!(h2(target, &[]), 200);
+        assert_eq!(h2("https://evil.example/a2a/api", &[]), 403);
+        assert_eq!(h2("/a2a/api", &[]), 403, "no authority at all");
+        assert_eq!(h2(target, &[("origin", "https://127.0.0.1:3080")]), 200);
+        assert_eq!(
+            h2(target, &[("origin", "http://127.0.0.1:3080")]),
+            403,
+            "plain http is another origin"
+        );
+        assert_eq!(
+            h2(
+                "https://localhost/a2a/api",
+                &[("origin", "https://localhost:443")]
+            ),
+            200
+        );
+        assert_eq!(
+            status(
+                Method::GET,
+                &[("host", "localhost"), ("origin", "https://localhost")]
+            ),
+            403,
+            "https is not this plain listener's origin"
+        );
     }
 
     #[test]

@@ -70,6 +70,38 @@ async fn an_api_key_made_in_the_panel_is_shown_once_filters_tasks_and_is_revoked
     b.finish(&[]).await;
 }
 
+async fn openid_connect_set_in_the_panel_goes_on_the_card_and_mutual_tls_says_what_it_needs() {
+    let s = Server::default().await;
+    let (b, _turn) = Browser::open("schemes", 1280, 800).await;
+    b.goto(&ui(&s, "instance/demo")).await;
+    b.find_text(".oidc-state", "No OpenID Connect tokens").await;
+    b.fill("Issuer", "https://login.example.com").await;
+    b.fill("Audience", "a2a-edge").await;
+    b.fill("Scopes", "a2a:call").await;
+    b.click("Accept tokens").await;
+    b.find_text(
+        ".oidc-state",
+        "Accepts tokens from https://login.example.com",
+    )
+    .await;
+    b.find_text(".security", "oidc").await;
+    let card = a2a_edge_tests::get_json(&format!("{}/a2a/demo/agent-card.json", s.base())).await;
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"oidc": {"list": ["a2a:call"]}}}])
+    );
+    // This listener asks for no client certificates: the panel says what is missing.
+    b.click("Accept client certificates").await;
+    b.find_text(".error", "clientCaFile").await;
+    // The last credential goes only after the operator says so.
+    b.eval("window.confirm = () => true; return 1").await;
+    b.click("Stop accepting OpenID Connect tokens").await;
+    b.find_text(".oidc-state", "No OpenID Connect tokens").await;
+    let (status, _) = s.rpc("/a2a/demo", "GetTask", json!({"id": "x"})).await;
+    assert_eq!(status, 200, "open again");
+    b.finish(&["409"]).await;
+}
+
 fn main() -> std::process::ExitCode {
     let flows = a2a_edge_tests::flows![
         overview_shows_the_instances_live_on_a_wide_and_a_narrow_window,
@@ -79,6 +111,7 @@ fn main() -> std::process::ExitCode {
         the_task_view_tells_the_operator_why_an_agent_was_not_available,
         a_token_set_in_the_panel_puts_the_bearer_scheme_on_the_card_and_is_never_shown,
         an_api_key_made_in_the_panel_is_shown_once_filters_tasks_and_is_revoked,
+        openid_connect_set_in_the_panel_goes_on_the_card_and_mutual_tls_says_what_it_needs,
         an_outbound_connection_to_a_second_edge_is_previewed_added_and_its_tool_called,
         an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves,
         an_agent_component_shows_its_kind_imports_and_grants,

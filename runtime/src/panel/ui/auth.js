@@ -2,7 +2,7 @@
 // shown back (the field is a password field, emptied once the token is stored).
 
 import { act } from "./api.js";
-import { busy, copy, errorBox, field, h, section, table, time } from "./dom.js";
+import { busy, copy, errorBox, field, h, section, select, table, time } from "./dom.js";
 
 /** The form: `action` is `inbound.setAuth` or `outbound.setAuth`, `stored` the secret's name
  * when one is set; errors go to `box`, and `reload` runs after a change. */
@@ -76,4 +76,58 @@ export function keysSection(r, reload) {
     "No API keys: create one per client, each then sees only its own tasks.",
   );
   return section("API keys", rows, shown, form, box);
+}
+
+/** A button that stops scheme `what` of `r` through `action` (`{clear: true}`), asking first;
+ * the last credential goes only when the operator says the instance may open. */
+function stopButton(r, action, what, box, reload) {
+  const stop = h("button", { type: "button", class: "danger small", text: `Stop accepting ${what}` });
+  const last = r.schemes.length === 1;
+  stop.addEventListener("click", () => {
+    const words = last ? `Stop accepting ${what}? They are the last credential: the instance then takes calls from anyone.` : `Stop accepting ${what}? Callers using them are refused at once.`;
+    if (!confirm(words)) return;
+    busy(stop, box, async () => {
+      await act(action, { id: r.id, clear: true, ...(last ? { open: true } : {}) });
+      await reload();
+    });
+  });
+  return stop;
+}
+
+/** OpenID Connect tokens and client certificates of inbound instance `r`: what it takes, forms
+ * that set each, and buttons that stop them. */
+export function schemesSection(r, reload) {
+  const box = errorBox();
+  const o = r.oidc;
+  const issuer = h("input", { name: "oidcIssuer", type: "url", placeholder: "https://login.example.com", value: o?.issuer || "", required: true });
+  const audience = h("input", { name: "oidcAudience", placeholder: "a2a-edge", value: o?.audience || "", required: true });
+  const scopes = h("input", { name: "oidcScopes", placeholder: "none", value: (o?.scopes || []).join(" ") });
+  const claim = h("input", { name: "oidcClaim", placeholder: "sub", value: o?.principalClaim || "" });
+  const save = h("button", { type: "submit", text: o ? "Update" : "Accept tokens" });
+  const oidcForm = h("form", { class: "row", "aria-label": "OpenID Connect" }, field("Issuer", issuer), field("Audience", audience), field("Scopes", scopes, "space-separated; every token must grant them"), field("Principal claim", claim), save);
+  oidcForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    busy(save, box, async () => {
+      const list = scopes.value.split(/\s+/).filter(Boolean);
+      await act("inbound.setOidc", { id: r.id, issuer: issuer.value.trim(), audience: audience.value.trim(), ...(list.length ? { scopes: list } : {}), ...(claim.value.trim() ? { principalClaim: claim.value.trim() } : {}) });
+      await reload();
+    });
+  });
+  const oidcState = o
+    ? h("p", { class: "oidc-state" }, `Accepts tokens from ${o.issuer} for ${o.audience}; principal oidc:<${o.principalClaim}>. `, stopButton(r, "inbound.setOidc", "OpenID Connect tokens", box, reload))
+    : h("p", { class: "muted oidc-state", text: "No OpenID Connect tokens accepted." });
+  const from = select([["subject", "the subject's common name"], ["san", "the first alternative name"]], r.mtls?.principalFrom || "subject", { name: "mtlsFrom" });
+  const accept = h("button", { type: "submit", text: r.mtls ? "Update" : "Accept client certificates" });
+  const mtlsForm = h("form", { class: "row", "aria-label": "Mutual TLS" }, field("Principal from", from, "needs [tls] clientCaFile on the listener"), accept);
+  mtlsForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    busy(accept, box, async () => {
+      await act("inbound.setMtls", { id: r.id, principalFrom: from.value });
+      await reload();
+    });
+  });
+  const mtlsState = r.mtls
+    ? h("p", { class: "mtls-state" }, `Accepts client certificates the listener verifies; principal mtls:<${r.mtls.principalFrom === "san" ? "alternative name" : "common name"}>. `, stopButton(r, "inbound.setMtls", "client certificates", box, reload))
+    : h("p", { class: "muted mtls-state", text: "No client certificates accepted." });
+  return section("OpenID Connect and mutual TLS", oidcState, oidcForm, mtlsState, mtlsForm, box);
 }

@@ -3,7 +3,7 @@
 
 import { act, get } from "./api.js";
 import { grantsText } from "./components.js";
-import { keysSection, tokenForm } from "./auth.js";
+import { keysSection, schemesSection, tokenForm } from "./auth.js";
 import { busy, copyable, errorBox, field, fill, h, pretty, section, select, showError, table } from "./dom.js";
 
 const LIMITS = [
@@ -30,7 +30,7 @@ export function instance(id) {
         fill(el, section("Not found", h("p", {}, `There is no inbound instance ${id}. `, h("a", { href: "#/", text: "Back" }))));
         return;
       }
-      fill(el, form(record, presets, comps.components), record ? agent(record, presets) : null, record ? manage(record, load) : null, record ? keysSection(record, load) : null, record ? card(record) : null);
+      fill(el, form(record, presets, comps.components), record ? agent(record, presets) : null, record ? manage(record, load) : null, record ? keysSection(record, load) : null, record ? schemesSection(record, load) : null, record ? card(record) : null);
     } catch (e) {
       fill(el, box);
       showError(box, `Cannot read the instance: ${e.message}`);
