@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Interop with third-party A2A clients from the registries: the Python a2a-sdk 1.3 client,
+# Interop with third-party A2A clients from the registries: the Python a2a-sdk 1.3 client
+# (also with its auth interceptor and over mutual TLS),
 # the JS @a2a-js/sdk 1.3 client and the Rust a2a-cli, each against a running a2a-edge whose
 # `tck` instance runs the scripted preset. Installs what it needs (a venv and node_modules under
 # target/interop, a2a-cli under target/interop/bin), starts the release binary on a free port,
@@ -17,6 +18,8 @@ if [ -z "$bin" ]; then
   cargo build --release -q -p a2a-edge
   bin="$root/target/release/a2a-edge"
 fi
+# The mutual-TLS test starts a TLS server of its own with this binary.
+export A2A_EDGE_BIN="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 data="$(mktemp -d)"
 pid=""
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
