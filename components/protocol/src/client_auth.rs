@@ -162,6 +162,19 @@ pub fn report(card: &Value, held: Held) -> Value {
 mod tests {
     use super::*;
 
+    const TOKEN: Held = Held {
+        token: true,
+        oauth: false,
+    };
+    const OAUTH: Held = Held {
+        token: false,
+        oauth: true,
+    };
+    const BOTH: Held = Held {
+        token: true,
+        oauth: true,
+    };
+
     fn kinds(r: &Value) -> Vec<(String, bool)> {
         r["schemes"]
             .as_array()
@@ -224,13 +237,7 @@ mod tests {
             ),
             (json!(true), json!(true), json!(false))
         );
-        let held = report(
-            &card,
-            Held {
-                oauth: true,
-                token: false,
-            },
-        );
+        let held = report(&card, OAUTH);
         assert_eq!(held["satisfied"], true);
     }
 
@@ -243,13 +250,7 @@ mod tests {
             },
             "securityRequirements": [{"schemes": {"bearer": {"list": []}, "key": {"list": []}}}],
         });
-        let r = report(
-            &card,
-            Held {
-                token: true,
-                oauth: false,
-            },
-        );
+        let r = report(&card, TOKEN);
         assert_eq!(
             (r["satisfiable"].clone(), r["satisfied"].clone()),
             (json!(false), json!(false))
@@ -262,16 +263,7 @@ mod tests {
             },
             "securityRequirements": [{"schemes": {"a": {"list": []}, "b": {"list": []}}}],
         });
-        assert_eq!(
-            report(
-                &both,
-                Held {
-                    token: true,
-                    oauth: true
-                }
-            )["satisfiable"],
-            false
-        );
+        assert_eq!(report(&both, BOTH)["satisfiable"], false);
         // An empty requirement beside another: anyone may call.
         let optional = json!({
             "securitySchemes": {"key": {"apiKeySecurityScheme": {"location": "header", "name": "K"}}},
@@ -285,10 +277,7 @@ mod tests {
         // A requirement naming a scheme the card does not declare cannot be met either.
         let r = report(
             &json!({"securityRequirements": [{"schemes": {"ghost": {"list": []}}}]}),
-            Held {
-                token: true,
-                oauth: true,
-            },
+            BOTH,
         );
         assert_eq!(r["satisfiable"], false);
     }
@@ -305,13 +294,7 @@ mod tests {
             },
             "security": [{"key": []}, {"bearer": []}],
         });
-        let r = report(
-            &card,
-            Held {
-                token: true,
-                oauth: false,
-            },
-        );
+        let r = report(&card, TOKEN);
         assert_eq!(
             kinds(&r),
             [

@@ -7,6 +7,7 @@ use a2a_protocol::{Role, Task, TaskState};
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::identity::Scheme;
 use crate::instances::Instance;
 use crate::records::InstanceRecord;
 use crate::store::{ContextSummary, PushStatus, TaskRow};
@@ -30,7 +31,7 @@ pub fn inbound(app: &App, r: &InstanceRecord, assembled: Option<&Instance>) -> V
         "id": r.id, "name": r.name, "description": r.description, "version": r.version,
         "endpointPath": r.endpoint_path, "cardPath": format!("{}/agent-card.json", r.endpoint_path),
         "cardUrl": format!("{}{}/agent-card.json", app.base_url, r.endpoint_path), "endpointUrl": format!("{}{}", app.base_url, r.endpoint_path), "preset": r.preset,
-        "authTokenEnv": r.auth_token_env, "apiKeys": keys(r), "oidc": r.oidc, "mtls": r.mtls, "schemes": crate::identity::schemes(r), "enabled": r.enabled, "skills": skills,
+        "authTokenEnv": r.auth_token_env, "apiKeys": keys(r), "oidc": r.oidc, "mtls": r.mtls, "schemes": crate::identity::schemes(r).map(Scheme::name).collect::<Vec<_>>(), "enabled": r.enabled, "skills": skills,
         "component": r.component, "maxBodyBytes": r.limits.max_body_bytes, "limits": r.limits,
         "served": assembled.is_some_and(|i| i.record.enabled),
         "createdAt": r.created_at, "updatedAt": r.updated_at,

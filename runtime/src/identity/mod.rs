@@ -8,7 +8,7 @@ pub mod oidc;
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 
-use crate::records::{ApiKey, CertName, InstanceRecord, SHARED_PRINCIPAL};
+use crate::records::{ApiKey, CertName, InstanceRecord, OidcSettings, SHARED_PRINCIPAL};
 use crate::tls::PeerCert;
 
 /// The header an API key comes in (it may come as `Authorization: Bearer <key>` too).
@@ -62,23 +62,46 @@ pub fn claim_key(principal: &str, message_id: String) -> String {
     format!("{CLAIM_SEPARATOR}{principal}{CLAIM_SEPARATOR}{message_id}")
 }
 
-/// The schemes the instance takes, by the names its card gives them (`bearer`, `apiKey`,
-/// `oidc`, `mtls`).
-pub fn schemes(record: &InstanceRecord) -> Vec<&'static str> {
+/// A scheme an instance takes (README "Authentication").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scheme<'a> {
+    /// Its shared bearer token.
+    Bearer,
+    /// Its named clients' API keys.
+    ApiKey,
+    /// OpenID Connect tokens.
+    Oidc(&'a OidcSettings),
+    /// Client certificates.
+    Mtls,
+}
+
+impl Scheme<'_> {
+    /// Its name in the card's `securitySchemes` and the snapshot's `schemes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Bearer => "bearer",
+            Scheme::ApiKey => "apiKey",
+            Scheme::Oidc(_) => "oidc",
+            Scheme::Mtls => "mtls",
+        }
+    }
+}
+
+/// The schemes the instance takes, in the order its card lists them.
+pub fn schemes(record: &InstanceRecord) -> impl Iterator<Item = Scheme<'_>> {
     [
-        (record.auth_token_env.is_some(), "bearer"),
-        (record.active_keys().next().is_some(), "apiKey"),
-        (record.oidc.is_some(), "oidc"),
-        (record.mtls.is_some(), "mtls"),
+        record.auth_token_env.as_ref().map(|_| Scheme::Bearer),
+        record.active_keys().next().map(|_| Scheme::ApiKey),
+        record.oidc.as_ref().map(Scheme::Oidc),
+        record.mtls.as_ref().map(|_| Scheme::Mtls),
     ]
     .into_iter()
-    .filter_map(|(on, name)| on.then_some(name))
-    .collect()
+    .flatten()
 }
 
 /// Whether the instance takes credentials at all (its card announces them).
 pub fn required(record: &InstanceRecord) -> bool {
-    !schemes(record).is_empty()
+    schemes(record).next().is_some()
 }
 
 /// Why a request's credentials were refused: the reason the log gives (never a credential) and

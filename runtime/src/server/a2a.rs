@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use crate::app::App;
 use crate::body::read_body;
 use crate::hosts::server::{CallNote, Invocation, Route};
-use crate::identity::{self, Caller};
+use crate::identity::{self, Caller, Scheme};
 use crate::instances::{Instance, RouteKind};
 use crate::responses::{Body, Framing, accepts_sse, holding_stream, rpc_failure};
 use crate::tls::PeerCert;
@@ -75,19 +75,14 @@ impl Refusals {
         record: &crate::records::InstanceRecord,
         refused: &identity::Refused,
     ) -> Response<Body> {
-        let mut takes = Vec::new();
-        if record.auth_token_env.is_some() {
-            takes.push("Authorization: Bearer <token>");
-        }
-        if record.oidc.is_some() {
-            takes.push("Authorization: Bearer <token from the OpenID Connect issuer>");
-        }
-        if record.active_keys().next().is_some() {
-            takes.push("X-API-Key: <key>");
-        }
-        if record.mtls.is_some() {
-            takes.push("a client certificate (over TLS)");
-        }
+        let takes: Vec<&str> = identity::schemes(record)
+            .map(|s| match s {
+                Scheme::Bearer => "Authorization: Bearer <token>",
+                Scheme::ApiKey => "X-API-Key: <key>",
+                Scheme::Oidc(_) => "Authorization: Bearer <token from the OpenID Connect issuer>",
+                Scheme::Mtls => "a client certificate (over TLS)",
+            })
+            .collect();
         let what = match refused.error {
             Some("insufficient_scope") => "the token lacks a required scope",
             Some(_) => "invalid credentials",

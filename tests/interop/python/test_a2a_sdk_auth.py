@@ -14,7 +14,8 @@ from a2a.client import (
     InMemoryContextCredentialStore,
     create_client,
 )
-from a2a.types import GetTaskRequest, ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import GetTaskRequest, ListTasksRequest, TaskState
+from helpers import message
 
 AGENT = os.environ["A2A_EDGE_KEYED_AGENT"]
 CREDENTIALS = {"bearer": os.environ["A2A_INTEROP_TOKEN"], "apiKey": os.environ["A2A_EDGE_KEY"]}
@@ -25,22 +26,16 @@ def binding(request):
     return request.param
 
 
-async def client(binding: str, scheme: str):
-    """A client holding the credential of `scheme` (the card's name for it), and the call context
-    that selects it."""
+async def client(binding: str, scheme: str, credential: str | None = None, agent: str = AGENT):
+    """A client of `agent` holding `credential` (by default the stored one) for `scheme` (the
+    card's name for it), and the call context that selects it."""
     store = InMemoryContextCredentialStore()
-    await store.set_credentials("interop", scheme, CREDENTIALS[scheme])
+    await store.set_credentials("interop", scheme, credential or CREDENTIALS[scheme])
     config = ClientConfig(streaming=False, supported_protocol_bindings=[binding])
     c = await create_client(
-        AGENT, client_config=config, interceptors=[AuthInterceptor(store)], relative_card_path="/agent-card.json"
+        agent, client_config=config, interceptors=[AuthInterceptor(store)], relative_card_path="/agent-card.json"
     )
     return c, ClientCallContext(state={"sessionId": "interop"})
-
-
-def message(context_id: str) -> SendMessageRequest:
-    m = Message(message_id=f"tck-complete-task-{uuid.uuid4()}", role=Role.ROLE_USER, parts=[Part(text="hi")])
-    m.context_id = context_id
-    return SendMessageRequest(message=m)
 
 
 @pytest.mark.asyncio
@@ -139,16 +134,7 @@ def issuer():
 
 async def oidc_client(binding: str, token: str):
     """A client whose interceptor sends `token` for the card's `oidc` scheme."""
-    store = InMemoryContextCredentialStore()
-    await store.set_credentials("interop", "oidc", token)
-    config = ClientConfig(streaming=False, supported_protocol_bindings=[binding])
-    c = await create_client(
-        os.environ["A2A_EDGE_OIDC_AGENT"],
-        client_config=config,
-        interceptors=[AuthInterceptor(store)],
-        relative_card_path="/agent-card.json",
-    )
-    return c, ClientCallContext(state={"sessionId": "interop"})
+    return await client(binding, "oidc", token, os.environ["A2A_EDGE_OIDC_AGENT"])
 
 
 @pytest.mark.asyncio

@@ -15,11 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
-from a2a.types import GetTaskRequest, ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import GetTaskRequest, ListTasksRequest, TaskState
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from helpers import message
 
 
 def issue(cn: str, ca=None, sans=(), usage=None):
@@ -129,12 +130,6 @@ async def client(site, who: str | None, binding: str):
     http = httpx.AsyncClient(verify=tls)
     config = ClientConfig(streaming=False, supported_protocol_bindings=[binding], httpx_client=http)
     return await create_client(agent, client_config=config, relative_card_path="/agent-card.json"), http
-
-
-def message(context_id: str) -> SendMessageRequest:
-    m = Message(message_id=f"tck-complete-task-{uuid.uuid4()}", role=Role.ROLE_USER, parts=[Part(text="hi")])
-    m.context_id = context_id
-    return SendMessageRequest(message=m)
 
 
 @pytest.mark.asyncio

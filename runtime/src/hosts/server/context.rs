@@ -8,7 +8,7 @@ use super::bindings::request_context::{
     Host, InstanceInfo, Limits, OidcScheme, PeerInfo, RouteKind, SecurityScheme, Skill,
 };
 use super::services::{Books, CallNote, Invocation, Route, Services};
-use crate::identity::{API_KEY_HEADER_NAME, Caller};
+use crate::identity::{API_KEY_HEADER_NAME, Caller, Scheme, schemes};
 use crate::instances::{Instance, RouteKind as Kind};
 use crate::records::InstanceRecord;
 use crate::telemetry::Metrics;
@@ -69,23 +69,17 @@ fn info(instance: &Instance, s: &Services, caller: Option<&Caller>) -> InstanceI
 
 /// The schemes `r` takes, as its card announces them.
 fn security(r: &InstanceRecord) -> Vec<SecurityScheme> {
-    let mut schemes = Vec::new();
-    if r.auth_token_env.is_some() {
-        schemes.push(SecurityScheme::Bearer);
-    }
-    if r.active_keys().next().is_some() {
-        schemes.push(SecurityScheme::ApiKey(API_KEY_HEADER_NAME.into()));
-    }
-    if let Some(o) = &r.oidc {
-        schemes.push(SecurityScheme::OpenidConnect(OidcScheme {
-            discovery_url: crate::identity::oidc::discovery_url(&o.issuer),
-            scopes: o.scopes.clone(),
-        }));
-    }
-    if r.mtls.is_some() {
-        schemes.push(SecurityScheme::MutualTls);
-    }
-    schemes
+    schemes(r)
+        .map(|s| match s {
+            Scheme::Bearer => SecurityScheme::Bearer,
+            Scheme::ApiKey => SecurityScheme::ApiKey(API_KEY_HEADER_NAME.into()),
+            Scheme::Oidc(o) => SecurityScheme::OpenidConnect(OidcScheme {
+                discovery_url: crate::identity::oidc::discovery_url(&o.issuer),
+                scopes: o.scopes.clone(),
+            }),
+            Scheme::Mtls => SecurityScheme::MutualTls,
+        })
+        .collect()
 }
 
 impl ContextCtx {
