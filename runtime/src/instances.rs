@@ -55,7 +55,10 @@ pub enum RouteKind {
 #[derive(Default)]
 pub struct Routes {
     by_path: HashMap<String, Arc<Instance>>,
+    by_id: HashMap<String, Arc<Instance>>,
     well_known: Option<Arc<Instance>>,
+    /// The largest body limit of any routed instance.
+    max_body_bytes: u64,
 }
 
 impl Routes {
@@ -67,9 +70,32 @@ impl Routes {
                 .clone()
                 .map(|i| (i.record.endpoint_path.clone(), i.clone()))
                 .collect(),
+            by_id: enabled
+                .clone()
+                .map(|i| (i.record.id.clone(), i.clone()))
+                .collect(),
+            max_body_bytes: enabled
+                .clone()
+                .map(|i| i.record.limits.max_body_bytes)
+                .max()
+                .unwrap_or(0),
             well_known: well_known
                 .and_then(|id| enabled.clone().find(|i| i.record.id == id).cloned()),
         }
+    }
+
+    /// The instance a gRPC request's `tenant` names; the well-known instance when it names none.
+    pub fn tenant(&self, tenant: &str) -> Option<Arc<Instance>> {
+        match tenant {
+            "" => self.well_known.clone(),
+            id => self.by_id.get(id).cloned(),
+        }
+    }
+
+    /// The largest body any routed instance takes (what a request is read up to before its
+    /// instance is known).
+    pub fn max_body_bytes(&self) -> u64 {
+        self.max_body_bytes
     }
 
     /// The instance and route a path hits: `<endpoint>` or `<endpoint>/` is the JSON-RPC endpoint,

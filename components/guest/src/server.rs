@@ -136,6 +136,7 @@ impl From<&InstanceInfo> for card::CardInput {
             description: i.description.clone(),
             version: i.version.clone(),
             endpoint_url: i.endpoint_url.clone(),
+            tenant: i.id.clone(),
             skills: i
                 .skills
                 .iter()

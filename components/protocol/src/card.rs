@@ -75,6 +75,9 @@ pub struct CardInput {
     pub version: String,
     /// Public JSON-RPC endpoint URL.
     pub endpoint_url: String,
+    /// What gRPC requests name to reach this agent (its instance id): several share the
+    /// listener's one gRPC service.
+    pub tenant: String,
     /// Announced skills (a default `chat` skill when empty).
     pub skills: Vec<Skill>,
     /// How callers authenticate (none: anyone may call).
@@ -145,6 +148,11 @@ pub fn build(input: &CardInput) -> Value {
             { "url": input.endpoint_url, "protocolBinding": "HTTP+JSON", "protocolVersion": crate::version::SUPPORTED },
         ],
     });
+    if let Some(address) = crate::grpc::address(&input.endpoint_url) {
+        card["supportedInterfaces"].as_array_mut().expect("built above").push(json!(
+            { "url": address, "protocolBinding": "GRPC", "protocolVersion": crate::version::SUPPORTED, "tenant": input.tenant }
+        ));
+    }
     if input.provider_organization.is_some() || input.provider_url.is_some() {
         card["provider"] = json!({
             "organization": input.provider_organization.clone().unwrap_or_default(),
@@ -229,6 +237,7 @@ mod tests {
             description: "Reporting agent".into(),
             version: "0.1.0".into(),
             endpoint_url: "http://127.0.0.1:3080/a2a/reports-1a2b3c4d".into(),
+            tenant: "reports-1a2b3c4d".into(),
             skills: vec![],
             security: Vec::new(),
             attachments: false,
@@ -250,7 +259,8 @@ mod tests {
                 "skills": [{ "id": "chat", "name": "chat", "description": "Talk with the agent.", "tags": ["chat"] }],
                 "supportedInterfaces": [
                     { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
-                    { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" }
+                    { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" },
+                    { "url": "127.0.0.1:3080", "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "reports-1a2b3c4d" }
                 ]
             })
         );

@@ -93,6 +93,18 @@ impl ErrorKind {
         }
     }
 
+    /// The kind an `ErrorInfo.reason` names.
+    pub fn from_reason(reason: &str) -> Option<ErrorKind> {
+        ALL.into_iter().find(|k| k.reason() == reason)
+    }
+
+    /// The kind a standard JSON-RPC code names (-32603 is INTERNAL; the reason tells UNAVAILABLE
+    /// apart).
+    pub fn from_code(code: i64) -> Option<ErrorKind> {
+        ALL.into_iter()
+            .find(|k| *k != Self::Unavailable && k.code(false) == code)
+    }
+
     /// The HTTP status the error travels with: 401, 429 and 503 where HTTP has a word for it,
     /// else 200 (JSON-RPC carries the error in the body).
     pub fn http_status(self) -> u16 {
@@ -104,6 +116,27 @@ impl ErrorKind {
         }
     }
 }
+
+/// Every kind, in the order of the table.
+const ALL: [ErrorKind; 17] = [
+    ErrorKind::ParseError,
+    ErrorKind::InvalidRequest,
+    ErrorKind::MethodNotFound,
+    ErrorKind::InvalidParams,
+    ErrorKind::Internal,
+    ErrorKind::TaskNotFound,
+    ErrorKind::TaskNotCancelable,
+    ErrorKind::PushNotificationNotSupported,
+    ErrorKind::UnsupportedOperation,
+    ErrorKind::ContentTypeNotSupported,
+    ErrorKind::InvalidAgentResponse,
+    ErrorKind::ExtendedAgentCardNotConfigured,
+    ErrorKind::ExtensionSupportRequired,
+    ErrorKind::VersionNotSupported,
+    ErrorKind::Unauthorized,
+    ErrorKind::RateLimited,
+    ErrorKind::Unavailable,
+];
 
 /// An error answer: a kind and a message that says what to fix.
 #[derive(Clone, Debug, PartialEq)]
@@ -189,26 +222,6 @@ impl std::fmt::Display for RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const ALL: [ErrorKind; 17] = [
-        ErrorKind::ParseError,
-        ErrorKind::InvalidRequest,
-        ErrorKind::MethodNotFound,
-        ErrorKind::InvalidParams,
-        ErrorKind::Internal,
-        ErrorKind::TaskNotFound,
-        ErrorKind::TaskNotCancelable,
-        ErrorKind::PushNotificationNotSupported,
-        ErrorKind::UnsupportedOperation,
-        ErrorKind::ContentTypeNotSupported,
-        ErrorKind::InvalidAgentResponse,
-        ErrorKind::ExtendedAgentCardNotConfigured,
-        ErrorKind::ExtensionSupportRequired,
-        ErrorKind::VersionNotSupported,
-        ErrorKind::Unauthorized,
-        ErrorKind::RateLimited,
-        ErrorKind::Unavailable,
-    ];
 
     #[test]
     fn standard_codes_match_spec_table() {

@@ -12,6 +12,7 @@ pub mod client;
 pub mod client_auth;
 pub mod errors;
 pub mod execution;
+pub mod grpc;
 pub mod idempotency;
 pub mod ids;
 pub mod jsonrpc;

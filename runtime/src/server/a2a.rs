@@ -122,33 +122,93 @@ async fn serve(
     let refuse = Refusals::of(app, kind);
     check_method(kind, req.method(), refuse)?;
     // The card is public: its requests are nobody's, and reach no task.
-    let mut caller = Caller::anonymous();
-    if kind != RouteKind::Card {
-        let cert = req.extensions().get::<Arc<PeerCert>>().cloned();
-        caller = authenticate(app, &instance, req.headers(), cert.as_deref(), refuse)
-            .await
-            .map_err(|(why, r)| {
-                note.refused(why);
-                r
-            })?;
-        let agent = req
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok());
-        let now = crate::clock::now_ms();
-        app.services()
-            .activity
-            .seen(&instance.record.id, peer.ip(), agent, now);
-    }
+    let caller = match kind {
+        RouteKind::Card => Caller::anonymous(),
+        _ => admit(app, &instance, peer, &req, note, refuse).await?,
+    };
     let limit = instance.record.limits.max_body_bytes;
-    let (mut parts, body) = read_body(req, limit, &app.config.runtime)
+    let (parts, body) = read_body(req, limit, &app.config.runtime)
         .await
         .map_err(|(status, message)| refuse.invalid(status, &message))?;
+    let call = invocation(instance, kind, peer, caller, note);
+    dispatch(app, call, kind, parts, body, refuse).await
+}
+
+/// A JSON-RPC request the host made of another binding's (gRPC): admitted and served as one
+/// that came over HTTP, its body already read and bounded.
+pub async fn serve_transcoded(
+    app: &Arc<App>,
+    instance: Arc<Instance>,
+    peer: SocketAddr,
+    req: Request<bytes::Bytes>,
+    note: &CallNote,
+) -> Result<Response<Body>, Response<Body>> {
+    let refuse = Refusals::of(app, RouteKind::Rpc);
+    let caller = admit(app, &instance, peer, &req, note, refuse).await?;
+    let (parts, body) = req.into_parts();
+    let call = invocation(instance, RouteKind::Rpc, peer, caller, note);
+    dispatch(app, call, RouteKind::Rpc, parts, body, refuse).await
+}
+
+/// The component call of an admitted request.
+fn invocation(
+    instance: Arc<Instance>,
+    kind: RouteKind,
+    peer: SocketAddr,
+    caller: Caller,
+    note: &CallNote,
+) -> Invocation {
+    Invocation {
+        instance,
+        route: Route::Http(kind),
+        peer,
+        caller: Some(caller),
+        note: note.clone(),
+    }
+}
+
+/// The caller of a request to `instance`, by its credentials (refused: noted and answered),
+/// and its visit counted.
+async fn admit<B>(
+    app: &App,
+    instance: &Instance,
+    peer: SocketAddr,
+    req: &Request<B>,
+    note: &CallNote,
+    refuse: Refusals,
+) -> Result<Caller, Response<Body>> {
+    let cert = req.extensions().get::<Arc<PeerCert>>().cloned();
+    let caller = authenticate(app, instance, req.headers(), cert.as_deref(), refuse)
+        .await
+        .map_err(|(why, r)| {
+            note.refused(why);
+            r
+        })?;
+    let agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    let now = crate::clock::now_ms();
+    app.services()
+        .activity
+        .seen(&instance.record.id, peer.ip(), agent, now);
+    Ok(caller)
+}
+
+/// Runs an admitted request's component (`call`, arrived by `kind`), after its stream slot.
+async fn dispatch(
+    app: &Arc<App>,
+    call: Invocation,
+    kind: RouteKind,
+    mut parts: http::request::Parts,
+    body: bytes::Bytes,
+    refuse: Refusals,
+) -> Result<Response<Body>, Response<Body>> {
     // Components never see the caller's credentials.
     parts.headers.remove(header::AUTHORIZATION);
     parts.headers.remove(identity::API_KEY_HEADER);
     if kind == RouteKind::Rest {
-        parts.uri = below(&parts.uri, &instance.record.endpoint_path)
+        parts.uri = below(&parts.uri, &call.instance.record.endpoint_path)
             .map_err(|e| refuse.invalid(400, &e))?;
     }
     let streams = match kind {
@@ -158,15 +218,8 @@ async fn serve(
     };
     let slot = app
         .services()
-        .stream_slot(&instance, streams, refuse.framing)?;
+        .stream_slot(&call.instance, streams, refuse.framing)?;
     let req = Request::from_parts(parts, Full::new(body));
-    let call = Invocation {
-        instance,
-        route: Route::Http(kind),
-        peer,
-        caller: Some(caller),
-        note: note.clone(),
-    };
     let response = app.host.handle(call, req).await;
     Ok(holding_stream(response, slot))
 }

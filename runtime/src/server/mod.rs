@@ -2,6 +2,7 @@
 //! bearer auth and body limits before any component runs, and graceful shutdown.
 
 mod a2a;
+mod grpc;
 pub mod surface_guard;
 
 use std::convert::Infallible;
@@ -89,7 +90,9 @@ pub async fn serve(
     }
 }
 
-/// Serves one plain connection (HTTP/1.1) until it closes.
+/// Serves one plain connection until it closes: HTTP/2 when it opens with the HTTP/2 preface
+/// (prior knowledge, as gRPC clients dial `host:port`), else HTTP/1.1. One that sends nothing
+/// for the idle timeout is closed.
 async fn connection(
     app: Arc<App>,
     stream: tokio::net::TcpStream,
@@ -98,6 +101,14 @@ async fn connection(
     shutdown: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
+    let idle = Duration::from_millis(app.config.runtime.idle_timeout_ms.max(100));
+    let h2 = tokio::select! {
+        _ = shutdown.cancelled() => return,
+        opened = tokio::time::timeout(idle, prior_knowledge(&stream)) => match opened {
+            Ok(Ok(h2)) => h2,
+            Ok(Err(_)) | Err(_) => return,
+        },
+    };
     let conn = Conn {
         app,
         peer,
@@ -105,7 +116,27 @@ async fn connection(
         secure: false,
         cert: None,
     };
-    conn.serve(TokioIo::new(stream), false, shutdown).await;
+    conn.serve(TokioIo::new(stream), h2, shutdown).await;
+}
+
+/// What a client with prior knowledge of HTTP/2 opens a connection with (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether a connection's first bytes are the HTTP/2 preface; they stay unread. An HTTP/1.1
+/// request differs from its first byte, so only a preface split across packets waits.
+async fn prior_knowledge(stream: &tokio::net::TcpStream) -> std::io::Result<bool> {
+    let mut buf = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 || !H2_PREFACE.starts_with(&buf[..n]) {
+            return Ok(false);
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(true);
+        }
+        // Peeking again returns the same bytes at once: give the rest a moment to arrive.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 /// Serves one TLS connection: the handshake within the idle timeout and before shutdown (a
@@ -354,6 +385,8 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
             ),
             None,
         )
+    } else if is_grpc(&req) {
+        grpc::request(app, peer, req, &note).await
     } else {
         a2a::request(app, peer, req, &note).await
     };
@@ -389,6 +422,16 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
             end: Some(end),
         })
     })
+}
+
+/// Whether a request is a gRPC call (told apart by its content type).
+fn is_grpc<B>(req: &Request<B>) -> bool {
+    req.method() == http::Method::POST
+        && req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(a2a_protocol::grpc::is_grpc)
 }
 
 /// What the log says of a stream when it ends: how long it lasted and how many events it sent.

@@ -9,7 +9,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from a2a.client import ClientConfig, create_client
+from a2a.client import create_client
 from a2a.types import (
     AuthenticationInfo,
     CancelTaskRequest,
@@ -27,19 +27,19 @@ from a2a.types import (
     TaskPushNotificationConfig,
     TaskState,
 )
+from helpers import BINDINGS, config
 
 AGENT = os.environ["A2A_EDGE_AGENT"]
 
 
-@pytest.fixture(params=["JSONRPC", "HTTP+JSON"])
+@pytest.fixture(params=BINDINGS)
 def binding(request):
-    """Every test runs over both bindings the card announces."""
+    """Every test runs over each of the three bindings the card announces."""
     return request.param
 
 
 async def client(binding: str, streaming: bool, polling: bool = False):
-    config = ClientConfig(streaming=streaming, polling=polling, supported_protocol_bindings=[binding])
-    return await create_client(AGENT, client_config=config, relative_card_path="/agent-card.json")
+    return await create_client(AGENT, client_config=config(binding, streaming, polling), relative_card_path="/agent-card.json")
 
 
 def message(prefix: str, text: str = "hello", context_id: str = "", task_id: str = "") -> SendMessageRequest:
