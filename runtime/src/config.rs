@@ -378,6 +378,9 @@ pub struct InstanceDecl {
     /// Serve push notifications.
     #[serde(default)]
     pub push_notifications: Option<bool>,
+    /// Serve A2A 0.3 callers too (default true).
+    #[serde(default)]
+    pub compat03: Option<bool>,
     /// Component name (default `a2a-server`).
     #[serde(default)]
     pub component: Option<String>,

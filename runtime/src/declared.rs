@@ -124,6 +124,7 @@ fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceR
         mtls: None,
         enabled: true,
         push_notifications: true,
+        compat03: true,
         component: DEFAULT_COMPONENT.into(),
         limits: config.limits,
         created_at: now,
@@ -188,6 +189,7 @@ pub fn instance(
     }
     r.enabled = d.enabled.unwrap_or(r.enabled);
     r.push_notifications = d.push_notifications.unwrap_or(r.push_notifications);
+    r.compat03 = d.compat03.unwrap_or(r.compat03);
     if let Some(c) = &d.component {
         if !component_exists(c) {
             let why = format!(

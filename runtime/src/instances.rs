@@ -101,11 +101,14 @@ impl Routes {
     /// The instance and route a path hits: `<endpoint>` or `<endpoint>/` is the JSON-RPC endpoint,
     /// `<endpoint>/agent-card.json` the card, any other path below `<endpoint>` the HTTP+JSON
     /// binding; the well-known instance also answers
-    /// `/.well-known/agent-card.json` and `/`.
+    /// `/.well-known/agent-card.json` (and `/.well-known/agent.json`) and `/`.
     pub fn resolve(&self, path: &str) -> Option<(Arc<Instance>, RouteKind)> {
         if let Some(wk) = &self.well_known {
             match path {
-                "/.well-known/agent-card.json" => return Some((wk.clone(), RouteKind::Card)),
+                // `agent.json` is the 0.2-era name 0.3 clients may still ask for.
+                "/.well-known/agent-card.json" | "/.well-known/agent.json" => {
+                    return Some((wk.clone(), RouteKind::Card));
+                }
                 "/" => return Some((wk.clone(), RouteKind::Rpc)),
                 _ => {}
             }

@@ -288,6 +288,9 @@ pub struct InstanceRecord {
     /// Push notifications are served (the card's `capabilities.pushNotifications`).
     #[serde(default = "yes")]
     pub push_notifications: bool,
+    /// A2A 0.3 callers are served too, and the card carries the 0.3 fields (README "A2A 0.3").
+    #[serde(default = "yes")]
+    pub compat03: bool,
     /// Component name.
     pub component: String,
     /// Limits.

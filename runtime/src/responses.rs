@@ -68,10 +68,13 @@ pub fn rpc_error(
     r
 }
 
-/// Whether a request asks for an SSE answer (`Accept: text/event-stream`).
+/// Whether a request asks for an SSE answer (`Accept: text/event-stream`, in any of its
+/// `Accept` fields).
 pub fn accepts_sse(headers: &http::HeaderMap) -> bool {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    a2a_protocol::methods::accepts_sse(accept)
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| a2a_protocol::methods::accepts_sse(v.to_str().ok()))
 }
 
 /// Whether a response is an SSE stream.

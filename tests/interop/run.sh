@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Interop with third-party A2A clients from the registries: the Python a2a-sdk 1.3 client
-# (also with its auth interceptor and over mutual TLS),
+# Interop with third-party A2A clients from the registries: the Python a2a-sdk 1.3 client over
+# JSON-RPC, HTTP+JSON and gRPC (also with its auth interceptor and over mutual TLS), the Python
+# a2a-sdk 0.3 client (A2A 0.3, in its own venv),
 # the JS @a2a-js/sdk 1.3 client and the Rust a2a-cli, each against a running a2a-edge whose
 # `tck` instance runs the scripted preset. Installs what it needs (a venv and node_modules under
 # target/interop, a2a-cli under target/interop/bin), starts the release binary on a free port,
@@ -44,6 +45,14 @@ if [ ! -x "$work/venv/bin/pytest" ] || ! cmp -s "$root/tests/interop/python/requ
 fi
 "$work/venv/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/python" | tee "$work/python.out"
 
+echo "== Python a2a-sdk 0.3 client (A2A 0.3 against the same agent)"
+if [ ! -x "$work/venv03/bin/pytest" ] || ! cmp -s "$root/tests/interop/python03/requirements.txt" "$work/venv03/requirements.txt"; then
+  python3 -m venv "$work/venv03"
+  "$work/venv03/bin/pip" install -q -r "$root/tests/interop/python03/requirements.txt"
+  cp "$root/tests/interop/python03/requirements.txt" "$work/venv03/requirements.txt"
+fi
+"$work/venv03/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/python03" | tee "$work/python03.out"
+
 echo "== JS @a2a-js/sdk client"
 mkdir -p "$work/js"
 cp "$root/tests/interop/js/package.json" "$root/tests/interop/js/package-lock.json" "$root/tests/interop/js/"*.test.mjs "$work/js/"
@@ -56,6 +65,7 @@ echo "== Rust a2a-cli"
 
 # Every step above stops the script on a failure; this line sums what actually ran.
 py=$(grep -oE '[0-9]+ passed' "$work/python.out" | grep -oE '[0-9]+' | tail -1)
+py03=$(grep -oE '[0-9]+ passed' "$work/python03.out" | grep -oE '[0-9]+' | tail -1)
 js=$(awk '/^# pass / {n += $3} END {print n}' "$work/js.out")
 cli=$(grep -c ': ok' "$work/cli.out")
-echo "interop: $((py + js + cli)) passed, 0 failed"
+echo "interop: $((py + py03 + js + cli)) passed, 0 failed"

@@ -67,6 +67,18 @@ impl Request {
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
     }
 
+    /// Every value of a header, joined by `, ` as HTTP reads repeated fields (a client may send
+    /// `Accept` twice).
+    pub fn header_list(&self, name: &str) -> Option<String> {
+        let values: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .collect();
+        (!values.is_empty()).then(|| values.join(", "))
+    }
+
     /// The first value of a query parameter (no percent-decoding: the values we read are tokens).
     pub fn query_param(&self, name: &str) -> Option<&str> {
         self.query
@@ -153,6 +165,14 @@ pub(crate) mod tests {
         );
         assert_eq!(r.header("content-type"), Some("application/json"));
         assert_eq!(r.header("accept"), None);
+        assert_eq!(r.header_list("accept"), None);
+    }
+
+    #[test]
+    fn repeated_fields_read_as_one_list() {
+        let r = request(&[("accept", "*/*"), ("Accept", "text/event-stream")], "");
+        assert_eq!(r.header_list("accept").as_deref(), Some("*/*, text/event-stream"));
+        assert!(a2a_protocol::methods::accepts_sse(r.header_list("accept").as_deref()));
     }
 
     #[test]

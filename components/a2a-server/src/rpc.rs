@@ -3,7 +3,8 @@
 
 use a2a_guest::server::a2a::edge::request_context;
 use a2a_protocol::methods::{self, Dispatch, Method};
-use a2a_protocol::{ErrorKind, RpcError, jsonrpc, rest, version};
+use a2a_protocol::sse::Envelope;
+use a2a_protocol::{ErrorKind, RpcError, compat03, jsonrpc, rest, version};
 use serde_json::Value;
 use wasip2::http::types::ResponseOutparam;
 
@@ -30,6 +31,8 @@ struct Reply {
     method: String,
     /// The media type of its JSON answers.
     media: &'static str,
+    /// An A2A 0.3 call: its answers go out in 0.3 shapes.
+    v03: bool,
 }
 
 impl Reply {
@@ -62,6 +65,9 @@ impl Reply {
     fn ok(&self, out: ResponseOutparam, v: Value) {
         request_context::record_call(&self.method, "ok");
         let body = match self.binding {
+            Binding::JsonRpc if self.v03 => {
+                jsonrpc::success(&self.id, compat03::result_out(&self.method, &v))
+            }
             Binding::JsonRpc => jsonrpc::success(&self.id, v),
             Binding::Rest => v,
         };
@@ -69,9 +75,13 @@ impl Reply {
         http::respond(out, 200, &headers, body.to_string().as_bytes())
     }
 
-    /// The request id stream events answer (none: bare events).
-    fn stream_id(&self) -> Option<Value> {
-        (self.binding == Binding::JsonRpc).then(|| self.id.clone())
+    /// How its stream events are framed.
+    fn envelope(&self) -> Envelope {
+        match self.binding {
+            Binding::Rest => Envelope::Bare,
+            Binding::JsonRpc if self.v03 => Envelope::JsonRpc03(self.id.clone()),
+            Binding::JsonRpc => Envelope::JsonRpc(self.id.clone()),
+        }
     }
 }
 
@@ -96,15 +106,16 @@ struct Call {
 /// handlers; only the framing differs.
 pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
     let instance = request_context::instance();
-    let media = methods::answer_type(req.header("content-type"), req.header("accept"));
+    let media = methods::answer_type(req.header("content-type"), req.header_list("accept").as_deref());
     let mut reply = Reply {
         binding,
         id: Value::Null,
         legacy: instance.legacy_error_codes,
         method: String::new(),
         media: media.unwrap_or("application/json"),
+        v03: false,
     };
-    let call = match accept(req, media.is_some(), &mut reply) {
+    let call = match accept(req, media.is_some(), instance.compat03, &mut reply) {
         Ok(call) => call,
         Err(Early::Fail(e, extra)) => return reply.fail(out, e, extra),
         Err(Early::Refuse(status, e, extra)) => return reply.refuse(out, status, e, &extra),
@@ -117,7 +128,7 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
         Dispatch::Json(e) => reply.fail(out, e, &[]),
         Dispatch::Frame(e) => {
             request_context::record_call(name, e.kind.reason());
-            let mut sse = Sse::start(out, reply.stream_id());
+            let mut sse = Sse::start(out, reply.envelope());
             sse.error(&e, reply.legacy);
             sse.end()
         }
@@ -125,8 +136,9 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
 }
 
 /// The transport checks (media type, A2A version) and the call the request makes, read from
-/// its binding's framing; `reply` learns the JSON-RPC id as soon as it is known.
-fn accept(req: &Request, media_ok: bool, reply: &mut Reply) -> Result<Call, Early> {
+/// its binding's framing (a 0.3 method, with `compat03`, as its 1.0 successor); `reply` learns
+/// the JSON-RPC id as soon as it is known, and whether the call is 0.3.
+fn accept(req: &Request, media_ok: bool, compat03: bool, reply: &mut Reply) -> Result<Call, Early> {
     if !media_ok {
         let e = RpcError::new(
             ErrorKind::ContentTypeNotSupported,
@@ -137,12 +149,14 @@ fn accept(req: &Request, media_ok: bool, reply: &mut Reply) -> Result<Call, Earl
     let asked = req
         .header("a2a-version")
         .or_else(|| req.query_param("A2A-Version"));
-    if !version::is_supported(asked) {
+    let v03_asked = compat03 && asked.is_some_and(compat03::is_v03);
+    if !version::is_supported(asked) && !v03_asked {
         let e = RpcError::new(
             ErrorKind::VersionNotSupported,
             format!(
-                "A2A-Version {} is not supported; this agent speaks 1.0",
-                asked.unwrap_or("")
+                "A2A-Version {} is not supported; this agent speaks {}",
+                asked.unwrap_or(""),
+                if compat03 { "1.0 and 0.3" } else { "1.0" }
             ),
         );
         if reply.binding == Binding::JsonRpc {
@@ -165,10 +179,19 @@ fn accept(req: &Request, media_ok: bool, reply: &mut Reply) -> Result<Call, Earl
                 return Err(Early::Notification);
             }
             reply.id = request.id;
+            let accepts_sse = methods::accepts_sse(req.header_list("accept").as_deref());
+            if compat03 && let Some(successor) = compat03::method(&request.method) {
+                reply.v03 = true;
+                return Ok(Call {
+                    name: successor.to_owned(),
+                    params: compat03::params_in(successor, &request.params),
+                    accepts_sse,
+                });
+            }
             Ok(Call {
                 name: request.method,
                 params: request.params,
-                accepts_sse: methods::accepts_sse(req.header("accept")),
+                accepts_sse,
             })
         }
         Binding::Rest => match rest::route(&req.method, &req.path, &req.query, &req.body) {
@@ -213,7 +236,7 @@ fn run(
             match send::begin(params, instance, send::Caller::Streams) {
                 Ok(begun) => {
                     request_context::record_call(name, "ok");
-                    return stream::send(begun, out, reply.stream_id());
+                    return stream::send(begun, out, reply.envelope());
                 }
                 Err(e) => Err(e),
             }
@@ -221,7 +244,7 @@ fn run(
         Method::SubscribeToTask => match stream::open(params, req.header("last-event-id")) {
             Ok(sub) => {
                 request_context::record_call(name, "ok");
-                return stream::subscribe(sub, out, reply.stream_id());
+                return stream::subscribe(sub, out, reply.envelope());
             }
             Err(e) => Err(e),
         },
@@ -260,15 +283,16 @@ mod tests {
         req.path = path.into();
         req.method = "POST".into();
         req.body = body.as_bytes().to_vec();
-        let media = methods::answer_type(req.header("content-type"), req.header("accept"));
+        let media = methods::answer_type(req.header("content-type"), req.header_list("accept").as_deref());
         let mut reply = Reply {
             binding,
             id: Value::Null,
             legacy: false,
             method: String::new(),
             media: "application/json",
+            v03: false,
         };
-        let result = match accept(&req, media.is_some(), &mut reply) {
+        let result = match accept(&req, media.is_some(), true, &mut reply) {
             Ok(call) => Ok((call.name, call.accepts_sse)),
             Err(Early::Fail(e, extra)) => Err((
                 e.kind.http_status(),
@@ -314,8 +338,21 @@ mod tests {
     }
 
     #[test]
+    fn a_0_3_call_runs_as_its_1_0_successor_and_0_3_is_a_version_spoken() {
+        let old = r#"{"jsonrpc":"2.0","id":8,"method":"tasks/get","params":{"id":"t"}}"#;
+        for headers in [&[JSON][..], &[JSON, ("a2a-version", "0.3")][..]] {
+            let (call, id) = accepted(Binding::JsonRpc, headers, "", old);
+            assert_eq!(call, Ok(("GetTask".into(), false)));
+            assert_eq!(id, 8);
+        }
+        let headers = [JSON, ("a2a-version", "0.3.0")];
+        let (call, _) = accepted(Binding::JsonRpc, &headers, "", CALL);
+        assert_eq!(call, Ok(("GetTask".into(), false)), "1.0 names stay 1.0");
+    }
+
+    #[test]
     fn an_unsupported_version_is_refused_naming_the_one_spoken_and_echoing_the_id() {
-        let headers = [JSON, ("a2a-version", "0.3")];
+        let headers = [JSON, ("a2a-version", "0.2")];
         let (call, id) = accepted(Binding::JsonRpc, &headers, "", CALL);
         assert_eq!(
             call,

@@ -1,8 +1,8 @@
 //! An SSE response: frames written as they happen; a write error (client gone) stops writing,
 //! never the work behind it.
 
+use a2a_protocol::sse::Envelope;
 use a2a_protocol::{RpcError, jsonrpc, sse};
-use serde_json::Value;
 use wasip2::http::types::ResponseOutparam;
 
 use crate::http;
@@ -10,16 +10,15 @@ use crate::http;
 /// An open event stream.
 pub struct Sse {
     body: Option<http::Started>,
-    /// The JSON-RPC request the events answer; none for the HTTP+JSON binding (bare events).
-    request_id: Option<Value>,
+    /// How the events are framed.
+    envelope: Envelope,
     /// A first frame held back until something else is written (see [`Sse::hold_task`]).
     held: Option<String>,
 }
 
 impl Sse {
-    /// Sends the 200 `text/event-stream` head; events answer the JSON-RPC request `request_id`,
-    /// or are bare (none).
-    pub fn start(out: ResponseOutparam, request_id: Option<Value>) -> Sse {
+    /// Sends the 200 `text/event-stream` head; events are framed by `envelope`.
+    pub fn start(out: ResponseOutparam, envelope: Envelope) -> Sse {
         let body = http::start(
             out,
             200,
@@ -30,7 +29,7 @@ impl Sse {
         );
         Sse {
             body,
-            request_id,
+            envelope,
             held: None,
         }
     }
@@ -50,7 +49,7 @@ impl Sse {
 
     /// A result frame whose member JSON is already serialised.
     pub fn frame(&mut self, seq: Option<u64>, member: &str, member_json: &str) {
-        let event = sse::result_event(seq, self.request_id.as_ref(), member, member_json);
+        let event = sse::result_event(seq, &self.envelope, member, member_json);
         self.write(&event);
     }
 
@@ -63,16 +62,23 @@ impl Sse {
         );
     }
 
+    /// The settled task that ends a stream; a 0.3 stream has it only in place of a held opening
+    /// frame (so it carries one task).
+    pub fn settled(&mut self, task: &a2a_protocol::Task) {
+        if !self.envelope.ends_with_snapshot() {
+            if !self.holds() {
+                return;
+            }
+            self.drop_held();
+        }
+        self.task(task);
+    }
+
     /// Holds the opening task frame back: it goes out before the next write, and never if the
     /// turn answers with a message alone ([`Sse::drop_held`]), so such a stream is one message frame.
     pub fn hold_task(&mut self, task: &a2a_protocol::Task) {
         let json = serde_json::to_string(task).unwrap_or_default();
-        self.held = Some(sse::result_event(
-            None,
-            self.request_id.as_ref(),
-            "task",
-            &json,
-        ));
+        self.held = Some(sse::result_event(None, &self.envelope, "task", &json));
     }
 
     /// Whether a frame is held back.
@@ -94,17 +100,23 @@ impl Sse {
 
     /// An error frame: a JSON-RPC failure, or a `google.rpc.Status` on the HTTP+JSON binding.
     pub fn error(&mut self, e: &RpcError, legacy: bool) {
-        let body = match &self.request_id {
-            Some(id) => jsonrpc::failure(id, e, legacy),
-            None => a2a_protocol::rest::error_body(a2a_protocol::rest::status(e.kind).0, e),
+        let body = match &self.envelope {
+            Envelope::JsonRpc(id) | Envelope::JsonRpc03(id) => jsonrpc::failure(id, e, legacy),
+            Envelope::Bare => {
+                a2a_protocol::rest::error_body(a2a_protocol::rest::status(e.kind).0, e)
+            }
         };
         let event = sse::event(None, &body);
         self.write(&event);
     }
 
-    /// The request id as the host's hand-off takes it.
-    pub fn request_id_json(&self) -> Option<String> {
-        self.request_id.as_ref().map(Value::to_string)
+    /// The envelope as the host's hand-off takes it: the request id (JSON), and whether 0.3.
+    pub fn hand_off_envelope(&self) -> (Option<String>, bool) {
+        match &self.envelope {
+            Envelope::Bare => (None, false),
+            Envelope::JsonRpc(id) => (Some(id.to_string()), false),
+            Envelope::JsonRpc03(id) => (Some(id.to_string()), true),
+        }
     }
 
     /// A keep-alive comment.

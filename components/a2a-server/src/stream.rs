@@ -1,5 +1,6 @@
 //! The streaming methods: SendStreamingMessage and SubscribeToTask (README "A2A methods").
 
+use a2a_protocol::sse::Envelope;
 use a2a_protocol::{ErrorKind, RpcError, TaskIdRequest, jsonrpc, sse};
 use serde_json::Value;
 use wasip2::http::types::ResponseOutparam;
@@ -11,8 +12,8 @@ use crate::sse::Sse;
 use crate::stored;
 
 /// Streams a send: the task, its status and artifact updates, the settled task.
-pub fn send(begun: Begin, out: ResponseOutparam, request_id: Option<Value>) {
-    let mut sse = Sse::start(out, request_id);
+pub fn send(begun: Begin, out: ResponseOutparam, envelope: Envelope) {
+    let mut sse = Sse::start(out, envelope);
     match begun {
         // An idempotent resend: the original task (or message) as it stands.
         Begin::Answer(v) => {
@@ -34,7 +35,7 @@ pub fn send(begun: Begin, out: ResponseOutparam, request_id: Option<Value>) {
                         &serde_json::to_string(m).unwrap_or_default(),
                     );
                 }
-                _ => sse.task(run.task()),
+                _ => sse.settled(run.task()),
             }
         }
     }
@@ -75,13 +76,13 @@ pub fn open(params: &Value, last_event_id: Option<&str>) -> Result<Opened, RpcEr
 /// Streams the current snapshot, then (on reconnect) the status frames after `Last-Event-ID`,
 /// then every frame live until the task's log closes, then the settled snapshot; the live part
 /// is handed to the host.
-pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Option<Value>) {
+pub fn subscribe(opened: Opened, out: ResponseOutparam, envelope: Envelope) {
     let Opened {
         task_id,
         sub,
         replaying,
     } = opened;
-    let mut sse = Sse::start(out, request_id);
+    let mut sse = Sse::start(out, envelope);
     // Read the task after opening the log: a task that settled in between shows settled here.
     match stored::load(&task_id) {
         Ok((_, task)) => {
@@ -103,11 +104,12 @@ pub fn subscribe(opened: Opened, out: ResponseOutparam, request_id: Option<Value
         sse.frame(Some(f.seq), sse::Member::from(f.kind).name(), &f.json);
     }
     if !sub.is_closed() {
-        events::hand_off(sub, sse.request_id_json().as_deref());
+        let (request_id, v03) = sse.hand_off_envelope();
+        events::hand_off(sub, request_id.as_deref(), v03);
         return sse.end();
     }
     if let Ok((_, task)) = stored::load(&task_id) {
-        sse.task(&task);
+        sse.settled(&task);
     }
     sse.end();
 }

@@ -166,6 +166,7 @@ impl From<&InstanceInfo> for card::CardInput {
             push_notifications: i.push_notifications,
             provider_organization: i.provider_organization.clone(),
             provider_url: i.provider_url.clone(),
+            compat03: i.compat03,
         }
     }
 }

@@ -90,6 +90,8 @@ pub struct CardInput {
     pub provider_organization: Option<String>,
     /// Provider URL, if configured.
     pub provider_url: Option<String>,
+    /// A2A 0.3 callers are served: the card carries their fields too.
+    pub compat03: bool,
 }
 
 /// Media types accepted as attachments when the attachments service is on.
@@ -171,7 +173,50 @@ pub fn build(input: &CardInput) -> Value {
             .map(|(name, _, scopes)| json!({ "schemes": { *name: { "list": scopes } } }))
             .collect();
     }
+    if input.compat03 {
+        add_03_fields(&mut card, input);
+    }
     card
+}
+
+/// The fields an A2A 0.3 client reads, beside the 1.0 ones (what the official Python SDK
+/// serves): its version, URL and transports, a `supportedInterfaces` entry of version 0.3, each
+/// security scheme's 0.3 `type` and members, and the 0.3 `security` list.
+fn add_03_fields(card: &mut Value, input: &CardInput) {
+    let url = &input.endpoint_url;
+    card["protocolVersion"] = json!(crate::compat03::VERSION);
+    card["url"] = json!(url);
+    card["preferredTransport"] = json!("JSONRPC");
+    card["additionalInterfaces"] = json!([{ "url": url, "transport": "JSONRPC" }]);
+    card["supportsAuthenticatedExtendedCard"] = json!(!input.security.is_empty());
+    if let Some(faces) = card["supportedInterfaces"].as_array_mut() {
+        faces.push(json!({ "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" }));
+    }
+    if input.security.is_empty() {
+        return;
+    }
+    let mut security = Vec::new();
+    for scheme in &input.security {
+        let (name, _, scopes) = scheme.entry();
+        let fields = match scheme {
+            SecurityScheme::Bearer => json!({ "type": "http", "scheme": "Bearer" }),
+            SecurityScheme::ApiKey { header } => {
+                json!({ "type": "apiKey", "in": "header", "name": header })
+            }
+            SecurityScheme::OpenIdConnect { discovery_url, .. } => {
+                json!({ "type": "openIdConnect", "openIdConnectUrl": discovery_url })
+            }
+            SecurityScheme::MutualTls => json!({ "type": "mutualTLS" }),
+        };
+        if let (Some(entry), Some(fields)) = (
+            card["securitySchemes"][name].as_object_mut(),
+            fields.as_object(),
+        ) {
+            entry.extend(fields.clone());
+        }
+        security.push(json!({ name: scopes }));
+    }
+    card["security"] = json!(security);
 }
 
 /// `GetExtendedAgentCard`: A2A 1.0.1 §13.3 says it MUST require authentication, so only an
@@ -244,6 +289,7 @@ mod tests {
             push_notifications: false,
             provider_organization: None,
             provider_url: None,
+            compat03: false,
         }
     }
 
@@ -264,6 +310,51 @@ mod tests {
                 ]
             })
         );
+    }
+
+    #[test]
+    fn a_card_for_0_3_callers_too_keeps_every_1_0_field_and_adds_theirs() {
+        let security = vec![SecurityScheme::Bearer, SecurityScheme::MutualTls];
+        let plain = build(&CardInput {
+            security: security.clone(),
+            ..input()
+        });
+        let both = build(&CardInput {
+            compat03: true,
+            security,
+            ..input()
+        });
+        let url = "http://127.0.0.1:3080/a2a/reports-1a2b3c4d";
+        assert_eq!(both["protocolVersion"], "0.3.0");
+        assert_eq!(both["url"], url);
+        assert_eq!(both["preferredTransport"], "JSONRPC");
+        assert_eq!(both["additionalInterfaces"], json!([{"url": url, "transport": "JSONRPC"}]));
+        assert_eq!(both["supportsAuthenticatedExtendedCard"], true);
+        let faces = both["supportedInterfaces"].as_array().unwrap();
+        assert_eq!(faces[..3], plain["supportedInterfaces"].as_array().unwrap()[..]);
+        assert_eq!(
+            faces[3],
+            json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
+        );
+        assert_eq!(
+            both["securitySchemes"]["bearer"],
+            json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}, "type": "http", "scheme": "Bearer"})
+        );
+        assert_eq!(
+            both["securitySchemes"]["mtls"],
+            json!({"mtlsSecurityScheme": {}, "type": "mutualTLS"})
+        );
+        assert_eq!(both["security"], json!([{"bearer": []}, {"mtls": []}]));
+        for (k, v) in plain.as_object().unwrap() {
+            if k == "securitySchemes" {
+                for (name, scheme) in v.as_object().unwrap() {
+                    let (member, value) = scheme.as_object().unwrap().iter().next().unwrap();
+                    assert_eq!(&both[k][name][member], value, "{name}'s 1.0 member is kept");
+                }
+            } else if k != "supportedInterfaces" {
+                assert_eq!(&both[k], v, "{k} is the 1.0 card's");
+            }
+        }
     }
 
     #[test]

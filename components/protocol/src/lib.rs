@@ -10,6 +10,7 @@ pub mod bounds;
 pub mod card;
 pub mod client;
 pub mod client_auth;
+pub mod compat03;
 pub mod errors;
 pub mod execution;
 pub mod grpc;

@@ -63,24 +63,45 @@ impl Member {
     }
 }
 
+/// How a stream's events are framed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Envelope {
+    /// Bare StreamResponse objects (the HTTP+JSON binding).
+    Bare,
+    /// JSON-RPC responses to this request id.
+    JsonRpc(Value),
+    /// JSON-RPC responses to this request id, each result in its A2A 0.3 shape.
+    JsonRpc03(Value),
+}
+
+impl Envelope {
+    /// Whether a stream ends with its task's settled snapshot: an A2A 0.3 client takes one task
+    /// per stream, the first, and learns the end from a `final` status update.
+    pub fn ends_with_snapshot(&self) -> bool {
+        !matches!(self, Envelope::JsonRpc03(_))
+    }
+}
+
 /// A result event whose StreamResponse member (`task`, `message`, `statusUpdate`,
-/// `artifactUpdate`) is already JSON text, so it is not parsed again: in the JSON-RPC envelope
-/// of `request_id`, or bare (`None`: the HTTP+JSON binding's framing).
-pub fn result_event(
-    id: Option<u64>,
-    request_id: Option<&Value>,
-    member: &str,
-    member_json: &str,
-) -> String {
-    let envelope = match request_id {
-        Some(rid) => {
+/// `artifactUpdate`) is already JSON text, so it is not parsed again (but for 0.3, which
+/// reshapes it), framed by `envelope`.
+pub fn result_event(id: Option<u64>, envelope: &Envelope, member: &str, member_json: &str) -> String {
+    let data = match envelope {
+        Envelope::JsonRpc(rid) => {
             format!(r#"{{"jsonrpc":"2.0","id":{rid},"result":{{"{member}":{member_json}}}}}"#)
         }
-        None => format!(r#"{{"{member}":{member_json}}}"#),
+        Envelope::Bare => format!(r#"{{"{member}":{member_json}}}"#),
+        Envelope::JsonRpc03(rid) => {
+            let value: Value = serde_json::from_str(member_json).unwrap_or(Value::Null);
+            let mut response = serde_json::Map::new();
+            response.insert(member.to_owned(), value);
+            let result = crate::compat03::event_out(&Value::Object(response));
+            crate::jsonrpc::success(rid, result).to_string()
+        }
     };
     match id {
-        Some(id) => format!("id: {id}\ndata: {envelope}\n\n"),
-        None => format!("data: {envelope}\n\n"),
+        Some(id) => format!("id: {id}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
     }
 }
 
@@ -177,7 +198,7 @@ mod tests {
     fn result_events_wrap_member_json_without_reparsing() {
         let e = result_event(
             Some(3),
-            Some(&json!("r1")),
+            &Envelope::JsonRpc(json!("r1")),
             "statusUpdate",
             r#"{"taskId":"t"}"#,
         );
@@ -188,11 +209,22 @@ mod tests {
         let data = e.lines().nth(1).unwrap().strip_prefix("data: ").unwrap();
         let v: Value = serde_json::from_str(data).unwrap();
         assert_eq!(v["result"]["statusUpdate"]["taskId"], "t");
-        assert!(result_event(None, Some(&json!(1)), "task", "{}").starts_with("data: "));
+        assert!(result_event(None, &Envelope::JsonRpc(json!(1)), "task", "{}").starts_with("data: "));
         assert_eq!(
-            result_event(Some(4), None, "artifactUpdate", r#"{"taskId":"t"}"#),
+            result_event(Some(4), &Envelope::Bare, "artifactUpdate", r#"{"taskId":"t"}"#),
             "id: 4\ndata: {\"artifactUpdate\":{\"taskId\":\"t\"}}\n\n",
             "the HTTP+JSON binding's events are bare StreamResponse objects"
+        );
+        let old = result_event(
+            Some(5),
+            &Envelope::JsonRpc03(json!(7)),
+            "statusUpdate",
+            r#"{"taskId":"t","status":{"state":"TASK_STATE_COMPLETED"}}"#,
+        );
+        assert_eq!(
+            old,
+            "id: 5\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"kind\":\"status-update\",\"taskId\":\"t\",\"status\":{\"state\":\"completed\"},\"final\":true}}\n\n",
+            "0.3 events are the member alone, kind-tagged"
         );
     }
 

@@ -147,6 +147,8 @@ shared_fields! {
         limits: Object,
         /// Serve push notifications (default true).
         push_notifications: Flag,
+        /// Serve A2A 0.3 callers too (default true; README "A2A 0.3").
+        compat03: Flag,
     }
     /// `inbound.create`.
     InboundCreate {

@@ -206,6 +206,9 @@ pub struct Settings {
     /// Serve push notifications (true or false; default true).
     #[arg(long)]
     push: Option<bool>,
+    /// Serve A2A 0.3 callers too, with the 0.3 fields on the card (true or false; default true).
+    #[arg(long)]
+    compat03: Option<bool>,
 }
 
 impl From<Settings> for InboundSettings {
@@ -218,6 +221,7 @@ impl From<Settings> for InboundSettings {
             max_body_bytes: s.max_body_bytes.map(Bounded),
             limits: None,
             push_notifications: s.push.map(Flag),
+            compat03: s.compat03.map(Flag),
         }
     }
 }

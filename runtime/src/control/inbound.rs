@@ -104,6 +104,9 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &InboundSettings) -> R
     if let Some(p) = f.push_notifications {
         r.push_notifications = p.0;
     }
+    if let Some(c) = f.compat03 {
+        r.compat03 = c.0;
+    }
     Ok(())
 }
 
@@ -154,6 +157,7 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
         mtls: None,
         enabled: a.enabled.is_none_or(|e| e.0),
         push_notifications: true,
+        compat03: true,
         component: instances::DEFAULT_COMPONENT.into(),
         limits: app.config.limits,
         created_at: now,

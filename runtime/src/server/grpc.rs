@@ -37,7 +37,7 @@ const MAX_ANSWER_BYTES: usize = 32 << 20;
 /// The bytes of a message's gRPC frame before the message: a compressed flag and a length.
 const FRAME_HEAD: usize = 5;
 
-/// A call to the gRPC service; the instance id that served it, for the log.
+/// A call to the gRPC service; the instance id it named, for the log.
 pub async fn request(
     app: &Arc<App>,
     peer: SocketAddr,
@@ -65,20 +65,20 @@ pub async fn request(
         .get("grpc-timeout")
         .and_then(|v| grpc::timeout_ms(v.to_str().ok()?))
         .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
-    let served = call(app, peer, rpc, req, note, deadline);
+    // The instance, once the call names it, for the log.
+    let served = std::sync::OnceLock::new();
+    let call = call(app, peer, rpc, req, note, deadline, &served);
     let outcome = match deadline {
-        Some(at) => tokio::time::timeout_at(at, served)
+        Some(at) => tokio::time::timeout_at(at, call)
             .await
             .unwrap_or_else(|_| Err(Refusal::deadline())),
-        None => served.await,
+        None => call.await,
     };
-    match outcome {
-        Ok((response, id)) => (response, Some(id)),
-        Err(r) => {
-            note.call(rpc, r.error.kind.reason());
-            (r.into_response(), None)
-        }
-    }
+    let response = outcome.unwrap_or_else(|r| {
+        note.call(rpc, r.error.kind.reason());
+        r.into_response()
+    });
+    (response, served.into_inner())
 }
 
 /// Why a call ends with no message: its status, error and retry delay.
@@ -114,7 +114,8 @@ async fn call(
     req: Request<Incoming>,
     note: &CallNote,
     deadline: Option<tokio::time::Instant>,
-) -> Result<(Response<Body>, String), Refusal> {
+    served: &std::sync::OnceLock<String>,
+) -> Result<Response<Body>, Refusal> {
     if let Some(encoding) = req.headers().get("grpc-encoding")
         && encoding != "identity"
     {
@@ -169,12 +170,12 @@ async fn call(
             message,
         ));
     }
-    let id = instance.record.id.clone();
+    let _ = served.set(instance.record.id.clone());
     let json = jsonrpc(&instance.record.endpoint_path, rpc, params, parts)?;
     let response = match super::a2a::serve_transcoded(app, instance, peer, json, note).await {
         Ok(r) | Err(r) => r,
     };
-    Ok((answer(rpc, response, deadline).await?, id))
+    answer(rpc, response, deadline).await
 }
 
 /// The JSON-RPC request a call runs as: POSTed to the instance's endpoint with the call's

@@ -63,6 +63,7 @@ fn info(instance: &Instance, s: &Services, caller: Option<&Caller>) -> InstanceI
             max_parts: r.limits.max_parts,
         },
         legacy_error_codes: s.legacy_error_codes,
+        compat03: r.compat03,
         updated_at: r.updated_at,
     }
 }
@@ -156,6 +157,7 @@ mod tests {
             mtls: None,
             enabled: true,
             push_notifications: true,
+            compat03: true,
             component: "a2a-server".into(),
             limits: Limits::default(),
             created_at: 1,

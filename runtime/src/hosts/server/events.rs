@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use a2a_protocol::sse::Envelope;
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 
@@ -115,15 +116,20 @@ impl Host for View<'_, EventsCtx> {
         &mut self,
         sub: Resource<Subscription>,
         request_id: Option<String>,
+        v03: bool,
     ) -> wasmtime::Result<()> {
         let sub = self.table.delete(sub)?;
         let c = &self.ctx;
         let task_id = sub.task_id().to_owned();
-        let request_id =
-            request_id.map(|id| serde_json::from_str(&id).unwrap_or(serde_json::Value::Null));
+        let id = |id: String| serde_json::from_str(&id).unwrap_or(serde_json::Value::Null);
+        let envelope = match request_id {
+            None => Envelope::Bare,
+            Some(rid) if v03 => Envelope::JsonRpc03(id(rid)),
+            Some(rid) => Envelope::JsonRpc(id(rid)),
+        };
         *c.hand_off.lock().unwrap() = Some(handoff::Continuation {
             sub,
-            request_id,
+            envelope,
             task_id,
             instance_id: c.instance_id.clone(),
             keep_alive: c.keep_alive,

@@ -8,11 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use a2a_protocol::sse;
+use a2a_protocol::sse::{self, Envelope};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::events::Subscription;
@@ -23,8 +22,8 @@ use crate::store::Tasks;
 pub struct Continuation {
     /// The task's log, at the point the component stopped reading.
     pub sub: Subscription,
-    /// The JSON-RPC request id the events answer (none: bare, for the HTTP+JSON binding).
-    pub request_id: Option<Value>,
+    /// How the events are framed.
+    pub envelope: Envelope,
     /// The task, and the instance it belongs to (for the settled snapshot).
     pub task_id: String,
     /// The instance.
@@ -94,7 +93,7 @@ async fn produce(mut c: Continuation, store: Arc<dyn Tasks>, tx: mpsc::Sender<By
         while let Some(f) = c.sub.try_next() {
             if !send(sse::result_event(
                 Some(f.seq),
-                c.request_id.as_ref(),
+                &c.envelope,
                 f.kind.name(),
                 &f.json,
             ))
@@ -116,13 +115,16 @@ async fn produce(mut c: Continuation, store: Arc<dyn Tasks>, tx: mpsc::Sender<By
             _ = tx.closed() => return,
         }
     }
+    if !c.envelope.ends_with_snapshot() {
+        return;
+    }
     if let Ok(Some(row)) = store
         .get_task(c.task_id.clone(), Some(c.instance_id.clone()))
         .await
     {
         send(sse::result_event(
             None,
-            c.request_id.as_ref(),
+            &c.envelope,
             sse::Member::Task.name(),
             &row.body,
         ))
