@@ -358,14 +358,24 @@ pub fn message(message_id: &str, text: &str) -> Value {
 /// `target/` on first use from `tests/outbound/requirements.txt` (needs `python3` and PyPI).
 pub fn python() -> &'static Path {
     static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    VENV.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        toolchains::venv(
-            &root.join("target/outbound-venv"),
-            &root.join("tests/outbound/requirements.txt"),
-        )
-        .join("bin/python")
-    })
+    VENV.get_or_init(|| outbound_venv("outbound"))
+}
+
+/// The virtualenv with the A2A 0.3 remote agent (the a2a-sdk 0.3 line), from
+/// `tests/outbound03/requirements.txt`.
+pub fn python03() -> &'static Path {
+    static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    VENV.get_or_init(|| outbound_venv("outbound03"))
+}
+
+/// The Python of `target/<dir>-venv`, made from `tests/<dir>/requirements.txt`.
+fn outbound_venv(dir: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    toolchains::venv(
+        &root.join(format!("target/{dir}-venv")),
+        &root.join(format!("tests/{dir}/requirements.txt")),
+    )
+    .join("bin/python")
 }
 
 /// A Python a2a-sdk agent (`tests/outbound/remote_agent.py`) on a free port; killed on drop.
@@ -378,9 +388,18 @@ pub struct RemoteAgent {
 impl RemoteAgent {
     /// Starts the agent with extra arguments (`--no-streaming`, `--token T`) and waits for its card.
     pub async fn start(args: &[&str]) -> RemoteAgent {
+        RemoteAgent::spawn(python(), "outbound/remote_agent.py", args).await
+    }
+
+    /// Starts the A2A 0.3 agent (`tests/outbound03/remote_agent_03.py`) likewise.
+    pub async fn start_03(args: &[&str]) -> RemoteAgent {
+        RemoteAgent::spawn(python03(), "outbound03/remote_agent_03.py", args).await
+    }
+
+    async fn spawn(python: &Path, script: &str, args: &[&str]) -> RemoteAgent {
         let port = binary::free_port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("outbound/remote_agent.py");
-        let child = std::process::Command::new(python())
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+        let child = std::process::Command::new(python)
             .arg(script)
             .arg(port.to_string())
             .args(args)

@@ -305,7 +305,7 @@ async fn metrics_count_requests_tasks_and_rejections_in_json_and_prometheus() {
         ct.starts_with("application/openmetrics-text; version=1.0.0"),
         "{ct}"
     );
-    assert!(prom.contains("a2a_edge_requests_total{instance=\"tck\",method=\"GetTask\",outcome=\"TASK_NOT_FOUND\"} 1"), "{prom}");
+    assert!(prom.contains("a2a_edge_requests_total{instance=\"tck\",method=\"GetTask\",version=\"1.0\",outcome=\"TASK_NOT_FOUND\"} 1"), "{prom}");
     assert!(prom.contains("a2a_edge_gate_rejections_total{reason=\"skill\"} 1"));
     assert!(
         prom.contains("# TYPE a2a_edge_send_message_seconds histogram"),

@@ -207,7 +207,8 @@ async fn a_key_is_shown_once_announced_by_the_card_and_revoked_at_once() {
     let c = card(&s).await;
     assert_eq!(
         c["securitySchemes"]["apiKey"],
-        json!({"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}})
+        json!({"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"},
+            "type": "apiKey", "in": "header", "name": "X-API-Key"})
     );
     assert_eq!(
         c["securityRequirements"],
@@ -441,7 +442,8 @@ async fn oidc_tokens_of_a_loopback_issuer_pass_only_when_valid_and_its_rotated_k
     let discovery = format!("{}/.well-known/openid-configuration", issuer.url());
     assert_eq!(
         card["securitySchemes"],
-        json!({"oidc": {"openIdConnectSecurityScheme": {"openIdConnectUrl": discovery}}})
+        json!({"oidc": {"openIdConnectSecurityScheme": {"openIdConnectUrl": discovery},
+            "type": "openIdConnect", "openIdConnectUrl": discovery}})
     );
     assert_eq!(
         card["securityRequirements"],

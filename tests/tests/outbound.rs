@@ -1,5 +1,5 @@
 //! Outbound A2A (README "Outbound connections") against third-party servers started here: the Python a2a-sdk 1.3
-//! agent (streaming and non-streaming cards) and a second a2a-edge.
+//! agent (streaming and non-streaming cards), an A2A 0.3 agent on the SDK's 0.3 line, and a second a2a-edge.
 
 use std::time::Duration;
 
@@ -16,6 +16,12 @@ async fn refused(s: &Server, body: Value) -> String {
     let (status, v) = s.action(body.clone()).await;
     assert_eq!(status, 409, "{body} → {v}");
     v["message"].as_str().unwrap().to_owned()
+}
+
+/// Creates a connection to the agent at `card_url`; its id.
+async fn create(s: &Server, name: &str, card_url: &str) -> String {
+    let body = json!({"action": "outbound.create", "name": name, "agentCardUrl": card_url});
+    ok(s, body).await["id"].as_str().unwrap().to_owned()
 }
 
 async fn connection(s: &Server, id: &str) -> Value {
@@ -53,14 +59,7 @@ async fn a_streaming_python_agent_discovered_connected_and_called() {
     let (_, snap) = s.get("/a2a/api").await;
     assert_eq!(snap["outbounds"], json!([]), "discover creates nothing");
 
-    let id = ok(
-        &s,
-        json!({"action": "outbound.create", "name": "py agent", "agentCardUrl": remote.card_url()}),
-    )
-    .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = create(&s, "py agent", &remote.card_url()).await;
     let c = connection(&s, &id).await;
     assert_eq!(
         (
@@ -411,4 +410,44 @@ async fn a_remote_behind_the_sites_ca_is_reached_through_the_proxy_at_the_addres
 async fn call_skill(s: &Server, id: &str, skill: &str, prompt: &str) -> (u16, Value) {
     s.action(json!({"action": "outbound.call", "id": id, "skill": skill, "prompt": prompt}))
         .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_0_3_agent_is_discovered_connected_and_called_in_0_3() {
+    for args in [&[][..], &["--no-streaming"][..]] {
+        let remote = RemoteAgent::start_03(args).await;
+        let s = Server::default().await;
+        let v = ok(
+            &s,
+            json!({"action": "outbound.discover", "agentCardUrl": remote.card_url()}),
+        )
+        .await;
+        let p = &v["preview"];
+        assert_eq!(p["protocolVersion"], "0.3", "{v}");
+        assert_eq!(p["endpoint"], format!("{}/", remote.base));
+        let id = create(&s, "old agent", &remote.card_url()).await;
+        let c = connection(&s, &id).await;
+        assert_eq!(c["state"], "connected", "{c}");
+        assert_eq!(c["tools"][0]["name"], "a2a__old_agent__echo");
+
+        // The same result contract as a 1.0 agent's: the artifacts' text, the marker for input,
+        // the remote message for a failure.
+        let (status, v) = call(&s, &id, "hello there").await;
+        assert_eq!(status, 200, "{args:?}: {v}");
+        assert_eq!(v["result"], "echo: hello there", "{args:?}");
+        let (_, v) = call(&s, &id, "ask me").await;
+        let asked = v["result"].as_str().unwrap();
+        assert!(
+            asked.starts_with("[remote agent TASK_STATE_INPUT_REQUIRED task="),
+            "{asked}"
+        );
+        let m = refused(
+            &s,
+            json!({"action": "outbound.call", "id": id, "skill": "echo", "prompt": "fail now"}),
+        )
+        .await;
+        assert_eq!(m, "remote failure: fail now");
+        let seen = remote.hook("seen").await;
+        assert_eq!(seen.as_array().unwrap().len(), 3, "{seen}");
+    }
 }

@@ -525,10 +525,14 @@ async fn errors_of_the_json_rpc_endpoint() {
     let s = Server::start(scripted(|_| {})).await;
     let url = format!("{}{TCK}", s.base());
     let get = |url: &str| request(&s.http, url, "GetTask", json!({"id": "x"}));
-    let r = get(&url).header("a2a-version", "0.3").send().await.unwrap();
+    let r = get(&url).header("a2a-version", "0.2").send().await.unwrap();
     assert_eq!(r.headers()["a2a-version"], "1.0");
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], -32009);
+    // 0.3 is spoken too (README "A2A 0.3"); a 1.0 method name stays 1.0.
+    let r = get(&url).header("a2a-version", "0.3").send().await.unwrap();
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32001, "{v}");
     let r = get(&format!("{url}?A2A-Version=1.0.3"))
         .send()
         .await

@@ -242,7 +242,8 @@ async fn mutual_tls_names_the_caller_and_refuses_unknown_and_expired_certificate
     .unwrap();
     assert_eq!(
         e.body["securitySchemes"],
-        json!({"mtls": {"mtlsSecurityScheme": {}}})
+        json!({"mtls": {"mtlsSecurityScheme": {}, "type": "mutualTLS"}}),
+        "the 1.0 member, and the 0.3 type beside it"
     );
     assert_eq!(
         e.body["securityRequirements"],

@@ -1,7 +1,7 @@
 //! One remote skill call (README "Outbound connections"): card, send (stream or poll), cancel on abort, the tool text.
 
-use a2a_protocol::StreamResponse;
-use a2a_protocol::client::{Remote, endpoint, poll_delay_ms};
+use a2a_protocol::client::{Endpoint, Remote, endpoint, poll_delay_ms};
+use a2a_protocol::{StreamResponse, compat03};
 use serde_json::{Value, json};
 use wasip2::http::types::Method;
 
@@ -11,7 +11,6 @@ use a2a_guest::client::exports::a2a::edge::client::{CallError, CallRequest};
 use a2a_guest::uuid;
 
 const JSON: (&str, &str) = ("content-type", "application/json");
-const VERSION: (&str, &str) = ("a2a-version", "1.0");
 
 /// The remote card as JSON.
 pub fn card(ctx: &Ctx) -> Result<Value, CallError> {
@@ -40,33 +39,27 @@ pub fn run(ctx: &Ctx, req: CallRequest) -> Result<String, CallError> {
         message["taskId"] = json!(t);
     }
     let mut remote = Remote::default();
-    let result = drive(ctx, &ep.url, ep.streaming, message, &mut remote);
+    let result = drive(ctx, &ep, message, &mut remote);
     if let Err(e) = result {
         // An abort or timeout with a known remote task cancels it there too.
         if matches!(e, CallError::Aborted | CallError::Transport(_))
             && !remote.settled()
             && let Some(id) = remote.task_id()
         {
-            let _ = rpc(&Ctx::cleanup(), &ep.url, "CancelTask", json!({ "id": id }));
+            let _ = rpc(&Ctx::cleanup(), &ep, "CancelTask", json!({ "id": id }));
         }
         return Err(e);
     }
     remote.outcome().map_err(CallError::RemoteFailed)
 }
 
-fn drive(
-    ctx: &Ctx,
-    url: &str,
-    streaming: bool,
-    message: Value,
-    remote: &mut Remote,
-) -> Result<(), CallError> {
-    if streaming {
-        stream(ctx, url, json!({ "message": message }), remote)?;
+fn drive(ctx: &Ctx, ep: &Endpoint, message: Value, remote: &mut Remote) -> Result<(), CallError> {
+    if ep.streaming {
+        stream(ctx, ep, json!({ "message": message }), remote)?;
     } else {
         let answer = rpc(
             ctx,
-            url,
+            ep,
             "SendMessage",
             json!({ "message": message, "configuration": { "returnImmediately": true } }),
         )?;
@@ -82,21 +75,43 @@ fn drive(
         };
         ctx.sleep(poll_delay_ms(n))?;
         n += 1;
-        let task = rpc(ctx, url, "GetTask", json!({ "id": id, "historyLength": 0 }))?;
+        let task = rpc(ctx, ep, "GetTask", json!({ "id": id, "historyLength": 0 }))?;
         remote.apply(parse(json!({ "task": task }))?);
     }
     Ok(())
 }
 
-/// One JSON-RPC call; its `result`.
-fn rpc(ctx: &Ctx, url: &str, method: &str, params: Value) -> Result<Value, CallError> {
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }).to_string();
-    let answer = net::json(ctx, Method::Post, url, &[JSON, VERSION], body.as_bytes())?;
-    result(method, answer)
+/// The JSON-RPC request body of a 1.0 call, in the version the agent speaks; its
+/// `A2A-Version` header.
+fn request(ep: &Endpoint, method: &str, params: Value) -> (String, (&'static str, &'static str)) {
+    let (method, params, version) = match ep.v03 {
+        true => (
+            compat03::name_03(method).unwrap_or(method),
+            compat03::params_out(method, &params),
+            "0.3",
+        ),
+        false => (method, params, "1.0"),
+    };
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    (body.to_string(), ("a2a-version", version))
 }
 
-fn result(method: &str, answer: Value) -> Result<Value, CallError> {
-    match answer.get("error") {
+/// One JSON-RPC call; its `result` (as 1.0 has it).
+fn rpc(ctx: &Ctx, ep: &Endpoint, method: &str, params: Value) -> Result<Value, CallError> {
+    let (body, version) = request(ep, method, params);
+    let answer = net::json(
+        ctx,
+        Method::Post,
+        &ep.url,
+        &[JSON, version],
+        body.as_bytes(),
+    )?;
+    result(ep, method, answer)
+}
+
+/// The `result` of a JSON-RPC answer to `method` (as 1.0 has it), or its error.
+fn result(ep: &Endpoint, method: &str, answer: Value) -> Result<Value, CallError> {
+    let answer = match answer.get("error") {
         Some(e) => Err(CallError::RemoteFailed(format!(
             "the remote agent refused {method}: {} ({})",
             e["message"].as_str().unwrap_or("no message"),
@@ -107,7 +122,11 @@ fn result(method: &str, answer: Value) -> Result<Value, CallError> {
                 "the answer to {method} has neither result nor error"
             ))
         }),
-    }
+    }?;
+    Ok(match ep.v03 {
+        true => compat03::result_in(method, &answer),
+        false => answer,
+    })
 }
 
 fn parse(result: Value) -> Result<StreamResponse, CallError> {
@@ -119,17 +138,12 @@ fn parse(result: Value) -> Result<StreamResponse, CallError> {
 }
 
 /// SendStreamingMessage: applies frames until the stream ends or the task settles.
-fn stream(ctx: &Ctx, url: &str, params: Value, remote: &mut Remote) -> Result<(), CallError> {
-    let body =
-        json!({ "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params })
-            .to_string();
-    let mut r = net::send(
-        ctx,
-        Method::Post,
-        url,
-        &[JSON, VERSION, ("accept", "text/event-stream")],
-        body.as_bytes(),
-    )?;
+fn stream(ctx: &Ctx, ep: &Endpoint, params: Value, remote: &mut Remote) -> Result<(), CallError> {
+    const METHOD: &str = "SendStreamingMessage";
+    let (body, version) = request(ep, METHOD, params);
+    let url = &ep.url;
+    let headers = [JSON, version, ("accept", "text/event-stream")];
+    let mut r = net::send(ctx, Method::Post, url, &headers, body.as_bytes())?;
     if !r.content_type.starts_with("text/event-stream") {
         let bytes = r.bytes(ctx)?;
         if !(200..300).contains(&r.status) {
@@ -140,7 +154,7 @@ fn stream(ctx: &Ctx, url: &str, params: Value, remote: &mut Remote) -> Result<()
         }
         let answer: Value = serde_json::from_slice(&bytes)
             .map_err(|e| CallError::InvalidResponse(format!("{url} did not answer JSON: {e}")))?;
-        remote.apply(parse(result("SendStreamingMessage", answer)?)?);
+        remote.apply(parse(result(ep, METHOD, answer)?)?);
         return Ok(());
     }
     let mut events = a2a_protocol::sse::Decoder::default();
@@ -149,7 +163,7 @@ fn stream(ctx: &Ctx, url: &str, params: Value, remote: &mut Remote) -> Result<()
             let answer: Value = serde_json::from_str(&data).map_err(|e| {
                 CallError::InvalidResponse(format!("a stream event is not JSON: {e}"))
             })?;
-            remote.apply(parse(result("SendStreamingMessage", answer)?)?);
+            remote.apply(parse(result(ep, METHOD, answer)?)?);
             if remote.settled() {
                 return Ok(());
             }

@@ -171,8 +171,13 @@ pub(crate) mod tests {
     #[test]
     fn repeated_fields_read_as_one_list() {
         let r = request(&[("accept", "*/*"), ("Accept", "text/event-stream")], "");
-        assert_eq!(r.header_list("accept").as_deref(), Some("*/*, text/event-stream"));
-        assert!(a2a_protocol::methods::accepts_sse(r.header_list("accept").as_deref()));
+        assert_eq!(
+            r.header_list("accept").as_deref(),
+            Some("*/*, text/event-stream")
+        );
+        assert!(a2a_protocol::methods::accepts_sse(
+            r.header_list("accept").as_deref()
+        ));
     }
 
     #[test]

@@ -47,7 +47,7 @@ impl Reply {
 
     /// An error answer with `status`.
     fn refuse(&self, out: ResponseOutparam, status: u16, e: RpcError, extra: &[(&str, &str)]) {
-        request_context::record_call(&self.method, e.kind.reason());
+        request_context::record_call(self.called(), e.kind.reason());
         let retry_after = e.retry_after();
         let mut headers = vec![("content-type", self.media)];
         headers.extend_from_slice(extra);
@@ -63,7 +63,7 @@ impl Reply {
 
     /// A result: in the JSON-RPC envelope, or bare.
     fn ok(&self, out: ResponseOutparam, v: Value) {
-        request_context::record_call(&self.method, "ok");
+        request_context::record_call(self.called(), "ok");
         let body = match self.binding {
             Binding::JsonRpc if self.v03 => {
                 jsonrpc::success(&self.id, compat03::result_out(&self.method, &v))
@@ -73,6 +73,16 @@ impl Reply {
         };
         let headers = [("content-type", self.media)];
         http::respond(out, 200, &headers, body.to_string().as_bytes())
+    }
+
+    /// The method as its caller named it (a 0.3 name for a 0.3 call), for the metrics and log.
+    fn called(&self) -> &str {
+        let old = if self.v03 {
+            compat03::name_03(&self.method)
+        } else {
+            None
+        };
+        old.unwrap_or(&self.method)
     }
 
     /// How its stream events are framed.
@@ -106,7 +116,10 @@ struct Call {
 /// handlers; only the framing differs.
 pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
     let instance = request_context::instance();
-    let media = methods::answer_type(req.header("content-type"), req.header_list("accept").as_deref());
+    let media = methods::answer_type(
+        req.header("content-type"),
+        req.header_list("accept").as_deref(),
+    );
     let mut reply = Reply {
         binding,
         id: Value::Null,
@@ -127,7 +140,7 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
         Dispatch::Serve(method) => run(method, &call.params, req, &instance, reply, out),
         Dispatch::Json(e) => reply.fail(out, e, &[]),
         Dispatch::Frame(e) => {
-            request_context::record_call(name, e.kind.reason());
+            request_context::record_call(reply.called(), e.kind.reason());
             let mut sse = Sse::start(out, reply.envelope());
             sse.error(&e, reply.legacy);
             sse.end()
@@ -149,7 +162,9 @@ fn accept(req: &Request, media_ok: bool, compat03: bool, reply: &mut Reply) -> R
     let asked = req
         .header("a2a-version")
         .or_else(|| req.query_param("A2A-Version"));
-    let v03_asked = compat03 && asked.is_some_and(compat03::is_v03);
+    // 0.3 is translated on the JSON-RPC binding only.
+    let v03_asked =
+        compat03 && reply.binding == Binding::JsonRpc && asked.is_some_and(compat03::is_v03);
     if !version::is_supported(asked) && !v03_asked {
         let e = RpcError::new(
             ErrorKind::VersionNotSupported,
@@ -218,7 +233,6 @@ fn run(
     reply: Reply,
     out: ResponseOutparam,
 ) {
-    let name = reply.method.as_str();
     let result = match method {
         Method::SendMessage => match send::begin(params, instance, send::Caller::Waits) {
             Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
@@ -235,7 +249,7 @@ fn run(
         Method::SendStreamingMessage => {
             match send::begin(params, instance, send::Caller::Streams) {
                 Ok(begun) => {
-                    request_context::record_call(name, "ok");
+                    request_context::record_call(reply.called(), "ok");
                     return stream::send(begun, out, reply.envelope());
                 }
                 Err(e) => Err(e),
@@ -243,7 +257,7 @@ fn run(
         }
         Method::SubscribeToTask => match stream::open(params, req.header("last-event-id")) {
             Ok(sub) => {
-                request_context::record_call(name, "ok");
+                request_context::record_call(reply.called(), "ok");
                 return stream::subscribe(sub, out, reply.envelope());
             }
             Err(e) => Err(e),
@@ -251,7 +265,12 @@ fn run(
         Method::GetTask => tasks::get(params),
         Method::ListTasks => tasks::list(params),
         Method::CancelTask => tasks::cancel(params),
-        Method::GetExtendedAgentCard => a2a_protocol::card::extended(&instance.into()),
+        Method::GetExtendedAgentCard => {
+            // The 0.3 fields for a 0.3 call only.
+            let mut input: a2a_protocol::card::CardInput = instance.into();
+            input.compat03 &= reply.v03;
+            a2a_protocol::card::extended(&input)
+        }
         Method::CreatePushConfig => push::create(params),
         Method::GetPushConfig => push::get(params),
         Method::ListPushConfigs => push::list(params),
@@ -283,7 +302,10 @@ mod tests {
         req.path = path.into();
         req.method = "POST".into();
         req.body = body.as_bytes().to_vec();
-        let media = methods::answer_type(req.header("content-type"), req.header_list("accept").as_deref());
+        let media = methods::answer_type(
+            req.header("content-type"),
+            req.header_list("accept").as_deref(),
+        );
         let mut reply = Reply {
             binding,
             id: Value::Null,

@@ -328,10 +328,16 @@ mod tests {
         assert_eq!(both["protocolVersion"], "0.3.0");
         assert_eq!(both["url"], url);
         assert_eq!(both["preferredTransport"], "JSONRPC");
-        assert_eq!(both["additionalInterfaces"], json!([{"url": url, "transport": "JSONRPC"}]));
+        assert_eq!(
+            both["additionalInterfaces"],
+            json!([{"url": url, "transport": "JSONRPC"}])
+        );
         assert_eq!(both["supportsAuthenticatedExtendedCard"], true);
         let faces = both["supportedInterfaces"].as_array().unwrap();
-        assert_eq!(faces[..3], plain["supportedInterfaces"].as_array().unwrap()[..]);
+        assert_eq!(
+            faces[..3],
+            plain["supportedInterfaces"].as_array().unwrap()[..]
+        );
         assert_eq!(
             faces[3],
             json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})

@@ -12,31 +12,43 @@ pub struct Endpoint {
     pub url: String,
     /// Whether the card announces streaming.
     pub streaming: bool,
+    /// The agent speaks A2A 0.3 only: calls go out in 0.3 ([`crate::compat03`]).
+    pub v03: bool,
 }
 
-/// Checks a remote AgentCard and picks its JSON-RPC interface for protocol 1.0.
+/// Checks a remote AgentCard and picks its JSON-RPC interface: for protocol 1.0, else for 0.3
+/// (a 1.0 card's 0.3 entry, or a 0.3 card's `url` or `additionalInterfaces`).
 pub fn endpoint(card: &Value) -> Result<Endpoint, String> {
     let Some(obj) = card.as_object() else {
         return Err("the agent card is not a JSON object".into());
     };
-    for field in ["name", "supportedInterfaces"] {
-        if !obj.contains_key(field) {
-            return Err(format!(
-                "the agent card has no \"{field}\" (is this an A2A 1.0 card?)"
-            ));
-        }
+    if !obj.contains_key("name") {
+        return Err("the agent card has no \"name\" (is this an A2A card?)".into());
     }
-    let interfaces = card["supportedInterfaces"]
-        .as_array()
-        .ok_or("the agent card's supportedInterfaces is not a list")?;
-    let is_v1 = |v: &Value| {
-        v.as_str()
-            .is_some_and(|s| s == "1.0" || s.starts_with("1.0."))
+    let interfaces = match &card["supportedInterfaces"] {
+        Value::Array(faces) => faces.clone(),
+        Value::Null => Vec::new(),
+        _ => return Err("the agent card's supportedInterfaces is not a list".into()),
     };
-    let chosen = interfaces
-        .iter()
-        .find(|i| i["protocolBinding"] == "JSONRPC" && is_v1(&i["protocolVersion"]))
-        .ok_or_else(|| {
+    let version_is = |v: &Value, major_minor: &str| {
+        v.as_str().is_some_and(|s| {
+            s == major_minor
+                || s.strip_prefix(major_minor)
+                    .is_some_and(|r| r.starts_with('.'))
+        })
+    };
+    let jsonrpc = |version: &str| {
+        interfaces
+            .iter()
+            .find(|i| {
+                i["protocolBinding"] == "JSONRPC" && version_is(&i["protocolVersion"], version)
+            })
+            .and_then(|i| i["url"].as_str())
+    };
+    let (url, v03) = match (jsonrpc("1.0"), jsonrpc("0.3").or_else(|| url_03(card))) {
+        (Some(url), _) => (url, false),
+        (None, Some(url)) => (url, true),
+        (None, None) => {
             let found: Vec<String> = interfaces
                 .iter()
                 .map(|i| {
@@ -47,23 +59,42 @@ pub fn endpoint(card: &Value) -> Result<Endpoint, String> {
                     )
                 })
                 .collect();
-            format!(
-                "the agent card announces no JSONRPC interface for protocol 1.0 (found: {})",
+            return Err(format!(
+                "the agent card announces no JSONRPC interface for protocol 1.0 or 0.3 (found: {})",
                 if found.is_empty() {
                     "none".into()
                 } else {
                     found.join(", ")
                 }
-            )
-        })?;
-    let url = chosen["url"]
-        .as_str()
-        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-        .ok_or("the card's JSONRPC interface has no http(s) url")?;
+            ));
+        }
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err("the card's JSONRPC interface has no http(s) url".into());
+    }
     Ok(Endpoint {
         url: url.to_owned(),
         streaming: card["capabilities"]["streaming"] == true,
+        v03,
     })
+}
+
+/// The JSON-RPC URL of an A2A 0.3 card (`protocolVersion` 0.3.x): its `url` when its preferred
+/// transport is JSON-RPC, else its `additionalInterfaces` entry for JSON-RPC.
+fn url_03(card: &Value) -> Option<&str> {
+    let version = card["protocolVersion"].as_str()?;
+    if !crate::compat03::is_v03(version) {
+        return None;
+    }
+    let preferred = card["preferredTransport"].as_str().unwrap_or("JSONRPC");
+    if preferred.eq_ignore_ascii_case("JSONRPC") {
+        return card["url"].as_str();
+    }
+    card["additionalInterfaces"]
+        .as_array()?
+        .iter()
+        .find(|i| i["transport"] == "JSONRPC")?["url"]
+        .as_str()
 }
 
 /// What `outbound.discover` shows of a remote card.
@@ -73,7 +104,8 @@ pub fn preview(card: &Value) -> Result<Value, String> {
         card["skills"].as_array().map(|s| s.iter().map(|k| json!({ "id": k["id"], "name": k["name"], "description": k["description"] })).collect()).unwrap_or_default();
     Ok(json!({
         "name": card["name"], "version": card["version"], "description": card["description"],
-        "endpoint": e.url, "skills": skills, "capabilities": card["capabilities"],
+        "endpoint": e.url, "protocolVersion": if e.v03 { "0.3" } else { "1.0" },
+        "skills": skills, "capabilities": card["capabilities"],
     }))
 }
 
@@ -330,21 +362,26 @@ mod tests {
             endpoint(&c).unwrap(),
             Endpoint {
                 url: "http://x/rpc".into(),
-                streaming: true
+                streaming: true,
+                v03: false,
             }
         );
         let only_old = card(
             json!([{ "url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3" }]),
         );
+        let old = endpoint(&only_old).unwrap();
+        assert_eq!((old.url.as_str(), old.v03), ("http://x/old", true));
+        let grpc_only =
+            card(json!([{ "url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0" }]));
         assert!(
-            endpoint(&only_old)
+            endpoint(&grpc_only)
                 .unwrap_err()
-                .contains("found: JSONRPC 0.3")
+                .contains("found: GRPC 1.0")
         );
         assert!(
             endpoint(&json!({"name": "x"}))
                 .unwrap_err()
-                .contains("supportedInterfaces")
+                .contains("found: none")
         );
         assert!(
             endpoint(&json!([1]))
@@ -360,6 +397,25 @@ mod tests {
         assert_eq!(p["skills"][0]["id"], "s1");
         assert_eq!(skill_ids(&c), ["s1"]);
         assert_eq!(skill_ids(&json!({})), ["chat"]);
+    }
+
+    #[test]
+    fn reads_a_0_3_card() {
+        let old = json!({"name": "o", "protocolVersion": "0.3.0", "url": "http://x/a2a", "preferredTransport": "JSONRPC",
+            "capabilities": {"streaming": false}, "skills": []});
+        assert_eq!(
+            endpoint(&old).unwrap(),
+            Endpoint {
+                url: "http://x/a2a".into(),
+                streaming: false,
+                v03: true
+            }
+        );
+        let grpc_first = json!({"name": "o", "protocolVersion": "0.3.0", "url": "x:50051", "preferredTransport": "GRPC",
+            "additionalInterfaces": [{"url": "x:50051", "transport": "GRPC"}, {"url": "http://x/rpc", "transport": "JSONRPC"}]});
+        assert_eq!(endpoint(&grpc_first).unwrap().url, "http://x/rpc");
+        let too_old = json!({"name": "o", "protocolVersion": "0.2.5", "url": "http://x/a2a"});
+        assert!(endpoint(&too_old).is_err());
     }
 
     fn frame(v: Value) -> StreamResponse {

@@ -22,6 +22,22 @@ pub fn method(name: &str) -> Option<&'static str> {
         .map(|(_, new)| *new)
 }
 
+/// The 0.3 name of a 1.0 method, if 0.3 has it.
+pub fn name_03(method: &str) -> Option<&'static str> {
+    LEGACY_METHODS
+        .iter()
+        .find(|(_, new)| *new == method)
+        .map(|(old, _)| *old)
+}
+
+/// A method as called: its 1.0 name and the protocol version it was called in.
+pub fn as_1_0(name: &str) -> (&str, &'static str) {
+    match method(name) {
+        Some(successor) => (successor, "0.3"),
+        None => (name, "1.0"),
+    }
+}
+
 /// Whether an `A2A-Version` names 0.3 (`0.3`, `0.3.x`).
 pub fn is_v03(version: &str) -> bool {
     let v = version.trim();
@@ -44,7 +60,10 @@ pub fn params_in(method: &str, params: &Value) -> Value {
                     conf.insert("returnImmediately".into(), Value::Bool(true));
                 }
                 if let Some(push) = c.get("pushNotificationConfig") {
-                    conf.insert("taskPushNotificationConfig".into(), push_config_in(push, None));
+                    conf.insert(
+                        "taskPushNotificationConfig".into(),
+                        push_config_in(push, None),
+                    );
                 }
                 out.insert("configuration".into(), Value::Object(conf));
             }
@@ -53,7 +72,10 @@ pub fn params_in(method: &str, params: &Value) -> Value {
         }
         "CreateTaskPushNotificationConfig" => {
             let task_id = p.get("taskId").and_then(Value::as_str);
-            push_config_in(p.get("pushNotificationConfig").unwrap_or(&Value::Null), task_id)
+            push_config_in(
+                p.get("pushNotificationConfig").unwrap_or(&Value::Null),
+                task_id,
+            )
         }
         // 0.3 named the task `id` and the config `pushNotificationConfigId`.
         "GetTaskPushNotificationConfig" | "DeleteTaskPushNotificationConfig" => {
@@ -104,6 +126,66 @@ pub fn result_out(method: &str, result: &Value) -> Value {
     }
 }
 
+/// The 0.3 params of a 1.0 call the outbound client makes to a 0.3 agent (`SendMessage`,
+/// `SendStreamingMessage`, `GetTask`, `CancelTask`).
+pub fn params_out(method: &str, params: &Value) -> Value {
+    let mut out = params.as_object().cloned().unwrap_or_default();
+    if matches!(method, "SendMessage" | "SendStreamingMessage") {
+        if let Some(m) = params.get("message") {
+            out.insert("message".into(), message_out(m));
+        }
+        if let Some(c) = params.get("configuration").and_then(Value::as_object) {
+            let mut conf = c.clone();
+            if conf.remove("returnImmediately") == Some(Value::Bool(true)) {
+                conf.insert("blocking".into(), Value::Bool(false));
+            }
+            out.insert("configuration".into(), Value::Object(conf));
+        }
+    }
+    Value::Object(out)
+}
+
+/// The 1.0 result of a 0.3 agent's answer to `method` (its 1.0 name): a bare task for
+/// `GetTask` and `CancelTask`, else a `StreamResponse` (its one member).
+pub fn result_in(method: &str, result: &Value) -> Value {
+    match method {
+        "GetTask" | "CancelTask" => task_in(result),
+        _ => event_in(result),
+    }
+}
+
+/// The 1.0 `StreamResponse` of a 0.3 event (or send result), by its `kind`.
+pub fn event_in(event: &Value) -> Value {
+    match event["kind"].as_str() {
+        Some("task") => json!({ "task": task_in(event) }),
+        Some("message") => json!({ "message": message_in(event) }),
+        Some("status-update") => {
+            let mut u = untagged(event);
+            u.remove("final");
+            u.insert("status".into(), IN.status(&event["status"]));
+            json!({ "statusUpdate": u })
+        }
+        Some("artifact-update") => {
+            let mut u = untagged(event);
+            u.insert("artifact".into(), IN.artifact(&event["artifact"]));
+            json!({ "artifactUpdate": u })
+        }
+        _ => event.clone(),
+    }
+}
+
+/// The 1.0 form of a 0.3 task.
+pub fn task_in(task: &Value) -> Value {
+    IN.task(untagged(task), task)
+}
+
+/// `value`'s members without `kind`.
+fn untagged(value: &Value) -> Map<String, Value> {
+    let mut out = value.as_object().cloned().unwrap_or_default();
+    out.remove("kind");
+    out
+}
+
 /// A 0.3 event (or send result) of a 1.0 `StreamResponse` / `SendMessageResponse`: its one
 /// member, `kind`-tagged; a status update says whether it is `final`.
 pub fn event_out(response: &Value) -> Value {
@@ -115,7 +197,7 @@ pub fn event_out(response: &Value) -> Value {
     }
     if let Some(u) = response.get("statusUpdate") {
         let mut out = tagged("status-update", u);
-        let status = status_out(&u["status"]);
+        let status = OUT.status(&u["status"]);
         let state = status["state"].as_str().unwrap_or("");
         let ends = matches!(
             state,
@@ -127,7 +209,7 @@ pub fn event_out(response: &Value) -> Value {
     }
     if let Some(u) = response.get("artifactUpdate") {
         let mut out = tagged("artifact-update", u);
-        out.insert("artifact".into(), artifact_out(&u["artifact"]));
+        out.insert("artifact".into(), OUT.artifact(&u["artifact"]));
         return Value::Object(out);
     }
     response.clone()
@@ -135,15 +217,7 @@ pub fn event_out(response: &Value) -> Value {
 
 /// The 0.3 form of a 1.0 task.
 pub fn task_out(task: &Value) -> Value {
-    let mut out = tagged("task", task);
-    out.insert("status".into(), status_out(&task["status"]));
-    if let Some(a) = task.get("artifacts").and_then(Value::as_array) {
-        out.insert("artifacts".into(), a.iter().map(artifact_out).collect());
-    }
-    if let Some(h) = task.get("history").and_then(Value::as_array) {
-        out.insert("history".into(), h.iter().map(message_out).collect());
-    }
-    Value::Object(out)
+    OUT.task(tagged("task", task), task)
 }
 
 /// `value`'s members with `kind` first.
@@ -156,22 +230,61 @@ fn tagged(kind: &str, value: &Value) -> Map<String, Value> {
     out
 }
 
-fn status_out(status: &Value) -> Value {
-    let mut out = status.as_object().cloned().unwrap_or_default();
-    let state = status["state"].as_str().unwrap_or("");
-    out.insert("state".into(), Value::String(state_out(state)));
-    if let Some(m) = status.get("message") {
-        out.insert("message".into(), message_out(m));
-    }
-    Value::Object(out)
+/// How the nested shapes of a task map, one way or the other.
+struct Shapes {
+    state: fn(&str) -> String,
+    message: fn(&Value) -> Value,
+    part: fn(&Value) -> Value,
 }
 
-fn artifact_out(artifact: &Value) -> Value {
-    let mut out = artifact.as_object().cloned().unwrap_or_default();
-    if let Some(parts) = artifact.get("parts").and_then(Value::as_array) {
-        out.insert("parts".into(), parts.iter().map(part_out).collect());
+/// 1.0 to 0.3.
+const OUT: Shapes = Shapes {
+    state: state_out,
+    message: message_out,
+    part: part_out,
+};
+
+/// 0.3 to 1.0.
+const IN: Shapes = Shapes {
+    state: state_in,
+    message: message_in,
+    part: part_in,
+};
+
+impl Shapes {
+    /// `base` (the task's own members, tagged or not) with its status, artifacts and history
+    /// mapped.
+    fn task(&self, mut base: Map<String, Value>, task: &Value) -> Value {
+        base.insert("status".into(), self.status(&task["status"]));
+        if let Some(a) = task.get("artifacts").and_then(Value::as_array) {
+            base.insert(
+                "artifacts".into(),
+                a.iter().map(|a| self.artifact(a)).collect(),
+            );
+        }
+        if let Some(h) = task.get("history").and_then(Value::as_array) {
+            base.insert("history".into(), h.iter().map(self.message).collect());
+        }
+        Value::Object(base)
     }
-    Value::Object(out)
+
+    fn status(&self, status: &Value) -> Value {
+        let mut out = status.as_object().cloned().unwrap_or_default();
+        let state = status["state"].as_str().unwrap_or("");
+        out.insert("state".into(), Value::String((self.state)(state)));
+        if let Some(m) = status.get("message") {
+            out.insert("message".into(), (self.message)(m));
+        }
+        Value::Object(out)
+    }
+
+    fn artifact(&self, artifact: &Value) -> Value {
+        let mut out = artifact.as_object().cloned().unwrap_or_default();
+        if let Some(parts) = artifact.get("parts").and_then(Value::as_array) {
+            out.insert("parts".into(), parts.iter().map(self.part).collect());
+        }
+        Value::Object(out)
+    }
 }
 
 /// The 0.3 form of a 1.0 message.
@@ -267,9 +380,12 @@ pub fn state_out(state: &str) -> String {
     }
 }
 
-/// A 0.3 state as 1.0 writes it.
+/// A 0.3 state as 1.0 writes it (`unknown`, or none, is unspecified).
 pub fn state_in(state: &str) -> String {
-    format!("TASK_STATE_{}", state.to_ascii_uppercase().replace('-', "_"))
+    match state {
+        "" | "unknown" => "TASK_STATE_UNSPECIFIED".into(),
+        s => format!("TASK_STATE_{}", s.to_ascii_uppercase().replace('-', "_")),
+    }
 }
 
 /// A 1.0 push config from a 0.3 `PushNotificationConfig` (and its task).
@@ -345,6 +461,10 @@ mod tests {
             Some("GetExtendedAgentCard")
         );
         assert_eq!(method("SendMessage"), None);
+        assert_eq!(as_1_0("tasks/get"), ("GetTask", "0.3"));
+        assert_eq!(as_1_0("GetTask"), ("GetTask", "1.0"));
+        assert_eq!(name_03("SubscribeToTask"), Some("tasks/resubscribe"));
+        assert_eq!(name_03("Nope"), None);
         for v in ["0.3", "0.3.0", " 0.3.1 "] {
             assert!(is_v03(v), "{v}");
         }
@@ -407,12 +527,18 @@ mod tests {
                     {"kind": "file", "file": {"uri": "u", "mimeType": "image/png"}}]}],
                 "history": [{"kind": "message", "messageId": "m", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}]})
         );
-        assert_eq!(result_out("GetTask", &task)["status"]["state"], "input-required");
+        assert_eq!(
+            result_out("GetTask", &task)["status"]["state"],
+            "input-required"
+        );
         let message = result_out(
             "SendMessage",
             &json!({"message": {"messageId": "x", "role": "ROLE_AGENT", "parts": []}}),
         );
-        assert_eq!((message["kind"].as_str(), message["role"].as_str()), (Some("message"), Some("agent")));
+        assert_eq!(
+            (message["kind"].as_str(), message["role"].as_str()),
+            (Some("message"), Some("agent"))
+        );
     }
 
     #[test]
@@ -424,12 +550,16 @@ mod tests {
             ("TASK_STATE_CANCELED", true),
             ("TASK_STATE_AUTH_REQUIRED", true),
         ] {
-            let e = event_out(&json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": state}}}));
+            let e = event_out(
+                &json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": state}}}),
+            );
             assert_eq!(e["kind"], "status-update");
             assert_eq!(e["final"], last, "{state}");
         }
-        let e = event_out(&json!({"artifactUpdate": {"taskId": "t", "append": true, "lastChunk": false,
-            "artifact": {"artifactId": "a", "parts": [{"text": "x"}]}}}));
+        let e = event_out(
+            &json!({"artifactUpdate": {"taskId": "t", "append": true, "lastChunk": false,
+            "artifact": {"artifactId": "a", "parts": [{"text": "x"}]}}}),
+        );
         assert_eq!(
             e,
             json!({"kind": "artifact-update", "taskId": "t", "append": true, "lastChunk": false,
@@ -453,14 +583,65 @@ mod tests {
             json!([set])
         );
         assert_eq!(
-            params_in("GetTaskPushNotificationConfig", &json!({"id": "t", "pushNotificationConfigId": "p"})),
+            params_in(
+                "GetTaskPushNotificationConfig",
+                &json!({"id": "t", "pushNotificationConfigId": "p"})
+            ),
             json!({"taskId": "t", "id": "p"})
         );
         assert_eq!(
             params_in("ListTaskPushNotificationConfigs", &json!({"id": "t"})),
             json!({"taskId": "t"})
         );
-        assert_eq!(result_out("DeleteTaskPushNotificationConfig", &json!({})), Value::Null);
+        assert_eq!(
+            result_out("DeleteTaskPushNotificationConfig", &json!({})),
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn the_outbound_client_speaks_0_3_and_reads_its_answers_as_1_0() {
+        let params = json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}], "contextId": "c"},
+            "configuration": {"returnImmediately": true}});
+        let old = params_out("SendMessage", &params);
+        assert_eq!(
+            old,
+            json!({"message": {"kind": "message", "messageId": "m", "role": "user", "parts": [{"kind": "text", "text": "hi"}], "contextId": "c"},
+                "configuration": {"blocking": false}})
+        );
+        assert_eq!(
+            params_in("SendMessage", &old),
+            params,
+            "the round trip is the identity"
+        );
+        assert_eq!(
+            params_out("GetTask", &json!({"id": "t"})),
+            json!({"id": "t"})
+        );
+
+        // Every 1.0 answer survives the trip out and back.
+        let task = json!({"id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED", "message": {"messageId": "a", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}},
+            "artifacts": [{"artifactId": "r", "parts": [{"text": "x"}, {"raw": "aGk=", "mediaType": "text/plain"}, {"data": {"k": 1}}]}]});
+        for response in [
+            json!({ "task": task }),
+            json!({"message": {"messageId": "x", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]}}),
+            json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}}),
+            json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "append": true, "artifact": {"artifactId": "r", "parts": [{"text": "y"}]}}}),
+        ] {
+            assert_eq!(
+                result_in("SendStreamingMessage", &event_out(&response)),
+                response
+            );
+        }
+        assert_eq!(result_in("GetTask", &task_out(&task)), task);
+        assert_eq!(
+            result_in(
+                "GetTask",
+                &json!({"kind": "task", "id": "t", "status": {"state": "unknown"}})
+            )["status"]["state"],
+            "TASK_STATE_UNSPECIFIED"
+        );
     }
 
     #[test]

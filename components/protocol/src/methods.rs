@@ -55,7 +55,8 @@ impl Method {
     }
 }
 
-/// The A2A 0.3 method names and their 1.0 successors (0.3 is not served yet: its callers are
+/// The A2A 0.3 method names and their 1.0 successors (served by [`crate::compat03`] where the
+/// instance's `compat03` is on; elsewhere their callers are
 /// told so).
 pub const LEGACY_METHODS: [(&str, &str); 11] = [
     ("message/send", "SendMessage"),
@@ -105,7 +106,7 @@ pub fn dispatch(method: &str, accepts_sse: bool, push: bool) -> Dispatch {
             None => {
                 let message = match LEGACY_METHODS.iter().find(|(old, _)| *old == m) {
                     Some((old, new)) => format!(
-                        "{old} is an A2A 0.3 method, which this agent does not serve yet: it speaks A2A 1.0, where the method is {new} (use an A2A 1.0 client)"
+                        "{old} is an A2A 0.3 method, which this agent does not serve: it speaks A2A 1.0, where the method is {new} (use an A2A 1.0 client)"
                     ),
                     None => format!("method {m:?} does not exist"),
                 };

@@ -85,7 +85,12 @@ impl Envelope {
 /// A result event whose StreamResponse member (`task`, `message`, `statusUpdate`,
 /// `artifactUpdate`) is already JSON text, so it is not parsed again (but for 0.3, which
 /// reshapes it), framed by `envelope`.
-pub fn result_event(id: Option<u64>, envelope: &Envelope, member: &str, member_json: &str) -> String {
+pub fn result_event(
+    id: Option<u64>,
+    envelope: &Envelope,
+    member: &str,
+    member_json: &str,
+) -> String {
     let data = match envelope {
         Envelope::JsonRpc(rid) => {
             format!(r#"{{"jsonrpc":"2.0","id":{rid},"result":{{"{member}":{member_json}}}}}"#)
@@ -209,9 +214,16 @@ mod tests {
         let data = e.lines().nth(1).unwrap().strip_prefix("data: ").unwrap();
         let v: Value = serde_json::from_str(data).unwrap();
         assert_eq!(v["result"]["statusUpdate"]["taskId"], "t");
-        assert!(result_event(None, &Envelope::JsonRpc(json!(1)), "task", "{}").starts_with("data: "));
+        assert!(
+            result_event(None, &Envelope::JsonRpc(json!(1)), "task", "{}").starts_with("data: ")
+        );
         assert_eq!(
-            result_event(Some(4), &Envelope::Bare, "artifactUpdate", r#"{"taskId":"t"}"#),
+            result_event(
+                Some(4),
+                &Envelope::Bare,
+                "artifactUpdate",
+                r#"{"taskId":"t"}"#
+            ),
             "id: 4\ndata: {\"artifactUpdate\":{\"taskId\":\"t\"}}\n\n",
             "the HTTP+JSON binding's events are bare StreamResponse objects"
         );

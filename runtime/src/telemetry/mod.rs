@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 pub use histogram::Histogram;
 
 /// Method names counted as themselves; anything else counts as `other` (bounded label sets).
+/// What a request is counted by: instance, method, protocol version, outcome.
+type RequestKey = (String, &'static str, &'static str, String);
+
 const METHODS: &[&str] = &[
     "SendMessage",
     "SendStreamingMessage",
@@ -88,7 +91,7 @@ pub struct AgentTurn {
 /// The runtime's counters.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, &'static str, String), u64>>,
+    requests: Mutex<BTreeMap<RequestKey, u64>>,
     rejections: Mutex<BTreeMap<&'static str, u64>>,
     latency: Latencies,
     /// Time to create a request's store and instantiate its component.
@@ -157,8 +160,10 @@ pub struct Gauges {
 }
 
 impl Metrics {
-    /// Counts one request; unknown method names count as `other`, outcomes are capped.
+    /// Counts one request by its method as called (an A2A 0.3 name counts as its 1.0
+    /// successor, of version 0.3); unknown method names count as `other`, outcomes are capped.
     pub fn request(&self, instance: &str, method: &str, outcome: &str) {
+        let (method, version) = a2a_protocol::compat03::as_1_0(method);
         let method = METHODS
             .iter()
             .find(|m| **m == method)
@@ -173,7 +178,7 @@ impl Metrics {
             .requests
             .lock()
             .unwrap()
-            .entry((instance.to_owned(), method, outcome))
+            .entry((instance.to_owned(), method, version, outcome))
             .or_default() += 1;
     }
 
@@ -194,7 +199,9 @@ impl Metrics {
 
     /// Records how long one request of `method` took.
     pub fn latency(&self, method: &str, d: Duration) {
-        self.latency.of(method).record(d);
+        self.latency
+            .of(a2a_protocol::compat03::as_1_0(method).0)
+            .record(d);
     }
 
     /// SendMessage's latency histogram.
@@ -298,7 +305,7 @@ impl Metrics {
             .lock()
             .unwrap()
             .iter()
-            .map(|((i, m, o), n)| json!({ "instance": i, "method": m, "outcome": o, "count": n }))
+            .map(|((i, m, v, o), n)| json!({ "instance": i, "method": m, "version": v, "outcome": o, "count": n }))
             .collect();
         let mut by_state: BTreeMap<&str, u64> = BTreeMap::new();
         for (_, s, n) in &g.tasks {
@@ -398,7 +405,7 @@ impl EncodeLabelValue for Escaped<'_> {
 /// The values of one scrape, encoded as metric families.
 #[derive(Debug)]
 struct Scrape {
-    requests: BTreeMap<(String, &'static str, String), u64>,
+    requests: BTreeMap<RequestKey, u64>,
     rejections: BTreeMap<&'static str, u64>,
     gauges: Gauges,
     latency: Vec<(&'static str, Histogram)>,
@@ -414,12 +421,13 @@ struct Scrape {
 impl Scrape {
     /// The requests and gate rejections, by their labels.
     fn counters(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let help = "A2A requests by instance, method and outcome.";
+        let help = "A2A requests by instance, method, protocol version and outcome.";
         let mut requests = e.encode_descriptor("requests", help, None, MetricType::Counter)?;
-        for ((i, m, o), n) in &self.requests {
+        for ((i, m, v, o), n) in &self.requests {
             let labels = [
                 ("instance", Escaped(i)),
                 ("method", Escaped(m)),
+                ("version", Escaped(v)),
                 ("outcome", Escaped(o)),
             ];
             requests
@@ -615,6 +623,7 @@ mod tests {
         m.request("a", "SendMessage", "ok");
         m.request("a", "SendMessage", "ok");
         m.request("a\"b\\c\nd", "Bogus\"Method", "x\ny");
+        m.request("z", "tasks/get", "ok");
         m.rejection("rate");
         m.latency("SendMessage", Duration::from_micros(1500));
         m.latency("GetTask", Duration::from_micros(90));
@@ -654,6 +663,11 @@ mod tests {
         assert_eq!(j["gateRejections"]["rate"], 1);
         assert_eq!(j["requests"][0]["method"], "SendMessage");
         assert_eq!(j["requests"][0]["count"], 2);
+        assert_eq!(
+            j["requests"].as_array().unwrap().last().unwrap(),
+            &json!({ "instance": "z", "method": "GetTask", "version": "0.3", "outcome": "ok", "count": 1 }),
+            "a 0.3 call counts as its 1.0 method, of version 0.3"
+        );
         assert_eq!(j["components"]["instantiations"], 1);
         assert_eq!(
             j["push"],
@@ -704,12 +718,14 @@ mod tests {
         assert!(p.contains("a2a_edge_lease_renewal_failures_total 0"), "{p}");
         assert!(
             p.contains(
-                "a2a_edge_requests_total{instance=\"a\",method=\"SendMessage\",outcome=\"ok\"} 2"
+                "a2a_edge_requests_total{instance=\"a\",method=\"SendMessage\",version=\"1.0\",outcome=\"ok\"} 2"
             ),
             "{p}"
         );
         assert!(
-            p.contains("instance=\"a\\\"b\\\\c\\nd\",method=\"other\",outcome=\"xy\""),
+            p.contains(
+                "instance=\"a\\\"b\\\\c\\nd\",method=\"other\",version=\"1.0\",outcome=\"xy\""
+            ),
             "label values are escaped: {p}"
         );
         assert!(p.contains("a2a_edge_active_tasks 2"), "{p}");

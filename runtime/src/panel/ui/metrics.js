@@ -1,4 +1,4 @@
-// Metrics: requests by instance, method and outcome; latency by method with its histogram;
+// Metrics: requests by instance, method, A2A version and outcome; latency by method with its histogram;
 // gate rejections, store and component counters; the Prometheus endpoint.
 
 import { fill, h, micros, bytes, section, table } from "./dom.js";
@@ -16,7 +16,7 @@ export function metricsView() {
         h("p", {}, h("a", { href: "/a2a/api/metrics?format=prometheus", target: "_blank", text: "Prometheus endpoint" }), " · ", h("a", { href: "/a2a/api/metrics", target: "_blank", text: "JSON" })),
         table([["Method", ([k]) => h("code", { text: k })], ["Count", ([, s]) => s.count], ["p50", ([, s]) => micros(s.p50Us)], ["p90", ([, s]) => micros(s.p90Us)], ["p99", ([, s]) => micros(s.p99Us)], ["Histogram", ([, s]) => bars(s)]], methods, "No requests yet."),
       ),
-      section("Requests", table([["Instance", (r) => r.instance], ["Method", (r) => h("code", { text: r.method })], ["Outcome", (r) => h("span", { class: `badge ${r.outcome === "ok" ? "ok" : "warn"}`, text: r.outcome })], ["Count", (r) => r.count]], m.requests || [], "No requests yet.")),
+      section("Requests", table([["Instance", (r) => r.instance], ["Method", (r) => h("code", { text: r.method })], ["A2A", (r) => r.version], ["Outcome", (r) => h("span", { class: `badge ${r.outcome === "ok" ? "ok" : "warn"}`, text: r.outcome })], ["Count", (r) => r.count]], m.requests || [], "No requests yet.")),
       section(
         "Counters",
         h("dl", { class: "pairs" },
