@@ -6,25 +6,10 @@
 use serde_json::Value;
 
 use crate::errors::{ErrorKind, RpcError};
+use crate::methods::NAMES;
 
 /// The service every RPC belongs to.
 pub const SERVICE: &str = "lf.a2a.v1.A2AService";
-
-/// The RPCs: their names are the JSON-RPC method names; the two streaming ones carry the same
-/// events as SSE.
-pub const RPCS: [&str; 11] = [
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "GetExtendedAgentCard",
-    "DeleteTaskPushNotificationConfig",
-];
 
 /// The RPC a request path names (`/lf.a2a.v1.A2AService/<Method>`), if it is one of ours.
 pub fn rpc(path: &str) -> Option<&'static str> {
@@ -32,7 +17,8 @@ pub fn rpc(path: &str) -> Option<&'static str> {
         .strip_prefix('/')?
         .strip_prefix(SERVICE)?
         .strip_prefix('/')?;
-    RPCS.into_iter().find(|r| *r == name)
+    // The RPCs are the A2A methods, named alike.
+    NAMES.into_iter().find(|r| *r == name)
 }
 
 /// Whether an RPC answers with a stream of `StreamResponse`s.
@@ -52,8 +38,6 @@ pub fn is_grpc(content_type: &str) -> bool {
 pub enum Code {
     /// Success.
     Ok = 0,
-    /// The caller gave up, or the server stopped the call.
-    Cancelled = 1,
     /// Bad request content.
     InvalidArgument = 3,
     /// `grpc-timeout` passed.
@@ -193,7 +177,7 @@ mod tests {
 
     #[test]
     fn paths_name_the_eleven_rpcs_of_the_service_only() {
-        for r in RPCS {
+        for r in NAMES {
             assert_eq!(rpc(&format!("/lf.a2a.v1.A2AService/{r}")), Some(r));
         }
         assert_eq!(rpc("/lf.a2a.v1.A2AService/Nope"), None);
@@ -201,7 +185,7 @@ mod tests {
         assert_eq!(rpc("/a2a.v1.A2AService/SendMessage"), None);
         assert_eq!(rpc("lf.a2a.v1.A2AService/SendMessage"), None);
         assert_eq!(rpc("/lf.a2a.v1.A2AService/SendMessage/x"), None);
-        let streaming: Vec<_> = RPCS.into_iter().filter(|r| is_streaming(r)).collect();
+        let streaming: Vec<_> = NAMES.into_iter().filter(|r| is_streaming(r)).collect();
         assert_eq!(streaming, ["SendStreamingMessage", "SubscribeToTask"]);
     }
 

@@ -29,6 +29,21 @@ pub enum Method {
     DeletePushConfig,
 }
 
+/// Every A2A 1.0 method (also the gRPC service's RPCs).
+pub const NAMES: [&str; 11] = [
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "GetExtendedAgentCard",
+    "DeleteTaskPushNotificationConfig",
+];
+
 /// The push-notification config methods, answered PUSH_NOTIFICATION_NOT_SUPPORTED while push is off.
 pub const PUSH_METHODS: [(&str, Method); 4] = [
     ("CreateTaskPushNotificationConfig", Method::CreatePushConfig),
@@ -168,6 +183,17 @@ pub fn answer_type(content_type: Option<&str>, accept: Option<&str>) -> Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_name_is_a_served_method() {
+        for name in NAMES {
+            let streams = matches!(name, "SendStreamingMessage" | "SubscribeToTask");
+            assert!(
+                matches!(dispatch(name, streams, true), Dispatch::Serve(m) if m.is_streaming() == streams),
+                "{name}"
+            );
+        }
+    }
 
     #[test]
     fn a2a_0_3_methods_are_told_what_this_agent_speaks() {

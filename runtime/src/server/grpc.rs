@@ -272,7 +272,7 @@ fn to_json(rpc: &str, message: &[u8]) -> Result<Value, Refusal> {
         "DeleteTaskPushNotificationConfig" => {
             decode::<pb::DeleteTaskPushNotificationConfigRequest>(message)
         }
-        other => unreachable!("{other} is not in grpc::RPCS"),
+        other => unreachable!("{other} is not in methods::NAMES"),
     }
     .map_err(|m| Refusal::new(Code::InvalidArgument, ErrorKind::InvalidParams, m))
 }
@@ -300,7 +300,7 @@ fn to_proto(rpc: &str, result: &Value) -> Result<Vec<u8>, Refusal> {
         "GetExtendedAgentCard" => encode::<pb::AgentCard>(result),
         // google.protobuf.Empty.
         "DeleteTaskPushNotificationConfig" => Ok(Vec::new()),
-        other => unreachable!("{other} is not in grpc::RPCS"),
+        other => unreachable!("{other} is not in methods::NAMES"),
     }
     .map_err(|m| Refusal::new(Code::Internal, ErrorKind::InvalidAgentResponse, m))
 }

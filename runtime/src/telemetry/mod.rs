@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 
 pub use histogram::Histogram;
 
-/// Method names counted as themselves; anything else counts as `other` (bounded label sets).
 /// What a request is counted by: instance, method, protocol version, outcome.
 type RequestKey = (String, &'static str, &'static str, String);
 
+/// Method names counted as themselves; anything else counts as `other` (bounded label sets).
 const METHODS: &[&str] = &[
     "SendMessage",
     "SendStreamingMessage",
