@@ -1,8 +1,10 @@
 //! A2A 0.3 beside 1.0 over real HTTP: the same task through both, the one card read by both
-//! (and at the 0.2-era well-known path), and `compat03 = false` serving a clean 1.0 agent that
-//! tells 0.3 callers what it speaks.
+//! (and at the 0.2-era well-known path), 0.3's HTTP+JSON paths (`/v1/…`) with its proto's JSON,
+//! and `compat03 = false` serving a clean 1.0 agent that tells 0.3 callers what it speaks.
 
+use a2a_edge_tests::events::Events;
 use a2a_edge_tests::{Server, scripted};
+use reqwest::Method;
 use serde_json::{Value, json};
 
 const TCK: &str = "/a2a/tck";
@@ -58,8 +60,123 @@ async fn a_0_3_caller_and_a_1_0_caller_share_tasks_and_the_card() {
             .iter()
             .map(|i| i["protocolVersion"].as_str().unwrap())
             .collect();
-        assert_eq!(versions, ["1.0", "1.0", "1.0", "0.3"], "{path}");
+        assert_eq!(versions, ["1.0", "1.0", "1.0", "0.3", "0.3"], "{path}");
     }
+}
+
+/// A 0.3 HTTP+JSON request below `/a2a/tck`, as the 0.3 SDK sends it (no `A2A-Version`).
+async fn rest03(s: &Server, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut r = s.http.request(method, format!("{}{TCK}{path}", s.base()));
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let r = r.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// A 0.3 proto `SendMessageRequest`.
+fn proto_send(id: &str, blocking: bool) -> Value {
+    json!({"message": {"messageId": id, "role": "ROLE_USER", "content": [{"text": "hi"}]},
+        "configuration": {"blocking": blocking}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_3_rest_caller_is_served_at_the_v1_paths_in_the_0_3_proto_json() {
+    let s = Server::start(scripted(|_| {})).await;
+    let send = proto_send("tck-complete-task-r1", true);
+    let (status, sent) = rest03(&s, Method::POST, "/v1/message:send", Some(send)).await;
+    assert_eq!(status, 200, "{sent}");
+    let task = &sent["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "Hello from TCK");
+    assert_eq!(task["history"][0]["content"], json!([{"text": "hi"}]));
+    assert!(task.get("kind").is_none() && task["history"][0].get("parts").is_none());
+    let id = task["id"].as_str().unwrap();
+
+    // The same task over 0.3 REST and 1.0 JSON-RPC.
+    let (status, got) = rest03(&s, Method::GET, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!((status, &got["id"]), (200, &json!(id)), "{got}");
+    assert_eq!(got["history"][0]["content"][0]["text"], "hi");
+    let v1 = s.ok(TCK, "GetTask", json!({"id": id})).await;
+    assert_eq!(v1["history"][0]["parts"][0]["text"], "hi");
+
+    // A stream: the 0.3 proto's StreamResponse objects, ending with a final status update
+    // and no second task.
+    let stream = s
+        .http
+        .post(format!("{}{TCK}/v1/message:stream", s.base()))
+        .json(&proto_send("tck-stream-chunks-r1", true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    let events = Events::of(stream).all().await;
+    let tasks = events
+        .iter()
+        .filter(|(_, v)| v.get("task").is_some())
+        .count();
+    assert_eq!(tasks, 1, "{events:?}");
+    let last = &events.last().unwrap().1["statusUpdate"];
+    assert_eq!(last["final"], true, "{events:?}");
+    assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED");
+    assert!(
+        events
+            .iter()
+            .any(|(_, v)| v["artifactUpdate"]["artifact"]["parts"][0]["text"].is_string()),
+        "{events:?}"
+    );
+
+    // Push configs by name, and a cancel in 0.3's spelling of the state.
+    let send = proto_send("tck-long-running-r1", false);
+    let (_, running) = rest03(&s, Method::POST, "/v1/message:send", Some(send)).await;
+    let id = running["task"]["id"].as_str().unwrap().to_owned();
+    let configs = format!("/v1/tasks/{id}/pushNotificationConfigs");
+    let create = json!({"parent": format!("tasks/{id}"), "configId": "p1",
+        "config": {"pushNotificationConfig": {"url": "https://example.com/hook", "token": "t0k"}}});
+    let (status, created) = rest03(&s, Method::POST, &configs, Some(create)).await;
+    assert_eq!(status, 200, "{created}");
+    let name = format!("tasks/{id}/pushNotificationConfigs/p1");
+    assert_eq!(created["name"], name.as_str(), "{created}");
+    assert_eq!(
+        created["pushNotificationConfig"]["url"],
+        "https://example.com/hook"
+    );
+    let (_, listed) = rest03(&s, Method::GET, &configs, None).await;
+    assert_eq!(listed["configs"][0]["name"], name.as_str(), "{listed}");
+    let one = format!("{configs}/p1");
+    let (_, got) = rest03(&s, Method::GET, &one, None).await;
+    assert_eq!(got["pushNotificationConfig"]["id"], "p1", "{got}");
+    let (status, deleted) = rest03(&s, Method::DELETE, &one, None).await;
+    assert_eq!((status, deleted), (200, json!({})));
+    let cancel = Some(json!({"name": format!("tasks/{id}")}));
+    let (status, canceled) =
+        rest03(&s, Method::POST, &format!("/v1/tasks/{id}:cancel"), cancel).await;
+    assert_eq!(status, 200, "{canceled}");
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELLED");
+
+    // Errors keep the HTTP statuses of the binding; 0.3 at a 1.0 path is told where to go.
+    let (status, missing) = rest03(&s, Method::GET, "/v1/tasks/nope", None).await;
+    assert_eq!(status, 404, "{missing}");
+    let (status, card) = rest03(&s, Method::GET, "/v1/card", None).await;
+    assert_eq!(
+        card["error"]["details"][0]["reason"],
+        "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+    );
+    assert_ne!(status, 200);
+    let r = s
+        .http
+        .post(format!("{}{TCK}/message:send", s.base()))
+        .header("a2a-version", "0.3")
+        .json(&proto_send("x", true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("/v1/"),
+        "{e}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,6 +69,7 @@ impl Reply {
                 jsonrpc::success(&self.id, compat03::result_out(&self.method, &v))
             }
             Binding::JsonRpc => jsonrpc::success(&self.id, v),
+            Binding::Rest if self.v03 => compat03::rest::result_out(&self.method, &v),
             Binding::Rest => v,
         };
         let headers = [("content-type", self.media)];
@@ -87,10 +88,9 @@ impl Reply {
 
     /// How its stream events are framed.
     fn envelope(&self) -> Envelope {
-        match self.binding {
-            Binding::Rest => Envelope::Bare,
-            Binding::JsonRpc if self.v03 => Envelope::JsonRpc03(self.id.clone()),
-            Binding::JsonRpc => Envelope::JsonRpc(self.id.clone()),
+        Envelope {
+            rpc_id: (self.binding == Binding::JsonRpc).then(|| self.id.clone()),
+            v03: self.v03,
         }
     }
 }
@@ -162,11 +162,17 @@ fn accept(req: &Request, media_ok: bool, compat03: bool, reply: &mut Reply) -> R
     let asked = req
         .header("a2a-version")
         .or_else(|| req.query_param("A2A-Version"));
-    // 0.3 is translated on the JSON-RPC binding only.
-    let v03_asked =
-        compat03 && reply.binding == Binding::JsonRpc && asked.is_some_and(compat03::is_v03);
+    // 0.3 over HTTP+JSON has its own paths (`/v1/…`); a request there without a version is
+    // 0.3 (§3.6.2), one saying 1.0 is for a tenant named `v1`.
+    let rest03 = compat03
+        && reply.binding == Binding::Rest
+        && compat03::rest::is_path(&req.path)
+        && asked.is_none_or(compat03::is_v03);
+    let v03_asked = compat03
+        && (reply.binding == Binding::JsonRpc || rest03)
+        && asked.is_some_and(compat03::is_v03);
     if !version::is_supported(asked) && !v03_asked {
-        let e = RpcError::new(
+        let mut e = RpcError::new(
             ErrorKind::VersionNotSupported,
             format!(
                 "A2A-Version {} is not supported; this agent speaks {}",
@@ -178,6 +184,9 @@ fn accept(req: &Request, media_ok: bool, compat03: bool, reply: &mut Reply) -> R
             reply.id = jsonrpc::parse_request(&req.body)
                 .map(|r| r.id)
                 .unwrap_or(Value::Null);
+        } else if compat03 && asked.is_some_and(compat03::is_v03) {
+            e.message
+                .push_str("; A2A 0.3 over HTTP+JSON is served at the /v1/ paths");
         }
         return Err(Early::Fail(e, &[("a2a-version", version::SUPPORTED)]));
     }
@@ -209,18 +218,34 @@ fn accept(req: &Request, media_ok: bool, compat03: bool, reply: &mut Reply) -> R
                 accepts_sse,
             })
         }
-        Binding::Rest => match rest::route(&req.method, &req.path, &req.query, &req.body) {
-            Ok(call) => Ok(Call {
-                name: call.method.to_owned(),
-                params: call.params,
-                accepts_sse: rest::streams(&req.path),
-            }),
-            Err(rest::Unrouted {
-                error,
-                allow: Some(allow),
-            }) => Err(Early::Refuse(405, error, [("allow", allow)])),
-            Err(unrouted) => Err(Early::Fail(unrouted.error, &[])),
-        },
+        Binding::Rest => {
+            let route = if rest03 {
+                reply.v03 = true;
+                compat03::rest::route
+            } else {
+                rest::route
+            };
+            rest_call(
+                route(&req.method, &req.path, &req.query, &req.body),
+                &req.path,
+            )
+        }
+    }
+}
+
+/// The call of a routed HTTP+JSON request, or its refusal (a 405 with `Allow`).
+fn rest_call(routed: Result<rest::Call, rest::Unrouted>, path: &str) -> Result<Call, Early> {
+    match routed {
+        Ok(call) => Ok(Call {
+            name: call.method.to_owned(),
+            params: call.params,
+            accepts_sse: rest::streams(path),
+        }),
+        Err(rest::Unrouted {
+            error,
+            allow: Some(allow),
+        }) => Err(Early::Refuse(405, error, [("allow", allow)])),
+        Err(unrouted) => Err(Early::Fail(unrouted.error, &[])),
     }
 }
 
@@ -422,5 +447,35 @@ mod tests {
             panic!("POST on a task is not allowed: {call:?}");
         };
         assert!(allow[0].starts_with("allow: "), "{allow:?}");
+    }
+
+    #[test]
+    fn the_v1_paths_are_0_3_unless_the_caller_says_1_0() {
+        let v03 = |headers: &[(&str, &str)], path: &str| {
+            let mut req = request(headers, "");
+            req.path = path.into();
+            req.method = "POST".into();
+            req.body = br#"{"message":{}}"#.to_vec();
+            let mut reply = Reply {
+                binding: Binding::Rest,
+                id: Value::Null,
+                legacy: false,
+                method: String::new(),
+                media: "application/json",
+                v03: false,
+            };
+            let call = accept(&req, true, true, &mut reply).map(|c| (c.name, c.params));
+            (call.ok(), reply.v03)
+        };
+        let (call, is_03) = v03(&[JSON], "/v1/message:send");
+        assert_eq!(call.map(|c| c.0), Some("SendMessage".into()));
+        assert!(is_03, "no A2A-Version on a /v1 path is 0.3");
+        let (_, is_03) = v03(&[JSON, ("a2a-version", "0.3")], "/v1/message:send");
+        assert!(is_03);
+        let (call, is_03) = v03(&[JSON, ("a2a-version", "1.0")], "/v1/message:send");
+        assert_eq!(call.map(|c| c.1["tenant"].clone()), Some("v1".into()));
+        assert!(!is_03, "1.0 at /v1 is a tenant named v1");
+        let (call, _) = v03(&[JSON, ("a2a-version", "0.3")], "/message:send");
+        assert_eq!(call, None, "0.3 bodies are not read at the 1.0 paths");
     }
 }

@@ -3,6 +3,7 @@
 
 use a2a_protocol::sse::Envelope;
 use a2a_protocol::{RpcError, jsonrpc, sse};
+use serde_json::Value;
 use wasip2::http::types::ResponseOutparam;
 
 use crate::http;
@@ -100,11 +101,9 @@ impl Sse {
 
     /// An error frame: a JSON-RPC failure, or a `google.rpc.Status` on the HTTP+JSON binding.
     pub fn error(&mut self, e: &RpcError, legacy: bool) {
-        let body = match &self.envelope {
-            Envelope::JsonRpc(id) | Envelope::JsonRpc03(id) => jsonrpc::failure(id, e, legacy),
-            Envelope::Bare => {
-                a2a_protocol::rest::error_body(a2a_protocol::rest::status(e.kind).0, e)
-            }
+        let body = match &self.envelope.rpc_id {
+            Some(id) => jsonrpc::failure(id, e, legacy),
+            None => a2a_protocol::rest::error_body(a2a_protocol::rest::status(e.kind).0, e),
         };
         let event = sse::event(None, &body);
         self.write(&event);
@@ -112,11 +111,8 @@ impl Sse {
 
     /// The envelope as the host's hand-off takes it: the request id (JSON), and whether 0.3.
     pub fn hand_off_envelope(&self) -> (Option<String>, bool) {
-        match &self.envelope {
-            Envelope::Bare => (None, false),
-            Envelope::JsonRpc(id) => (Some(id.to_string()), false),
-            Envelope::JsonRpc03(id) => (Some(id.to_string()), true),
-        }
+        let id = self.envelope.rpc_id.as_ref().map(Value::to_string);
+        (id, self.envelope.v03)
     }
 
     /// A keep-alive comment.

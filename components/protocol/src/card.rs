@@ -180,17 +180,22 @@ pub fn build(input: &CardInput) -> Value {
 }
 
 /// The fields an A2A 0.3 client reads, beside the 1.0 ones (what the official Python SDK
-/// serves): its version, URL and transports, a `supportedInterfaces` entry of version 0.3, each
+/// serves): its version, URL and transports, `supportedInterfaces` entries of version 0.3, each
 /// security scheme's 0.3 `type` and members, and the 0.3 `security` list.
 fn add_03_fields(card: &mut Value, input: &CardInput) {
     let url = &input.endpoint_url;
     card["protocolVersion"] = json!(crate::compat03::VERSION);
     card["url"] = json!(url);
     card["preferredTransport"] = json!("JSONRPC");
-    card["additionalInterfaces"] = json!([{ "url": url, "transport": "JSONRPC" }]);
+    card["additionalInterfaces"] = json!([
+        { "url": url, "transport": "JSONRPC" },
+        { "url": url, "transport": "HTTP+JSON" }
+    ]);
     card["supportsAuthenticatedExtendedCard"] = json!(!input.security.is_empty());
     if let Some(faces) = card["supportedInterfaces"].as_array_mut() {
-        faces.push(json!({ "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" }));
+        for binding in ["JSONRPC", "HTTP+JSON"] {
+            faces.push(json!({ "url": url, "protocolBinding": binding, "protocolVersion": "0.3" }));
+        }
     }
     if input.security.is_empty() {
         return;
@@ -330,7 +335,7 @@ mod tests {
         assert_eq!(both["preferredTransport"], "JSONRPC");
         assert_eq!(
             both["additionalInterfaces"],
-            json!([{"url": url, "transport": "JSONRPC"}])
+            json!([{"url": url, "transport": "JSONRPC"}, {"url": url, "transport": "HTTP+JSON"}])
         );
         assert_eq!(both["supportsAuthenticatedExtendedCard"], true);
         let faces = both["supportedInterfaces"].as_array().unwrap();
@@ -339,8 +344,11 @@ mod tests {
             plain["supportedInterfaces"].as_array().unwrap()[..]
         );
         assert_eq!(
-            faces[3],
-            json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
+            faces[3..],
+            [
+                json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}),
+                json!({"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"})
+            ]
         );
         assert_eq!(
             both["securitySchemes"]["bearer"],

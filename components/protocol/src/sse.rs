@@ -65,20 +65,33 @@ impl Member {
 
 /// How a stream's events are framed.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Envelope {
-    /// Bare StreamResponse objects (the HTTP+JSON binding).
-    Bare,
-    /// JSON-RPC responses to this request id.
-    JsonRpc(Value),
-    /// JSON-RPC responses to this request id, each result in its A2A 0.3 shape.
-    JsonRpc03(Value),
+pub struct Envelope {
+    /// The JSON-RPC request id the events answer; none on the HTTP+JSON binding, whose events
+    /// are bare StreamResponse objects.
+    pub rpc_id: Option<Value>,
+    /// Each event in its A2A 0.3 shape (the 0.3 JSON-RPC result, or the 0.3 proto's JSON).
+    pub v03: bool,
 }
 
 impl Envelope {
+    /// Bare StreamResponse objects of A2A 1.0 (the HTTP+JSON binding).
+    pub const BARE: Envelope = Envelope {
+        rpc_id: None,
+        v03: false,
+    };
+
+    /// JSON-RPC responses to request `id`, in A2A 1.0.
+    pub fn json_rpc(id: Value) -> Envelope {
+        Envelope {
+            rpc_id: Some(id),
+            v03: false,
+        }
+    }
+
     /// Whether a stream ends with its task's settled snapshot: an A2A 0.3 client takes one task
     /// per stream, the first, and learns the end from a `final` status update.
     pub fn ends_with_snapshot(&self) -> bool {
-        !matches!(self, Envelope::JsonRpc03(_))
+        !self.v03
     }
 }
 
@@ -92,16 +105,25 @@ pub fn result_event(
     member_json: &str,
 ) -> String {
     let data = match envelope {
-        Envelope::JsonRpc(rid) => {
-            format!(r#"{{"jsonrpc":"2.0","id":{rid},"result":{{"{member}":{member_json}}}}}"#)
-        }
-        Envelope::Bare => format!(r#"{{"{member}":{member_json}}}"#),
-        Envelope::JsonRpc03(rid) => {
+        Envelope {
+            rpc_id: Some(rid),
+            v03: false,
+        } => format!(r#"{{"jsonrpc":"2.0","id":{rid},"result":{{"{member}":{member_json}}}}}"#),
+        Envelope {
+            rpc_id: None,
+            v03: false,
+        } => format!(r#"{{"{member}":{member_json}}}"#),
+        Envelope { rpc_id, v03: true } => {
             let value: Value = serde_json::from_str(member_json).unwrap_or(Value::Null);
             let mut response = serde_json::Map::new();
             response.insert(member.to_owned(), value);
-            let result = crate::compat03::event_out(&Value::Object(response));
-            crate::jsonrpc::success(rid, result).to_string()
+            let response = Value::Object(response);
+            match rpc_id {
+                Some(rid) => {
+                    crate::jsonrpc::success(rid, crate::compat03::event_out(&response)).to_string()
+                }
+                None => crate::compat03::rest::event_out(&response).to_string(),
+            }
         }
     };
     match id {
@@ -203,7 +225,7 @@ mod tests {
     fn result_events_wrap_member_json_without_reparsing() {
         let e = result_event(
             Some(3),
-            &Envelope::JsonRpc(json!("r1")),
+            &Envelope::json_rpc(json!("r1")),
             "statusUpdate",
             r#"{"taskId":"t"}"#,
         );
@@ -215,12 +237,12 @@ mod tests {
         let v: Value = serde_json::from_str(data).unwrap();
         assert_eq!(v["result"]["statusUpdate"]["taskId"], "t");
         assert!(
-            result_event(None, &Envelope::JsonRpc(json!(1)), "task", "{}").starts_with("data: ")
+            result_event(None, &Envelope::json_rpc(json!(1)), "task", "{}").starts_with("data: ")
         );
         assert_eq!(
             result_event(
                 Some(4),
-                &Envelope::Bare,
+                &Envelope::BARE,
                 "artifactUpdate",
                 r#"{"taskId":"t"}"#
             ),
@@ -229,7 +251,10 @@ mod tests {
         );
         let old = result_event(
             Some(5),
-            &Envelope::JsonRpc03(json!(7)),
+            &Envelope {
+                rpc_id: Some(json!(7)),
+                v03: true,
+            },
             "statusUpdate",
             r#"{"taskId":"t","status":{"state":"TASK_STATE_COMPLETED"}}"#,
         );
@@ -237,6 +262,20 @@ mod tests {
             old,
             "id: 5\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"kind\":\"status-update\",\"taskId\":\"t\",\"status\":{\"state\":\"completed\"},\"final\":true}}\n\n",
             "0.3 events are the member alone, kind-tagged"
+        );
+        let rest = result_event(
+            None,
+            &Envelope {
+                rpc_id: None,
+                v03: true,
+            },
+            "statusUpdate",
+            r#"{"taskId":"t","status":{"state":"TASK_STATE_CANCELED"}}"#,
+        );
+        assert_eq!(
+            rest,
+            "data: {\"statusUpdate\":{\"taskId\":\"t\",\"status\":{\"state\":\"TASK_STATE_CANCELLED\"},\"final\":true}}\n\n",
+            "0.3 HTTP+JSON events are the 0.3 proto's StreamResponse"
         );
     }
 

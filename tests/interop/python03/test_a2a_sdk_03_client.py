@@ -1,6 +1,7 @@
 """Interop: the official Python a2a-sdk 0.3 client (the 0.3 line, pinned) against the same
 a2a-edge instance the 1.0 clients call (A2A_EDGE_AGENT): it reads the one card, speaks 0.3
-JSON-RPC, and sees the tasks a 1.0 caller made."""
+over JSON-RPC and over HTTP+JSON (the `/v1/` paths, the 0.3 proto's JSON), and sees the tasks a
+1.0 caller made. Every test runs over both transports."""
 
 import json
 import os
@@ -23,16 +24,24 @@ from a2a.types import (
     TaskQueryParams,
     TaskState,
     TextPart,
+    TransportProtocol,
 )
 
 AGENT = os.environ["A2A_EDGE_AGENT"]
 
 
-async def client(streaming: bool, blocking: bool = True):
+@pytest.fixture(params=[TransportProtocol.jsonrpc, TransportProtocol.http_json], ids=["jsonrpc", "http_json"])
+def transport(request):
+    return request.param
+
+
+async def client(transport: TransportProtocol, streaming: bool, blocking: bool = True):
     http = httpx.AsyncClient(timeout=30)
     card = await A2ACardResolver(http, AGENT, agent_card_path="/agent-card.json").get_agent_card()
     assert card.protocol_version == "0.3.0"
-    config = ClientConfig(streaming=streaming, polling=not blocking, httpx_client=http)
+    config = ClientConfig(
+        streaming=streaming, polling=not blocking, httpx_client=http, supported_transports=[transport]
+    )
     return ClientFactory(config).create(card), http
 
 
@@ -47,8 +56,8 @@ def task_of(event) -> Task:
 
 
 @pytest.mark.asyncio
-async def test_send_blocking_completes_with_the_artifact():
-    c, http = await client(streaming=False)
+async def test_send_blocking_completes_with_the_artifact(transport):
+    c, http = await client(transport, streaming=False)
     events = [ev async for ev in c.send_message(message("tck-complete-task"))]
     task = task_of(events[-1])
     assert task.status.state == TaskState.completed
@@ -60,8 +69,8 @@ async def test_send_blocking_completes_with_the_artifact():
 
 
 @pytest.mark.asyncio
-async def test_stream_yields_updates_to_a_final_completion():
-    c, http = await client(streaming=True)
+async def test_stream_yields_updates_to_a_final_completion(transport):
+    c, http = await client(transport, streaming=True)
     events = [ev async for ev in c.send_message(message("tck-stream-chunks"))]
     updates = [u for _, u in events if u is not None]
     kinds = [u.kind for u in updates]
@@ -76,8 +85,8 @@ async def test_stream_yields_updates_to_a_final_completion():
 
 
 @pytest.mark.asyncio
-async def test_input_required_then_continue_cancel_and_resubscribe():
-    c, http = await client(streaming=False)
+async def test_input_required_then_continue_cancel_and_resubscribe(transport):
+    c, http = await client(transport, streaming=False)
     first = task_of([ev async for ev in c.send_message(message("tck-input-required"))][-1])
     assert first.status.state == TaskState.input_required
     done = task_of([ev async for ev in c.send_message(message("tck-complete-task", task_id=first.id))][-1])
@@ -86,7 +95,7 @@ async def test_input_required_then_continue_cancel_and_resubscribe():
         [ev async for ev in c.send_message(message("tck-long-running"), configuration=MessageSendConfiguration(blocking=False))][-1]
     )
     assert running.status.state in (TaskState.submitted, TaskState.working)
-    streaming, shttp = await client(streaming=True)
+    streaming, shttp = await client(transport, streaming=True)
     stream = streaming.resubscribe(TaskIdParams(id=running.id))
     first_event = await anext(stream)
     assert task_of(first_event).id == running.id
@@ -101,8 +110,8 @@ async def test_input_required_then_continue_cancel_and_resubscribe():
 
 
 @pytest.mark.asyncio
-async def test_push_config_set_and_get():
-    c, http = await client(streaming=False)
+async def test_push_config_set_and_get(transport):
+    c, http = await client(transport, streaming=False)
     task = task_of([ev async for ev in c.send_message(message("tck-input-required"))][-1])
     config = TaskPushNotificationConfig(
         task_id=task.id, push_notification_config=PushNotificationConfig(id="p1", url="http://127.0.0.1:9/hook", token="t0k")
@@ -116,7 +125,7 @@ async def test_push_config_set_and_get():
 
 
 @pytest.mark.asyncio
-async def test_a_task_made_over_1_0_is_read_over_0_3_and_errors_keep_their_codes():
+async def test_a_task_made_over_1_0_is_read_over_0_3_and_errors_keep_their_codes(transport):
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -127,10 +136,10 @@ async def test_a_task_made_over_1_0_is_read_over_0_3_and_errors_keep_their_codes
         AGENT, json.dumps(body).encode(), {"content-type": "application/json", "a2a-version": "1.0"}
     )
     made = json.load(urllib.request.urlopen(req))["result"]["task"]
-    c, http = await client(streaming=False)
+    c, http = await client(transport, streaming=False)
     got = await c.get_task(TaskQueryParams(id=made["id"]))
     assert got.status.state == TaskState.completed and got.kind == "task"
-    with pytest.raises(Exception, match="-32001|not found"):
+    with pytest.raises(Exception, match="(?i)-32001|not found"):
         await c.get_task(TaskQueryParams(id="no-such-task"))
     await c.close()
     await http.aclose()

@@ -122,10 +122,9 @@ impl Host for View<'_, EventsCtx> {
         let c = &self.ctx;
         let task_id = sub.task_id().to_owned();
         let id = |id: String| serde_json::from_str(&id).unwrap_or(serde_json::Value::Null);
-        let envelope = match request_id {
-            None => Envelope::Bare,
-            Some(rid) if v03 => Envelope::JsonRpc03(id(rid)),
-            Some(rid) => Envelope::JsonRpc(id(rid)),
+        let envelope = Envelope {
+            rpc_id: request_id.map(id),
+            v03,
         };
         *c.hand_off.lock().unwrap() = Some(handoff::Continuation {
             sub,

@@ -11,6 +11,8 @@ use serde_json::{Map, Value, json};
 
 use crate::methods::LEGACY_METHODS;
 
+pub mod rest;
+
 /// The version a 0.3 card announces.
 pub const VERSION: &str = "0.3.0";
 
@@ -62,7 +64,7 @@ pub fn params_in(method: &str, params: &Value) -> Value {
                 if let Some(push) = c.get("pushNotificationConfig") {
                     conf.insert(
                         "taskPushNotificationConfig".into(),
-                        push_config_in(push, None),
+                        Value::Object(push_config_in(push, None)),
                     );
                 }
                 out.insert("configuration".into(), Value::Object(conf));
@@ -72,10 +74,10 @@ pub fn params_in(method: &str, params: &Value) -> Value {
         }
         "CreateTaskPushNotificationConfig" => {
             let task_id = p.get("taskId").and_then(Value::as_str);
-            push_config_in(
+            Value::Object(push_config_in(
                 p.get("pushNotificationConfig").unwrap_or(&Value::Null),
                 task_id,
-            )
+            ))
         }
         // 0.3 named the task `id` and the config `pushNotificationConfigId`.
         "GetTaskPushNotificationConfig" | "DeleteTaskPushNotificationConfig" => {
@@ -197,14 +199,9 @@ pub fn event_out(response: &Value) -> Value {
     }
     if let Some(u) = response.get("statusUpdate") {
         let mut out = tagged("status-update", u);
-        let status = OUT.status(&u["status"]);
-        let state = status["state"].as_str().unwrap_or("");
-        let ends = matches!(
-            state,
-            "completed" | "failed" | "canceled" | "rejected" | "input-required" | "auth-required"
-        );
-        out.insert("status".into(), status);
-        out.insert("final".into(), Value::Bool(ends));
+        let state = u["status"]["state"].as_str().unwrap_or("");
+        out.insert("final".into(), Value::Bool(ends_stream(state)));
+        out.insert("status".into(), OUT.status(&u["status"]));
         return Value::Object(out);
     }
     if let Some(u) = response.get("artifactUpdate") {
@@ -213,6 +210,20 @@ pub fn event_out(response: &Value) -> Value {
         return Value::Object(out);
     }
     response.clone()
+}
+
+/// Whether a status update in a 1.0 `state` is `final` in 0.3: the task settled, or waits for
+/// its caller; either way a 0.3 stream ends there.
+fn ends_stream(state: &str) -> bool {
+    matches!(
+        state,
+        "TASK_STATE_COMPLETED"
+            | "TASK_STATE_FAILED"
+            | "TASK_STATE_CANCELED"
+            | "TASK_STATE_REJECTED"
+            | "TASK_STATE_INPUT_REQUIRED"
+            | "TASK_STATE_AUTH_REQUIRED"
+    )
 }
 
 /// The 0.3 form of a 1.0 task.
@@ -334,17 +345,20 @@ fn part_out(p: &Value) -> Value {
         out.insert("file".into(), Value::Object(file));
     } else if let Some(d) = p.get("data") {
         out.insert("kind".into(), json!("data"));
-        // 0.3 data is an object.
-        let data = match d {
-            Value::Object(_) => d.clone(),
-            other => json!({ "value": other }),
-        };
-        out.insert("data".into(), data);
+        out.insert("data".into(), data_object(d));
     }
     if let Some(m) = p.get("metadata") {
         out.insert("metadata".into(), m.clone());
     }
     Value::Object(out)
+}
+
+/// A 1.0 data part's value as 0.3 holds it: an object (any other value as `{"value": …}`).
+fn data_object(d: &Value) -> Value {
+    match d {
+        Value::Object(_) => d.clone(),
+        other => json!({ "value": other }),
+    }
 }
 
 fn part_in(p: &Value) -> Value {
@@ -389,7 +403,7 @@ pub fn state_in(state: &str) -> String {
 }
 
 /// A 1.0 push config from a 0.3 `PushNotificationConfig` (and its task).
-fn push_config_in(c: &Value, task_id: Option<&str>) -> Value {
+fn push_config_in(c: &Value, task_id: Option<&str>) -> Map<String, Value> {
     let mut out = Map::new();
     if let Some(t) = task_id {
         out.insert("taskId".into(), json!(t));
@@ -406,11 +420,16 @@ fn push_config_in(c: &Value, task_id: Option<&str>) -> Value {
         copy_obj(a, &mut auth, &["credentials"]);
         out.insert("authentication".into(), Value::Object(auth));
     }
-    Value::Object(out)
+    out
 }
 
 /// The 0.3 `TaskPushNotificationConfig` of a 1.0 one.
 fn push_config_out(c: &Value) -> Value {
+    json!({ "taskId": c["taskId"], "pushNotificationConfig": push_notification_config(c) })
+}
+
+/// The 0.3 `PushNotificationConfig` of a 1.0 push config (the same in both 0.3 bindings).
+fn push_notification_config(c: &Value) -> Map<String, Value> {
     let mut config = Map::new();
     copy_obj(c, &mut config, &["id", "url", "token"]);
     if let Some(a) = c.get("authentication") {
@@ -419,7 +438,7 @@ fn push_config_out(c: &Value) -> Value {
         copy_obj(a, &mut auth, &["credentials"]);
         config.insert("authentication".into(), Value::Object(auth));
     }
-    json!({ "taskId": c["taskId"], "pushNotificationConfig": config })
+    config
 }
 
 fn copy(from: &Map<String, Value>, to: &mut Map<String, Value>, keys: &[&str]) {
@@ -446,6 +465,24 @@ fn rename_obj(from: &Value, to: &mut Map<String, Value>, old: &str, new: &str) {
     if let Some(o) = from.as_object() {
         rename(o, to, old, new);
     }
+}
+
+/// The 1.0 params both 0.3 bindings' test sends come in as: every kind of part, a push config,
+/// and a send that returns at once.
+#[cfg(test)]
+fn sent_1_0() -> Value {
+    json!({
+        "message": {"messageId": "m1", "role": "ROLE_USER", "contextId": "c",
+            "parts": [
+                {"text": "hi", "metadata": {"a": 1}},
+                {"raw": "aGk=", "mediaType": "text/plain", "filename": "a.txt"},
+                {"url": "https://x/y.png"},
+                {"data": {"k": "v"}}
+            ]},
+        "configuration": {"acceptedOutputModes": ["text/plain"], "historyLength": 2, "returnImmediately": true,
+            "taskPushNotificationConfig": {"url": "https://hook", "token": "t", "authentication": {"scheme": "Bearer", "credentials": "c"}}},
+        "metadata": {"m": true}
+    })
 }
 
 #[cfg(test)]
@@ -487,21 +524,7 @@ mod tests {
                 "pushNotificationConfig": {"url": "https://hook", "token": "t", "authentication": {"schemes": ["Bearer"], "credentials": "c"}}},
             "metadata": {"m": true}
         });
-        assert_eq!(
-            params_in("SendMessage", &p),
-            json!({
-                "message": {"messageId": "m1", "role": "ROLE_USER", "contextId": "c",
-                    "parts": [
-                        {"text": "hi", "metadata": {"a": 1}},
-                        {"raw": "aGk=", "mediaType": "text/plain", "filename": "a.txt"},
-                        {"url": "https://x/y.png"},
-                        {"data": {"k": "v"}}
-                    ]},
-                "configuration": {"acceptedOutputModes": ["text/plain"], "historyLength": 2, "returnImmediately": true,
-                    "taskPushNotificationConfig": {"url": "https://hook", "token": "t", "authentication": {"scheme": "Bearer", "credentials": "c"}}},
-                "metadata": {"m": true}
-            })
-        );
+        assert_eq!(params_in("SendMessage", &p), sent_1_0());
         // Blocking is 0.3's default, as 1.0's.
         let blocking = params_in(
             "SendMessage",
