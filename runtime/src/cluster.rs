@@ -87,6 +87,7 @@ async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
     // Turns seen running at the previous renewal: a turn younger than that may belong to a
     // task whose first write is still on its way.
     let mut before: Vec<String> = Vec::new();
+    metrics.leases_renewed(now_ms());
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -97,8 +98,12 @@ async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
             .iter()
             .filter_map(|key| key.split_once('/').map(|(_, id)| id.to_owned()))
             .collect();
-        let renewed = match store.renew_leases(now_ms(), ids).await {
-            Ok(renewed) => renewed,
+        let now = now_ms();
+        let renewed = match store.renew_leases(now, ids).await {
+            Ok(renewed) => {
+                metrics.leases_renewed(now);
+                renewed
+            }
             Err(e) => {
                 metrics.lease_renewal_failed();
                 tracing::warn!(error = %e, "cannot renew this node's task leases");

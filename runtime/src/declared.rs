@@ -2,6 +2,8 @@
 //! instance and connection is created when missing, and every field it declares wins. An
 //! invalid declaration refuses the start, naming the file, the entry and the field.
 
+use std::path::Path;
+
 use crate::clock::now_ms;
 use crate::config::{Config, ConnectionDecl, InstanceDecl};
 use crate::credentials::check_secret_name;
@@ -65,6 +67,25 @@ pub async fn seed_instances(
         store.put_instance(record).await?;
     }
     Ok(())
+}
+
+/// What `a2a-edge config check` finds: the declarations reconciled against an empty store as a
+/// first start would, components named being built in or a `.wasm` in `components_dir`, and
+/// the TLS files read. Answers the numbers of declared instances and connections.
+pub async fn check(config: &Config, components_dir: &Path) -> anyhow::Result<(usize, usize)> {
+    let store = crate::store::memory::MemoryStore::default();
+    let exists = |name: &str| {
+        crate::engine::registry::EMBEDDED
+            .iter()
+            .any(|(n, _)| *n == name)
+            || components_dir.join(format!("{name}.wasm")).is_file()
+    };
+    seed_instances(config, &store, exists).await?;
+    seed_connections(config, &store).await?;
+    if let Some(tls) = &config.tls {
+        crate::tls::Tls::load(tls.clone())?;
+    }
+    Ok((config.instances.len(), config.connections.len()))
 }
 
 /// Reconciles the declared outbound connections, like instances.

@@ -202,7 +202,7 @@ pub fn normalize_endpoint(path: &str) -> Result<String, String> {
             "endpointPath {p:?} collides with the control surface {reserved}"
         ));
     }
-    if p == "/.well-known" || p.starts_with("/.well-known/") {
+    if p == "/.well-known" || p.starts_with("/.well-known/") || crate::server::probes::is_probe(p) {
         return Err(format!("endpointPath {p:?} is reserved"));
     }
     Ok(p.to_owned())

@@ -40,6 +40,7 @@ pub mod panel;
 pub mod pem_files;
 pub mod push;
 pub mod records;
+pub mod reload;
 pub mod responses;
 pub mod sealing;
 pub mod server;

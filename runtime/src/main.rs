@@ -67,12 +67,29 @@ enum Command {
     /// Agent components: `agent new NAME --lang rust|python|js` writes a project.
     #[command(subcommand)]
     Agent(cli::agent::AgentCmd),
+    /// Configuration files.
+    #[command(subcommand)]
+    Config(ConfigCmd),
     /// Write a consistent copy of the SQLite database to a new file, also while the server
     /// runs (on PostgreSQL, use pg_dump).
     Backup {
         /// The new file.
         dest: PathBuf,
         /// The server's data directory.
+        #[arg(long, default_value = "./a2a-data", env = "A2A_EDGE_DATA_DIR")]
+        data_dir: PathBuf,
+    },
+}
+
+/// `a2a-edge config …`.
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Validate a configuration file without starting: syntax, fields, presets, declared
+    /// instances and connections (as a first start would create them), commands, TLS files.
+    Check {
+        /// The file.
+        file: PathBuf,
+        /// The data directory whose components/ folder the declarations may name.
         #[arg(long, default_value = "./a2a-data", env = "A2A_EDGE_DATA_DIR")]
         data_dir: PathBuf,
     },
@@ -118,6 +135,7 @@ async fn main() -> std::process::ExitCode {
 
 // The commands, one arm each, from arguments to the client call: it reads better whole.
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    let json = cli.client.json;
     match cli.command {
         Command::Serve {
             listen,
@@ -144,6 +162,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "the open-file limit is below runtime.maxConnections + 256: at that many clients new connections will wait"
                 );
             }
+            let declared = config.clone();
             let running = a2a_edge::Running::start_on(
                 config,
                 data_dir,
@@ -153,6 +172,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             )
             .await?;
+            // Before the banner: a SIGHUP once it is out re-reads the file, never ends the process.
+            a2a_edge::reload::on_sighup(running.app.clone(), declared)?;
             // The banner is for whoever watches; a closed stdout (`serve | head -1`) must not stop
             // the server, so write errors are ignored.
             let mut out = std::io::stdout().lock();
@@ -192,6 +213,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Send(args) => cli::send::run(args, cli.client.json).await,
         Command::Agent(cli::agent::AgentCmd::New(args)) => {
             println!("{}", cli::agent::new(&args)?);
+            Ok(())
+        }
+        Command::Config(ConfigCmd::Check { file, data_dir }) => {
+            let config = a2a_edge::config::Config::load(&file)?;
+            let (instances, connections) =
+                a2a_edge::declared::check(&config, &data_dir.join("components")).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "ok": true, "file": file, "instances": instances, "connections": connections })
+                );
+            } else {
+                println!(
+                    "{}: valid ({instances} instance(s), {connections} connection(s) declared)",
+                    file.display()
+                );
+            }
             Ok(())
         }
         Command::Backup { dest, data_dir } => {

@@ -1076,3 +1076,172 @@ async fn agent_new_writes_projects_in_rust_python_and_javascript_that_build_and_
         );
     }
 }
+
+#[test]
+fn config_check_validates_a_file_without_starting_and_names_what_is_wrong() {
+    let site = tempfile::tempdir().unwrap();
+    let config = site.path().join("edge.toml");
+    let check = |text: &str, json: bool| {
+        std::fs::write(&config, text).unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
+        cmd.args(["config", "check"]).arg(&config);
+        cmd.arg("--data-dir").arg(site.path());
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), said)
+    };
+    let good = "[[instances]]\nname = \"reports\"\npreset = \"scripted\"\nendpointPath = \"/agents/reports\"\n";
+    let (ok, said) = check(good, false);
+    assert!(
+        ok && said.contains("valid (1 instance(s), 0 connection(s)"),
+        "{said}"
+    );
+    let (ok, said) = check(good, true);
+    let v: Value = serde_json::from_str(said.trim()).unwrap();
+    assert!(ok && v["ok"] == true && v["instances"] == 1, "{said}");
+    // Each mistake is named with the entry and the field, as `serve` would refuse it.
+    for (text, names) in [
+        (
+            "[[instances]]\nname = \"x\"\npreset = \"ghost\"\n",
+            &["[[instances]] entry 1", "unknown preset \"ghost\""][..],
+        ),
+        (
+            "[[instances]]\nname = \"x\"\nendpointPath = \"/readyz\"\n",
+            &["endpointPath", "reserved"][..],
+        ),
+        (
+            "[[instances]]\nname = \"x\"\ncomponent = \"nowhere\"\n",
+            &["component", "no component \"nowhere\""][..],
+        ),
+        ("[runtime\n", &["edge.toml is invalid"][..]),
+        (
+            "[tls]\ncertFile = \"missing.pem\"\nkeyFile = \"missing.key\"\n",
+            &["certFile"][..],
+        ),
+    ] {
+        let (ok, said) = check(text, false);
+        assert!(!ok, "{text}: {said}");
+        for name in names {
+            assert!(said.contains(name), "{text}: {name} not in {said}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_the_changed_file_without_dropping_a_request_and_keeps_it_when_broken() {
+    use tokio::io::AsyncReadExt;
+    let site = tempfile::tempdir().unwrap();
+    let config = site.path().join("edge.toml");
+    let write = |description: &str, tasks: u32| {
+        let text = format!(
+            "[runtime]\ncacheDir = {:?}\n[[instances]]\nid = \"docs\"\nname = \"docs\"\ndescription = {description:?}\n\
+             [instances.limits]\nmaxConcurrentTasks = {tasks}\n",
+            shared_cache()
+        );
+        std::fs::write(&config, text).unwrap();
+    };
+    write("first", 4);
+    let data = tempfile::tempdir().unwrap();
+    let config_arg = config.to_str().unwrap();
+    let (mut child, base) = serve(data.path(), &["--config", config_arg]).await;
+    let mut stderr = child.stderr.take().unwrap();
+    let log = tokio::spawn(async move {
+        let mut all = String::new();
+        let _ = stderr.read_to_string(&mut all).await;
+        all
+    });
+    // A client loop for the whole test: every request must be answered 200.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let client = {
+        let (stop, base) = (stop.clone(), base.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            let (mut sent, mut failed) = (0u32, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let params = serde_json::json!({"message": {"messageId": format!("hup-{sent}"), "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+                let r = request(&http, &format!("{base}/a2a/docs"), "SendMessage", params)
+                    .send()
+                    .await;
+                match r {
+                    Ok(r) if r.status() == 200 => {}
+                    other => failed.push(format!("{other:?}")),
+                }
+                sent += 1;
+            }
+            (sent, failed)
+        })
+    };
+    let card = |base: String| async move {
+        reqwest::get(format!("{base}/a2a/docs/agent-card.json"))
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    let limit = |base: String| async move {
+        let all: Value = reqwest::get(format!("{base}/a2a/api"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let docs = all["inbounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "docs")
+            .cloned()
+            .unwrap();
+        docs["limits"]["maxConcurrentTasks"].clone()
+    };
+    assert_eq!(card(base.clone()).await["description"], "first");
+    let hup = |pid: u32| {
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-HUP", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    let pid = child.id().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    write("second", 8);
+    hup(pid);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while card(base.clone()).await["description"] != "second" {
+        assert!(std::time::Instant::now() < deadline, "SIGHUP not applied");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(limit(base.clone()).await, 8);
+    // A broken file: still serving the last good configuration, and the log says why.
+    std::fs::write(&config, "[[instances]\nname = ").unwrap();
+    hup(pid);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(card(base.clone()).await["description"], "second");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (sent, failed) = client.await.unwrap();
+    assert!(
+        sent > 10 && failed.is_empty(),
+        "{sent} sent, failed: {failed:?}"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP never ends the process"
+    );
+    child.start_kill().unwrap();
+    let log = log.await.unwrap();
+    assert!(log.contains("configuration reloaded"), "{log}");
+    assert!(
+        log.contains("configuration not reloaded") && log.contains("edge.toml is invalid"),
+        "{log}"
+    );
+}

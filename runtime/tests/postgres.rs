@@ -108,6 +108,7 @@ fn main() -> std::process::ExitCode {
         webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log,
         an_agents_key_value_buckets_are_shared_by_every_node,
         a_key_revoked_on_one_node_is_refused_by_the_others,
+        readyz_turns_503_within_2_s_of_the_database_stopping_and_200_after_it_returns,
     ];
     trials::run(
         postgres_missing(),
@@ -1025,4 +1026,49 @@ async fn a_key_revoked_on_one_node_is_refused_by_the_others() {
         !bodies.contains(&key[4..]),
         "the database never holds the key"
     );
+}
+
+async fn readyz_turns_503_within_2_s_of_the_database_stopping_and_200_after_it_returns() {
+    let url = fresh_postgres().await;
+    let (proxy, a) = behind_proxy(&url, on).await;
+    let probe = |path: &'static str| {
+        let (client, base) = (a.http.clone(), a.base());
+        async move {
+            let r = client.get(format!("{base}{path}")).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    // Ready once the notices' connection is up.
+    let until = |want: u16, secs: u64| {
+        let probe = &probe;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(secs);
+            loop {
+                let (status, body) = probe("/readyz").await;
+                if status == want {
+                    return body;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no {want} within {secs} s: {body}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let ready = until(200, 10).await;
+    assert_eq!(ready["checks"]["cluster"]["listening"], true, "{ready}");
+    proxy.set(Fault::Cut);
+    let stopped = Instant::now();
+    let down = until(503, 2).await;
+    assert!(stopped.elapsed() < Duration::from_secs(2));
+    assert_eq!(down["checks"]["store"]["ok"], false, "{down}");
+    assert!(
+        !down.to_string().to_lowercase().contains("postgres"),
+        "no store error text: {down}"
+    );
+    assert_eq!(probe("/healthz").await.0, 200, "still live");
+    proxy.set(Fault::Pass);
+    until(200, 30).await;
 }

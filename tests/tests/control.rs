@@ -383,6 +383,7 @@ async fn inbound_create_validates_every_field_and_serves_at_once() {
             with("endpointPath", json!("/agents/x")),
             "served by inbound",
         ),
+        (with("endpointPath", json!("/readyz")), "is reserved"),
         (with("preset", json!("ghost")), "unknown preset \"ghost\""),
         (
             with("component", json!("ghost")),

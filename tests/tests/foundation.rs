@@ -449,3 +449,18 @@ async fn wrong_methods_and_unknown_rpc_methods_answer_clearly() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_say_live_and_ready_with_what_was_checked() {
+    let s = Server::default().await;
+    let (status, health) = s.get("/healthz").await;
+    assert_eq!((status, health), (200, json!({"status": "ok"})));
+    let (status, ready) = s.get("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["status"], "ready");
+    let checks = &ready["checks"];
+    assert_eq!(checks["store"]["ok"], true, "{ready}");
+    assert!(checks["store"]["ms"].as_u64().unwrap() < 1000);
+    assert_eq!(checks["instances"]["notServed"], json!([]));
+    assert_eq!(checks["cluster"], json!({"ok": true, "shared": false}));
+}

@@ -3,6 +3,7 @@
 
 mod a2a;
 mod grpc;
+pub mod probes;
 pub mod surface_guard;
 
 use std::convert::Infallible;
@@ -373,6 +374,17 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
             tracing::warn!(%peer, %method, %path, action = what, status, ms, "control request failed");
         } else {
             tracing::info!(%peer, %method, %path, action = what, status, ms, "control request");
+        }
+        return response;
+    }
+    if surfaces != Surfaces::Control && probes::is_probe(&path) {
+        let response = probes::answer(app, &path).await;
+        let status = response.status().as_u16();
+        // Probes come every few seconds: only a failing one is worth a line by default.
+        if status == 200 {
+            tracing::debug!(%peer, %path, status, "probe");
+        } else {
+            tracing::warn!(%peer, %path, status, "probe: not ready");
         }
         return response;
     }

@@ -1,5 +1,6 @@
-//! A [`Store`] in memory, for unit tests of what runs on a store (the host's capabilities): the
-//! same contract as SQLite ([`super::contract`]), nothing durable.
+//! A [`Store`] in memory, for unit tests of what runs on a store (the host's capabilities) and for
+//! `a2a-edge config check` (declarations reconciled as a first start would): the
+//! same contract as SQLite (`store::contract`, in tests), nothing durable.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -38,7 +38,6 @@ mod lease_tests {
     }
 }
 pub mod health;
-#[cfg(test)]
 pub mod memory;
 mod postgres;
 mod roles;

@@ -148,6 +148,11 @@ pub trait Cluster: Send + Sync {
     fn is_shared(&self) -> bool {
         false
     }
+    /// Whether [`Cluster::watch`]'s notices flow (its listening connection is up); `None` for a
+    /// store no other node writes.
+    fn listening(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// Where an agent's value lives: its instance (the scope), bucket and key.

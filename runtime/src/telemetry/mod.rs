@@ -104,6 +104,8 @@ pub struct Metrics {
     push_pending: AtomicU64,
     /// Tasks of lost nodes this node settled FAILED, and renewals of its leases that failed.
     cluster: [AtomicU64; 2],
+    /// When this node's leases were last renewed, ms (0: no renewal runs here).
+    leases_renewed_at: AtomicU64,
     agents: AgentCounts,
 }
 
@@ -234,6 +236,16 @@ impl Metrics {
     /// Counts a renewal of this node's leases that failed.
     pub fn lease_renewal_failed(&self) {
         self.cluster[1].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records that this node's leases were renewed (or the renewals began) at `now` ms.
+    pub fn leases_renewed(&self, now: u64) {
+        self.leases_renewed_at.store(now, Ordering::Relaxed);
+    }
+
+    /// When this node's leases were last renewed, ms (0: no renewal runs here).
+    pub fn leases_renewed_at(&self) -> u64 {
+        self.leases_renewed_at.load(Ordering::Relaxed)
     }
 
     fn cluster(&self) -> [u64; 2] {

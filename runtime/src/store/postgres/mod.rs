@@ -31,6 +31,8 @@ pub struct PostgresStore {
     lease: Arc<Lease>,
     signal: Arc<tokio::sync::Notify>,
     closed: Arc<AtomicBool>,
+    /// Whether the LISTEN connection is up.
+    listening: Arc<AtomicBool>,
     statements: Arc<AtomicU64>,
     dropped: Arc<AtomicU64>,
     /// The longest a call may take, the wait for a connection included.
@@ -123,6 +125,7 @@ impl PostgresStore {
             lease: Arc::new(lease),
             signal: Arc::new(tokio::sync::Notify::new()),
             closed: Arc::default(),
+            listening: Arc::default(),
             statements: Arc::default(),
             dropped: Arc::default(),
             timeout,
@@ -206,6 +209,7 @@ async fn listen(
     config: &tokio_postgres::Config,
     node: &str,
     hook: &ChangeHook,
+    listening: &AtomicBool,
 ) -> Result<(), tokio_postgres::Error> {
     use futures_util::StreamExt;
     let (client, mut connection) = config.connect(NoTls).await?;
@@ -222,6 +226,7 @@ async fn listen(
     client
         .batch_execute(&format!("LISTEN {}", conn::CHANNEL))
         .await?;
+    listening.store(true, Ordering::Release);
     while let Some(payload) = rx.recv().await {
         let mut parts = payload.splitn(3, ' ');
         let (Some(from), Some(kind), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
@@ -463,14 +468,17 @@ impl Cluster for PostgresStore {
     }
 
     fn watch(&self, hook: ChangeHook) {
-        let (config, node, closed) = (
+        let (config, node, closed, listening) = (
             self.config.clone(),
             self.lease.node.clone(),
             self.closed.clone(),
+            self.listening.clone(),
         );
         tokio::spawn(async move {
             while !closed.load(Ordering::Acquire) {
-                if let Err(e) = listen(&config, &node, &hook).await {
+                let listened = listen(&config, &node, &hook, &listening).await;
+                listening.store(false, Ordering::Release);
+                if let Err(e) = listened {
                     tracing::warn!(
                         "lost the PostgreSQL notifications ({}); listening again in 1 s (streams of other nodes' tasks poll meanwhile)",
                         describe(&e)
@@ -483,6 +491,10 @@ impl Cluster for PostgresStore {
 
     fn is_shared(&self) -> bool {
         true
+    }
+
+    fn listening(&self) -> Option<bool> {
+        Some(self.listening.load(Ordering::Acquire))
     }
 }
 
