@@ -45,6 +45,8 @@ pub struct App {
     pub verifier: crate::identity::oidc::Verifier,
     /// TLS on the public listener (`[tls]`).
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// The latest readiness answer (`/readyz`): whether ready, and the checks.
+    pub readiness: crate::memo::Memo<(bool, serde_json::Value)>,
     table: RwLock<Table>,
 }
 
@@ -176,6 +178,7 @@ impl App {
             update,
             verifier,
             tls,
+            readiness: crate::memo::Memo::new(Duration::from_secs(1)),
             table: RwLock::default(),
         });
         app.reassemble().await?;

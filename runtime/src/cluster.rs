@@ -87,11 +87,13 @@ async fn keep_leases(app: Arc<App>, stop: CancellationToken) {
     // Turns seen running at the previous renewal: a turn younger than that may belong to a
     // task whose first write is still on its way.
     let mut before: Vec<String> = Vec::new();
-    metrics.leases_renewed(now_ms());
+    // The first renewal at once: a node is ready (`/readyz`) once it has renewed.
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
+            _ = ticks.tick() => {}
         }
         let running = sessions.running_tasks();
         let ids = running

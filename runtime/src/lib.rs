@@ -35,6 +35,7 @@ pub mod holds;
 pub mod hosts;
 pub mod identity;
 pub mod instances;
+pub mod memo;
 pub mod outbound;
 pub mod panel;
 pub mod pem_files;

@@ -44,6 +44,24 @@ enum Command {
     /// Inbound instances (control API).
     #[command(subcommand)]
     Inbound(cli::Inbound),
+    /// Outbound connections to remote A2A agents, whose skills become tools (control API).
+    #[command(subcommand)]
+    Outbound(cli::Outbound),
+    /// Components: list, reload from their source, swap an instance's (control API).
+    #[command(subcommand)]
+    Component(cli::ComponentCmd),
+    /// Fetch any agent's card, check it as the panel does, and print it (exit 1 when a check
+    /// fails).
+    Card {
+        /// The card's URL (`…/agent-card.json`).
+        url: String,
+    },
+    /// Print a shell completion script: `a2a-edge completions bash > /etc/bash_completion.d/a2a-edge`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Tasks of every instance (control API).
     #[command(subcommand)]
     Task(cli::TaskCmd),
@@ -119,10 +137,12 @@ async fn main() -> std::process::ExitCode {
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) if json => {
-            // Scripts read one JSON document from standard output, failures included.
+            // Scripts read one JSON document from standard output, failures included (with the
+            // control API's HTTP status when it refused).
+            let status = e.downcast_ref::<cli::Refused>().map(|r| r.status);
             println!(
                 "{}",
-                serde_json::json!({ "ok": false, "message": format!("{e:#}") })
+                serde_json::json!({ "ok": false, "message": format!("{e:#}"), "status": status })
             );
             std::process::ExitCode::FAILURE
         }
@@ -162,7 +182,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "the open-file limit is below runtime.maxConnections + 256: at that many clients new connections will wait"
                 );
             }
-            let declared = config.clone();
+            // First: a SIGHUP from now on re-reads the file (once serving), never ends the process.
+            let hangups = a2a_edge::reload::hangups()?;
             let running = a2a_edge::Running::start_on(
                 config,
                 data_dir,
@@ -172,8 +193,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            // Before the banner: a SIGHUP once it is out re-reads the file, never ends the process.
-            a2a_edge::reload::on_sighup(running.app.clone(), declared)?;
+            a2a_edge::reload::on_sighup(running.app.clone(), hangups);
             // The banner is for whoever watches; a closed stdout (`serve | head -1`) must not stop
             // the server, so write errors are ignored.
             let mut out = std::io::stdout().lock();
@@ -206,6 +226,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Inbound(c) => cli::Control::new(cli.client).inbound(c).await,
+        Command::Outbound(c) => cli::Control::new(cli.client).outbound(c).await,
+        Command::Component(c) => cli::Control::new(cli.client).component(c).await,
+        Command::Card { url } => cli::card::run(&url, json).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "a2a-edge",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
         Command::Task(c) => cli::Control::new(cli.client).task(c).await,
         Command::Session(c) => cli::Control::new(cli.client).session(c).await,
         Command::Metrics { prometheus } => cli::Control::new(cli.client).metrics(prometheus).await,

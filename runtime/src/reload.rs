@@ -1,42 +1,52 @@
 //! SIGHUP: the config file read again and applied without a restart. The declarations
 //! (`[[instances]]` with their limits, `[[connections]]`) are reconciled with the store as on a
-//! start and the instance table swapped (in-flight requests keep the instances they began
-//! with); TLS files are already taken up whenever they change. Sections read only at start
-//! (listeners, storage, runtime, presets, …) are named in the log as waiting for a restart. A
-//! file that does not load changes nothing.
-
-use std::path::Path;
+//! start, against the presets and TLS settings the process runs with, and the instance table is
+//! swapped (in-flight requests keep the instances they began with); TLS files are already taken
+//! up whenever they change. Settings read only at start (listeners, storage, runtime,
+//! presets, …) that differ from the ones in effect are named in the log as waiting for a
+//! restart. A file that does not load or check changes nothing.
 
 use anyhow::Context;
 use serde_json::Value;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::app::App;
 use crate::config::Config;
 
-/// Applies the file `running` was loaded from; answers the new configuration, or why nothing
-/// was applied.
-pub async fn reload(app: &App, running: &Config) -> anyhow::Result<Config> {
-    let path = running
+/// Applies the declarations of the file the process was started with.
+pub async fn reload(app: &App) -> anyhow::Result<()> {
+    let path = app
+        .config
         .source
         .as_deref()
         .context("serve was started without --config: there is no file to read again")?;
-    let next = Config::load(path)?;
+    let file = Config::load(path)?;
+    // Only the declarations change at run time: they are read against the settings in effect,
+    // so an instance never names a preset this process lacks.
+    let mut next = app.config.clone();
+    next.instances = file.instances.clone();
+    next.connections = file.connections.clone();
     // Checked whole first, so a bad entry further down leaves nothing half applied.
     crate::declared::check(&next, &app.data_dir.join("components")).await?;
-    crate::declared::seed_instances(&next, &*app.store, |c| app.host.registry.get(c).is_some())
-        .await?;
-    crate::declared::seed_connections(&next, &*app.store).await?;
+    let written = async {
+        crate::declared::seed_instances(&next, &*app.store, |c| app.host.registry.get(c).is_some())
+            .await?;
+        crate::declared::seed_connections(&next, &*app.store).await
+    }
+    .await;
+    // Whatever was written is served, also when a later write failed.
     app.reassemble().await?;
     app.outbound.follow().await?;
-    let waiting = restart_only(running, &next);
+    written.context("applied in part (the store failed after some declarations were written)")?;
+    let waiting = restart_only(&app.config, &file);
     if !waiting.is_empty() {
         tracing::warn!(
             file = %path.display(),
             sections = %waiting.join(", "),
-            "these settings changed in the config file and apply at the next restart"
+            "these settings differ from the ones in effect and apply at the next restart"
         );
     }
-    Ok(next)
+    Ok(())
 }
 
 /// The top-level settings that differ between `a` and `b`, declarations aside.
@@ -54,34 +64,32 @@ fn restart_only(a: &Config, b: &Config) -> Vec<String> {
         .collect()
 }
 
-/// Re-reads the config on every SIGHUP until the process ends, logging what happened.
-pub fn on_sighup(app: std::sync::Arc<App>, mut running: Config) -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+/// The SIGHUP stream, taken before the process starts serving so that a signal during start-up
+/// is kept for [`on_sighup`] instead of ending the process.
+pub fn hangups() -> anyhow::Result<Signal> {
+    signal(SignalKind::hangup()).context("installing the SIGHUP handler")
+}
+
+/// Re-reads the config on every hangup until the process ends, logging what happened.
+pub fn on_sighup(app: std::sync::Arc<App>, mut hangups: Signal) {
     tokio::spawn(async move {
-        while hup.recv().await.is_some() {
-            let file = running
+        while hangups.recv().await.is_some() {
+            let file = app
+                .config
                 .source
                 .as_deref()
-                .map(Path::display)
-                .map(|d| d.to_string());
-            match reload(&app, &running).await {
-                Ok(next) => {
-                    tracing::info!(
-                        file = file.as_deref().unwrap_or(""),
-                        "configuration reloaded"
-                    );
-                    running = next;
-                }
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            match reload(&app).await {
+                Ok(()) => tracing::info!(file, "configuration reloaded"),
                 Err(e) => tracing::error!(
-                    file = file.as_deref().unwrap_or(""),
+                    file,
                     error = %format!("{e:#}"),
-                    "configuration not reloaded; the running one stays"
+                    "configuration not reloaded as a whole; what it could not apply keeps the running values"
                 ),
             }
         }
     });
-    Ok(())
 }
 
 #[cfg(test)]

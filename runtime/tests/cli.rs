@@ -193,8 +193,9 @@ async fn inbound_commands_manage_instances() {
 
     c.ok(&["inbound", "remove", &id]).await;
     let err = c.fails(&["inbound", "remove", &id]).await;
+    // In words: the HTTP status only with --json.
     assert!(
-        err.contains("unknown inbound id") && err.contains("409"),
+        err.contains("unknown inbound id") && !err.contains("409"),
         "{err}"
     );
     let err = c
@@ -299,7 +300,8 @@ async fn send_streams_text_and_task_session_metrics_commands_read_it_back() {
             .await
             .contains("COMPLETED")
     );
-    assert!(c.fails(&["task", "get", "nope"]).await.contains("404"));
+    let err = c.fails(&["task", "get", "nope"]).await;
+    assert!(err.contains("nope") && !err.contains("404"), "{err}");
 
     let sessions = c.ok(&["session", "list"]).await;
     assert!(
@@ -1244,4 +1246,118 @@ async fn sighup_applies_the_changed_file_without_dropping_a_request_and_keeps_it
         log.contains("configuration not reloaded") && log.contains("edge.toml is invalid"),
         "{log}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbound_component_card_and_completions_commands_in_words_or_json() {
+    let c = Cli::start().await;
+    let card = format!("{}/a2a/demo/agent-card.json", c.base());
+    let json = |out: String| -> Value { serde_json::from_str(&out).unwrap() };
+
+    // outbound: discover, create, list, update, disable/enable, refresh, auth, call, remove.
+    let found = c
+        .ok(&["outbound", "discover", &card, "--allow-private"])
+        .await;
+    assert!(
+        found.contains("endpoint") && found.contains("A2A 1.0") && found.contains("chat"),
+        "{found}"
+    );
+    let found = json(
+        c.ok(&["outbound", "discover", &card, "--allow-private", "--json"])
+            .await,
+    );
+    assert_eq!(found["preview"]["protocolVersion"], "1.0", "{found}");
+    let created = c
+        .ok(&[
+            "outbound",
+            "create",
+            &card,
+            "--name",
+            "self",
+            "--allow-private",
+            "true",
+        ])
+        .await;
+    let id = created
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let table = c.ok(&["outbound", "list"]).await;
+    assert!(table.contains("STATE") && table.contains(&id), "{table}");
+    let listed = json(c.ok(&["outbound", "list", "--json"]).await);
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed}");
+    c.ok(&["outbound", "update", &id, "--timeout-ms", "5000"])
+        .await;
+    let listed = json(c.ok(&["outbound", "list", "--json"]).await);
+    assert_eq!(listed[0]["timeoutMs"], 5000, "{listed}");
+    for verb in ["disable", "enable", "refresh"] {
+        c.ok(&["outbound", verb, &id]).await;
+    }
+    let out = c
+        .run_with(
+            &["outbound", "auth", &id, "--token-stdin"],
+            "a-long-enough-token\n",
+        )
+        .await;
+    assert!(out.status.success(), "{out:?}");
+    c.ok(&["outbound", "auth", &id, "--clear"]).await;
+    let said = c.fails(&["outbound", "auth", &id]).await;
+    assert!(said.contains("--token-stdin"), "{said}");
+    let answer = c
+        .ok(&["outbound", "call", &id, "chat", "hello there"])
+        .await;
+    assert!(answer.contains("hello there"), "{answer}");
+    c.ok(&["outbound", "remove", &id]).await;
+
+    // Refusals in words; the HTTP status only with --json.
+    let said = c.fails(&["outbound", "remove", &id]).await;
+    assert!(said.contains(&id) && !said.contains("HTTP"), "{said}");
+    let out = c.run_with(&["outbound", "remove", &id, "--json"], "").await;
+    let refused = json(String::from_utf8(out.stdout).unwrap());
+    assert_eq!(
+        (refused["ok"].clone(), refused["status"].clone()),
+        (serde_json::json!(false), serde_json::json!(409)),
+        "{refused}"
+    );
+
+    // component: list, swap, reload.
+    let table = c.ok(&["component", "list"]).await;
+    assert!(
+        table.contains("a2a-server") && table.contains("server") && table.contains("demo"),
+        "{table}"
+    );
+    c.ok(&["component", "swap", "demo", "a2a-server"]).await;
+    let said = c.fails(&["component", "swap", "demo", "ghost"]).await;
+    assert!(said.contains("ghost"), "{said}");
+    let said = c.fails(&["component", "reload", "ghost"]).await;
+    assert!(said.contains("ghost") && !said.contains("HTTP"), "{said}");
+
+    // card: any agent's card, checked.
+    let shown = c.ok(&["card", &card]).await;
+    assert!(
+        shown.contains("JSONRPC")
+            && shown.contains("ok   speaks A2A 1.0")
+            && !shown.contains("FAIL"),
+        "{shown}"
+    );
+    let checked = json(c.ok(&["card", &card, "--json"]).await);
+    assert_eq!(checked["ok"], true);
+    assert!(
+        checked["checks"].as_array().unwrap().len() >= 10,
+        "{checked}"
+    );
+    let said = c
+        .fails(&["card", &format!("{}/a2a/nowhere/agent-card.json", c.base())])
+        .await;
+    assert!(said.contains("answered HTTP 404"), "{said}");
+
+    // completions for each shell.
+    for shell in ["bash", "zsh", "fish"] {
+        let script = c.ok(&["completions", shell]).await;
+        assert!(
+            script.contains("a2a-edge") && script.contains("outbound"),
+            "{shell}: {script}"
+        );
+    }
 }

@@ -159,9 +159,11 @@ fn accept(req: &Request, media_ok: bool, compat03: bool, reply: &mut Reply) -> R
         );
         return Err(Early::Fail(e, &[]));
     }
+    // An empty version is none (§3.6.2), as `version::is_supported` reads it.
     let asked = req
         .header("a2a-version")
-        .or_else(|| req.query_param("A2A-Version"));
+        .or_else(|| req.query_param("A2A-Version"))
+        .filter(|v| !v.trim().is_empty());
     // 0.3 over HTTP+JSON has its own paths (`/v1/…`); a request there without a version is
     // 0.3 (§3.6.2), one saying 1.0 is for a tenant named `v1`.
     let rest03 = compat03
@@ -475,6 +477,8 @@ mod tests {
         let (call, is_03) = v03(&[JSON, ("a2a-version", "1.0")], "/v1/message:send");
         assert_eq!(call.map(|c| c.1["tenant"].clone()), Some("v1".into()));
         assert!(!is_03, "1.0 at /v1 is a tenant named v1");
+        let (_, is_03) = v03(&[JSON, ("a2a-version", " ")], "/v1/message:send");
+        assert!(is_03, "an empty version is none");
         let (call, _) = v03(&[JSON, ("a2a-version", "0.3")], "/message:send");
         assert_eq!(call, None, "0.3 bodies are not read at the 1.0 paths");
     }

@@ -224,6 +224,113 @@ fn add_03_fields(card: &mut Value, input: &CardInput) {
     card["security"] = json!(security);
 }
 
+/// The members an A2A 1.0 AgentCard must have.
+const REQUIRED: [&str; 8] = [
+    "name",
+    "description",
+    "version",
+    "supportedInterfaces",
+    "capabilities",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "skills",
+];
+
+/// One check of a card: what it asks, whether the card passes, and a detail.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    /// What is checked.
+    pub label: String,
+    /// Whether the card passes.
+    pub ok: bool,
+    /// What was found (empty when nothing more is to say).
+    pub detail: String,
+}
+
+/// What a card needs for A2A 1.0 clients to use it, checked from the card alone (the panel's
+/// card view and `a2a-edge card` show these): the required members, a 1.0 interface (0.3 ones
+/// beside it are for 0.3 clients), complete skills, and security requirements that name
+/// declared schemes.
+pub fn checks(card: &Value) -> Vec<Check> {
+    let check = |label: String, ok: bool, detail: String| Check { label, ok, detail };
+    let mut out: Vec<Check> = REQUIRED
+        .iter()
+        .map(|k| {
+            let v = &card[*k];
+            let ok = match v {
+                Value::Null => false,
+                Value::String(s) => !s.is_empty(),
+                Value::Array(a) => !a.is_empty() || *k == "skills",
+                _ => true,
+            };
+            let detail = if ok { "" } else { "missing" };
+            check(format!("has {k}"), ok, detail.into())
+        })
+        .collect();
+    let faces = card["supportedInterfaces"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let version = |i: &Value| i["protocolVersion"].as_str().unwrap_or("").to_owned();
+    let speaks_1_0 = faces.iter().any(|i| version(i).starts_with("1."))
+        && faces.iter().all(|i| {
+            let v = version(i);
+            v.starts_with("1.") || crate::compat03::is_v03(&v)
+        });
+    let listed: Vec<String> = faces
+        .iter()
+        .map(|i| {
+            format!(
+                "{} {}",
+                i["protocolBinding"].as_str().unwrap_or("?"),
+                version(i)
+            )
+        })
+        .collect();
+    out.push(check(
+        "speaks A2A 1.0 (0.3 interfaces beside it are for 0.3 clients)".into(),
+        speaks_1_0,
+        listed.join(", "),
+    ));
+    let skills = card["skills"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let complete = skills.iter().all(|s| {
+        ["id", "name", "description"]
+            .iter()
+            .all(|k| s[*k].as_str().is_some_and(|v| !v.is_empty()))
+            && s["tags"].is_array()
+    });
+    out.push(check(
+        "every skill has id, name, description and tags".into(),
+        complete,
+        String::new(),
+    ));
+    let declared: Vec<&str> = card["securitySchemes"]
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let named = card["securityRequirements"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .all(|r| {
+            r["schemes"]
+                .as_object()
+                .is_none_or(|o| o.keys().all(|k| declared.contains(&k.as_str())))
+        });
+    let detail = if declared.is_empty() {
+        "no auth".into()
+    } else {
+        declared.join(", ")
+    };
+    out.push(check(
+        "security requirements name declared schemes".into(),
+        named,
+        detail,
+    ));
+    out
+}
+
 /// `GetExtendedAgentCard`: A2A 1.0.1 §13.3 says it MUST require authentication, so only an
 /// instance that takes credentials (the host has checked them) has one; the others answer
 /// EXTENDED_AGENT_CARD_NOT_CONFIGURED.
@@ -314,6 +421,40 @@ mod tests {
                     { "url": "127.0.0.1:3080", "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "reports-1a2b3c4d" }
                 ]
             })
+        );
+    }
+
+    #[test]
+    fn our_cards_pass_every_check_and_a_broken_one_fails_what_it_breaks() {
+        let security = vec![SecurityScheme::Bearer];
+        for compat03 in [false, true] {
+            let card = build(&CardInput {
+                compat03,
+                security: security.clone(),
+                ..input()
+            });
+            let failed: Vec<Check> = checks(&card).into_iter().filter(|c| !c.ok).collect();
+            assert!(failed.is_empty(), "compat03 {compat03}: {failed:?}");
+        }
+        let mut broken = build(&input());
+        broken["description"] = json!("");
+        broken["supportedInterfaces"] =
+            json!([{"url": "u", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]);
+        broken["skills"] = json!([{"id": "a", "name": "A"}]);
+        broken["securityRequirements"] = json!([{"schemes": {"ghost": {"list": []}}}]);
+        let failed: Vec<String> = checks(&broken)
+            .into_iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.label)
+            .collect();
+        assert_eq!(
+            failed,
+            [
+                "has description",
+                "speaks A2A 1.0 (0.3 interfaces beside it are for 0.3 clients)",
+                "every skill has id, name, description and tags",
+                "security requirements name declared schemes"
+            ]
         );
     }
 

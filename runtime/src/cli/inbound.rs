@@ -1,13 +1,13 @@
 //! `a2a-edge inbound …`: the CLI's arguments as control actions.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use control_api::{
     Action, Bounded, Flag, Id, InboundCreate, InboundSetAuth, InboundSetMtls, InboundSetOidc,
     InboundSettings, InboundUpdate, KeyCreate, KeyRevoke, Names, SendTest, Str, Text,
 };
 
-use super::{Control, s, send};
+use super::{Control, Target, s, send};
 
 /// `a2a-edge inbound …`
 #[derive(Subcommand)]
@@ -56,20 +56,11 @@ pub enum Inbound {
         settings: Settings,
     },
     /// Remove an inbound instance.
-    Remove {
-        /// Instance id.
-        id: String,
-    },
+    Remove(Target),
     /// Serve an instance's routes.
-    Enable {
-        /// Instance id.
-        id: String,
-    },
+    Enable(Target),
     /// Stop serving an instance's routes (open streams end).
-    Disable {
-        /// Instance id.
-        id: String,
-    },
+    Disable(Target),
     /// Set or clear an instance's bearer token.
     Auth {
         /// Instance id.
@@ -263,9 +254,9 @@ impl Inbound {
                 version.map(Text),
                 settings.into(),
             )),
-            Inbound::Remove { id } => Action::InboundRemove(Id { id: Text(id) }),
-            Inbound::Enable { id } => Action::InboundEnable(Id { id: Text(id) }),
-            Inbound::Disable { id } => Action::InboundDisable(Id { id: Text(id) }),
+            Inbound::Remove(t) => Action::InboundRemove(t.id()),
+            Inbound::Enable(t) => Action::InboundEnable(t.id()),
+            Inbound::Disable(t) => Action::InboundDisable(t.id()),
             Inbound::Auth {
                 id,
                 token,
@@ -275,13 +266,7 @@ impl Inbound {
             } => {
                 let token = match (token, token_stdin, clear) {
                     (Some(t), _, _) => Some(t),
-                    (None, true, _) => {
-                        let mut t = String::new();
-                        std::io::stdin()
-                            .read_line(&mut t)
-                            .context("cannot read the token from standard input")?;
-                        Some(t.trim().to_owned())
-                    }
+                    (None, true, _) => Some(super::secret_from_stdin("the token")?),
                     (None, false, true) => None,
                     (None, false, false) => bail!(
                         "give --token-stdin (or --token) to set a token, or --clear to remove it"

@@ -3,7 +3,10 @@
 //! with the server's message.
 
 pub mod agent;
+pub mod card;
+mod component;
 mod inbound;
+mod outbound;
 pub mod send;
 mod table;
 mod work;
@@ -13,7 +16,9 @@ use clap::Args;
 use control_api::Action;
 use serde_json::{Value, json};
 
+pub use component::ComponentCmd;
 pub use inbound::Inbound;
+pub use outbound::Outbound;
 pub use send::SendArgs;
 pub use work::{SessionCmd, TaskCmd};
 
@@ -31,6 +36,22 @@ pub struct ClientOpts {
     /// Print the server's JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+}
+
+/// The one instance or connection a command acts on.
+#[derive(Args)]
+pub struct Target {
+    /// Its id (`inbound list`, `outbound list` show them).
+    id: String,
+}
+
+impl Target {
+    /// As the control action's `id`.
+    fn id(self) -> control_api::Id {
+        control_api::Id {
+            id: control_api::Text(self.id),
+        }
+    }
 }
 
 /// A client of the control API.
@@ -206,10 +227,42 @@ async fn read(r: reqwest::Response) -> anyhow::Result<Value> {
         let why = v["message"]
             .as_str()
             .or_else(|| v["error"].as_str())
-            .unwrap_or("no message");
-        bail!("{why} (HTTP {})", status.as_u16());
+            .unwrap_or("the control API refused without saying why");
+        return Err(Refused {
+            message: why.to_owned(),
+            status: status.as_u16(),
+        }
+        .into());
     }
     Ok(v)
+}
+
+/// A refusal of the control API: its message (what a person reads) and its HTTP status (which
+/// only `--json` prints).
+#[derive(Debug)]
+pub struct Refused {
+    /// The server's message.
+    pub message: String,
+    /// The HTTP status.
+    pub status: u16,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// One line of standard input, trimmed: a secret kept out of arguments (process lists, shell
+/// history); `what` names it in the error.
+fn secret_from_stdin(what: &str) -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .with_context(|| format!("cannot read {what} from standard input"))?;
+    Ok(line.trim().to_owned())
 }
 
 /// A cell: strings bare, null as `-`, anything else as JSON.

@@ -62,6 +62,7 @@ pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> (Response<Body>, 
         (Method::GET, "/a2a/api/presets") => answer(200, &reads::presets(app)),
         (Method::GET, "/a2a/api/components") => answer(200, &reads::components(app)),
         (Method::GET, "/a2a/api/card") => reads::card(app, param("id")).await,
+        (Method::GET, "/a2a/api/card/checks") => reads::card_checks(app, param("id")).await,
         (Method::GET, "/a2a/api/task") => reads::task(app, param("id")).await,
         (Method::GET, "/a2a/api/push") => reads::push(app, param("id"), param("taskId")).await,
         (Method::GET, "/a2a/api/session") => {

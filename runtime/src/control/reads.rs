@@ -142,16 +142,39 @@ pub fn presets(app: &App) -> Value {
 
 /// `GET /a2a/api/card?id=`: the card the instance's component serves.
 pub async fn card(app: &Arc<App>, id: Option<&str>) -> Response<Body> {
+    match served_card(app, id, "card").await {
+        Ok(card) => answer(200, &card),
+        Err(refused) => refused,
+    }
+}
+
+/// `GET /a2a/api/card/checks?id=`: the checks of an instance's card
+/// ([`a2a_protocol::card::checks`]).
+pub async fn card_checks(app: &Arc<App>, id: Option<&str>) -> Response<Body> {
+    match served_card(app, id, "card/checks").await {
+        Ok(card) => answer(200, &json!({ "checks": a2a_protocol::card::checks(&card) })),
+        Err(refused) => refused,
+    }
+}
+
+/// The card instance `id` serves, or the refusal (`path` names the read in it).
+async fn served_card(
+    app: &Arc<App>,
+    id: Option<&str>,
+    path: &str,
+) -> Result<Value, Response<Body>> {
     let Some(id) = id.filter(|i| !i.is_empty()) else {
-        return refusal(400, "give the instance: /a2a/api/card?id=<inbound id>");
+        return Err(refusal(
+            400,
+            &format!("give the instance: /a2a/api/{path}?id=<inbound id>"),
+        ));
     };
     let Some(instance) = app.instances().into_iter().find(|i| i.record.id == id) else {
-        return refusal(404, &format!("no inbound instance {id:?}"));
+        return Err(refusal(404, &format!("no inbound instance {id:?}")));
     };
-    match super::card_of(app, &instance).await {
-        Ok(card) => answer(200, &card),
-        Err(e) => refusal(502, &e),
-    }
+    super::card_of(app, &instance)
+        .await
+        .map_err(|e| refusal(502, &e))
 }
 
 /// `GET /a2a/api/task?id=`: one TaskRecord.

@@ -379,13 +379,8 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
     }
     if surfaces != Surfaces::Control && probes::is_probe(&path) {
         let response = probes::answer(app, &path).await;
-        let status = response.status().as_u16();
-        // Probes come every few seconds: only a failing one is worth a line by default.
-        if status == 200 {
-            tracing::debug!(%peer, %path, status, "probe");
-        } else {
-            tracing::warn!(%peer, %path, status, "probe: not ready");
-        }
+        // Probes come every few seconds: the readiness changes are logged, not each probe.
+        tracing::debug!(%peer, %path, status = response.status().as_u16(), "probe");
         return response;
     }
     let note = CallNote::default();

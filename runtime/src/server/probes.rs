@@ -2,7 +2,7 @@
 //! serves. `/readyz`: it can do its work — the store answers a write and a read within
 //! a second, every instance record is served (its component loaded, its preset known), and on a
 //! shared store this node renewed its leases within a lease time and its change notices flow.
-//! Neither answer carries a secret or a store's error text (the log has those).
+//! Neither answer carries a secret, a store's error text or an instance id (the log has those).
 
 use std::time::{Duration, Instant};
 
@@ -27,11 +27,24 @@ pub fn is_probe(path: &str) -> bool {
     path == HEALTH || path == READY
 }
 
-/// Answers a probe: 200 when live or ready, else 503, with what was checked.
+/// Answers a probe: 200 when live or ready, else 503, with what was checked. Readiness is
+/// checked once a second at most (callers meanwhile get the latest answer), so probing does not
+/// multiply store writes; its changes are logged, not every answer.
 pub async fn answer(app: &App, path: &str) -> Response<Body> {
     if path == HEALTH {
         return json(200, &json!({ "status": "ok" }));
     }
+    let ((ready, body), before) = app.readiness.get(|| readiness(app)).await;
+    match before {
+        Some((true, _)) if !ready => tracing::warn!(checks = %body["checks"], "not ready"),
+        Some((false, _)) if ready => tracing::info!("ready again"),
+        _ => {}
+    }
+    json(if ready { 200 } else { 503 }, &body)
+}
+
+/// Whether the node is ready, and the checks that say so.
+async fn readiness(app: &App) -> (bool, Value) {
     let checks = [
         ("store", store(app).await),
         ("instances", instances(app)),
@@ -45,7 +58,7 @@ pub async fn answer(app: &App, path: &str) -> Response<Body> {
             .map(|(name, check)| (name.to_owned(), check))
             .collect::<serde_json::Map<String, Value>>(),
     });
-    json(if ready { 200 } else { 503 }, &body)
+    (ready, body)
 }
 
 /// A write and a read of the runtime's own key (scope `""`, which no instance id is).
@@ -87,20 +100,20 @@ fn refused(e: &StoreError) -> &'static str {
     }
 }
 
-/// Every instance record served (the ones that are not name an unknown component or preset).
+/// Every instance record served (the ones that are not name an unknown component or preset;
+/// the log and the control API name them, this public answer only counts them).
 fn instances(app: &App) -> Value {
     let served: Vec<String> = app
         .instances()
         .iter()
         .map(|i| i.record.id.clone())
         .collect();
-    let not_served: Vec<String> = app
+    let not_served = app
         .records()
-        .into_iter()
-        .map(|r| r.id)
-        .filter(|id| !served.contains(id))
-        .collect();
-    json!({ "ok": not_served.is_empty(), "served": served.len(), "notServed": not_served })
+        .iter()
+        .filter(|r| !served.contains(&r.id))
+        .count();
+    json!({ "ok": not_served == 0, "served": served.len(), "notServed": not_served })
 }
 
 /// On a shared store: leases renewed within a lease time, and the notices' connection up.

@@ -151,7 +151,9 @@ fn part_in(p: &Value) -> Value {
     let mut out = Map::new();
     if let Some(file) = p.get("file") {
         rename_obj(file, &mut out, "fileWithUri", "url");
-        rename_obj(file, &mut out, "fileWithBytes", "raw");
+        if let Some(b) = file.get("fileWithBytes") {
+            out.insert("raw".into(), bytes_in(b));
+        }
         rename_obj(file, &mut out, "mimeType", "mediaType");
         rename_obj(file, &mut out, "name", "filename");
     } else if let Some(data) = p.get("data") {
@@ -164,6 +166,30 @@ fn part_in(p: &Value) -> Value {
     }
     copy_obj(p, &mut out, &["metadata"]);
     Value::Object(out)
+}
+
+/// A part's 1.0 `raw` (base64) of 0.3's `fileWithBytes`. The 0.3 SDKs keep a file as its
+/// base64 text and put that text in the proto's `bytes`, so on the wire it is base64 twice; one
+/// layer comes off. A `fileWithBytes` that is not base64 text once decoded (a client that sent
+/// the file's own bytes) is taken as it is.
+fn bytes_in(wire: &Value) -> Value {
+    let Some(text) = wire.as_str() else {
+        return wire.clone();
+    };
+    match crate::types::decode_base64(text).map(String::from_utf8) {
+        Ok(Ok(inner)) if crate::types::decode_base64(&inner).is_ok() => Value::String(inner),
+        _ => wire.clone(),
+    }
+}
+
+/// 0.3's `fileWithBytes` of a part's 1.0 `raw`: the base64 text encoded once more, as the 0.3
+/// SDKs read it.
+fn bytes_out(raw: &Value) -> Value {
+    use base64::Engine;
+    match raw.as_str() {
+        Some(text) => Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+        None => raw.clone(),
+    }
 }
 
 /// The 0.3 answer to `method` (its 1.0 name) of its 1.0 `result`.
@@ -287,7 +313,9 @@ fn part_out(p: &Value) -> Value {
     if p.get("raw").is_some() || p.get("url").is_some() {
         let mut file = Map::new();
         rename_obj(p, &mut file, "url", "fileWithUri");
-        rename_obj(p, &mut file, "raw", "fileWithBytes");
+        if let Some(raw) = p.get("raw") {
+            file.insert("fileWithBytes".into(), bytes_out(raw));
+        }
         rename_obj(p, &mut file, "mediaType", "mimeType");
         rename_obj(p, &mut file, "filename", "name");
         out.insert("file".into(), Value::Object(file));
@@ -396,7 +424,7 @@ mod tests {
             "message": {"messageId": "m1", "role": "ROLE_USER", "contextId": "c",
                 "content": [
                     {"text": "hi", "metadata": {"a": 1}},
-                    {"file": {"fileWithBytes": "aGk=", "mimeType": "text/plain", "name": "a.txt"}},
+                    {"file": {"fileWithBytes": "YUdrPQ==", "mimeType": "text/plain", "name": "a.txt"}},
                     {"file": {"fileWithUri": "https://x/y.png"}},
                     {"data": {"data": {"k": "v"}}}
                 ]},
@@ -420,6 +448,15 @@ mod tests {
             None,
             "no config: 1.0 blocks"
         );
+    }
+
+    #[test]
+    fn file_bytes_are_base64_twice_as_the_0_3_sdks_send_and_read_them() {
+        // What the 0.3 Python SDK sends for a file whose base64 is "aGk=" ("hi").
+        assert_eq!(bytes_in(&json!("YUdrPQ==")), json!("aGk="));
+        assert_eq!(bytes_out(&json!("aGk=")), json!("YUdrPQ=="));
+        // The file's own bytes (a binary PNG header) are not base64 text once decoded: kept.
+        assert_eq!(bytes_in(&json!("iVBORw0KGgo=")), json!("iVBORw0KGgo="));
     }
 
     #[test]
@@ -472,7 +509,7 @@ mod tests {
             "artifacts": [{"artifactId": "r", "name": "n",
                 "parts": [{"data": {"data": {"value": [1, 2]}}},
                     {"file": {"fileWithUri": "u", "mimeType": "image/png", "name": "f"}},
-                    {"data": {"data": {"k": 1}}}, {"file": {"fileWithBytes": "aGk="}}]}],
+                    {"data": {"data": {"k": 1}}}, {"file": {"fileWithBytes": "YUdrPQ=="}}]}],
             "history": [{"messageId": "m", "role": "ROLE_USER", "content": [{"text": "hi"}]}]});
         assert_eq!(
             result_out("SendMessage", &json!({ "task": task })),

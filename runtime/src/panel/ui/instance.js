@@ -139,24 +139,6 @@ function manage(r, reload) {
   );
 }
 
-/** The required members of an AgentCard (A2A 1.0). */
-const REQUIRED = ["name", "description", "version", "supportedInterfaces", "capabilities", "defaultInputModes", "defaultOutputModes", "skills"];
-
-/** Checks of a card that need nothing but the card. */
-export function cardChecks(c) {
-  const checks = REQUIRED.map((k) => {
-    const v = c[k];
-    const ok = v !== undefined && v !== null && v !== "" && !(Array.isArray(v) && !v.length && k !== "skills");
-    return [`has ${k}`, ok, ok ? "" : "missing"];
-  });
-  const faces = c.supportedInterfaces || [];
-  checks.push(["every interface speaks A2A 1.0", faces.length > 0 && faces.every((i) => String(i.protocolVersion).startsWith("1.")), faces.map((i) => `${i.protocolBinding} ${i.protocolVersion}`).join(", ")]);
-  checks.push(["every skill has id, name, description and tags", (c.skills || []).every((s) => s.id && s.name && s.description && Array.isArray(s.tags)), ""]);
-  const schemes = Object.keys(c.securitySchemes || {});
-  checks.push(["security requirements name declared schemes", (c.securityRequirements || []).every((r) => Object.keys(r.schemes || {}).every((s) => schemes.includes(s))), schemes.join(", ") || "no auth"]);
-  return checks;
-}
-
 /** The card, rendered and raw, with its checks (reachability asked of the runtime). */
 function card(r) {
   const body = h("div", {}, h("p", { class: "muted", text: "Loading the card…" }));
@@ -165,7 +147,7 @@ function card(r) {
       const c = await get("/card", { id: r.id });
       const checks = h("ul", { class: "checks" });
       const draw = (list) => fill(checks, list.map(([label, ok, detail]) => h("li", { class: ok === null ? "pending" : ok ? "ok" : "bad" }, h("span", { class: "mark", "aria-hidden": "true", text: ok === null ? "…" : ok ? "✓" : "✗" }), h("span", { class: "sr", text: ok === null ? "checking: " : ok ? "passes: " : "fails: " }), label, detail ? h("span", { class: "muted", text: ` — ${detail}` }) : null)));
-      const local = cardChecks(c);
+      const local = (await get("/card/checks", { id: r.id })).checks.map((k) => [k.label, k.ok, k.detail]);
       const url = c.supportedInterfaces?.[0]?.url;
       draw([...local, [`reachable at ${r.cardUrl}`, null, "asking the runtime"]]);
       act("outbound.discover", { agentCardUrl: r.cardUrl })
