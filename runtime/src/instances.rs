@@ -202,11 +202,15 @@ pub fn normalize_endpoint(path: &str) -> Result<String, String> {
             "endpointPath {p:?} collides with the control surface {reserved}"
         ));
     }
-    if p == "/.well-known" || p.starts_with("/.well-known/") || crate::server::probes::is_probe(p) {
+    if p == "/.well-known" || p.starts_with("/.well-known/") || PROBES.contains(&p) {
         return Err(format!("endpointPath {p:?} is reserved"));
     }
     Ok(p.to_owned())
 }
+
+/// The probes' paths on the public listener, liveness then readiness (no instance may take
+/// them).
+pub const PROBES: [&str; 2] = ["/healthz", "/readyz"];
 
 /// The control surface's path (`/a2a/api` or `/a2a/ui`) that `path` is or lies under.
 pub fn control_surface(path: &str) -> Option<&'static str> {

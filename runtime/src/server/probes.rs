@@ -15,16 +15,14 @@ use crate::responses::{Body, json};
 use crate::store::{KvKey, StoreError};
 
 /// The liveness path.
-const HEALTH: &str = "/healthz";
-/// The readiness path.
-const READY: &str = "/readyz";
+const HEALTH: &str = crate::instances::PROBES[0];
 
 /// The longest the store's write and read may take together for the node to be ready.
 const BOUND: Duration = Duration::from_secs(1);
 
 /// Whether `path` is a probe's (no instance may take it).
 pub fn is_probe(path: &str) -> bool {
-    path == HEALTH || path == READY
+    crate::instances::PROBES.contains(&path)
 }
 
 /// Answers a probe: 200 when live or ready, else 503, with what was checked. Readiness is
