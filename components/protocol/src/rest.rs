@@ -78,16 +78,8 @@ pub fn route(verb: &str, path: &str, query: &str, body: &[u8]) -> Result<Call, U
             allow: Some(allow),
         });
     }
-    if takes_body && !body.iter().all(u8::is_ascii_whitespace) {
-        match serde_json::from_slice::<Value>(body) {
-            Ok(Value::Object(fields)) => params.extend(fields),
-            Ok(_) => return Err(invalid("the body must be a JSON object")),
-            Err(e) => {
-                let error =
-                    RpcError::new(ErrorKind::ParseError, format!("the body is not JSON: {e}"));
-                return Err(Unrouted { error, allow: None });
-            }
-        }
+    if takes_body {
+        params.extend(body_fields(body)?);
     }
     match s.as_slice() {
         ["tasks", task] => {
@@ -117,6 +109,22 @@ pub fn route(verb: &str, path: &str, query: &str, body: &[u8]) -> Result<Call, U
         method,
         params: Value::Object(params),
     })
+}
+
+/// A request body's fields: none when it is empty (or only whitespace), else it must be a JSON
+/// object.
+pub fn body_fields(body: &[u8]) -> Result<Map<String, Value>, Unrouted> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(fields)) => Ok(fields),
+        Ok(_) => Err(invalid("the body must be a JSON object")),
+        Err(e) => {
+            let error = RpcError::new(ErrorKind::ParseError, format!("the body is not JSON: {e}"));
+            Err(Unrouted { error, allow: None })
+        }
+    }
 }
 
 /// A query value in the type the method's params give that field.

@@ -53,7 +53,7 @@ pub fn route(verb: &str, path: &str, query: &str, body: &[u8]) -> Result<Call, U
             allow: None,
         });
     }
-    let body = read(body)?;
+    let body = rest::body_fields(body)?;
     match method {
         "SendMessage" | "SendStreamingMessage" => {
             if let Some(m) = body.get("message") {
@@ -82,28 +82,6 @@ pub fn route(verb: &str, path: &str, query: &str, body: &[u8]) -> Result<Call, U
         method,
         params: Value::Object(params),
     })
-}
-
-/// The body's fields (none when empty).
-fn read(body: &[u8]) -> Result<Map<String, Value>, Unrouted> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    let fail = |kind, message: String| Unrouted {
-        error: RpcError::new(kind, message),
-        allow: None,
-    };
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(fields)) => Ok(fields),
-        Ok(_) => Err(fail(
-            ErrorKind::InvalidParams,
-            "the body must be a JSON object".into(),
-        )),
-        Err(e) => Err(fail(
-            ErrorKind::ParseError,
-            format!("the body is not JSON: {e}"),
-        )),
-    }
 }
 
 /// The 1.0 `SendMessageConfiguration` of a 0.3 one. `blocking` is a proto3 bool: absent is
