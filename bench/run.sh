@@ -14,22 +14,10 @@
 # against a2a-edge and against the peer: req/s, p50, p99, server CPU µs per request, and the
 # ratio a2a-edge / peer; the ListTasks row runs after SendMessage load filled each store to TASKS
 # tasks. Needs wrk (apt-get install wrk). Takes about 10 minutes after the builds.
-set -euo pipefail -f
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$here/.."
-shared="${LOAD_DIR:-$root/../shared/bench/peers/load}"
+source "$(dirname "$0")/common.sh"
 secs="${1:-10}"
 tasks="${TASKS:-100000}"
 port="${PORT:-3097}"
-work="$(mktemp -d)"
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-
-bin="${BIN:-}"
-if [ -z "$bin" ]; then
-  cargo build --profile dist -q -p a2a-edge --manifest-path "$root/Cargo.toml"
-  bin="$root/target/dist/a2a-edge"
-fi
 
 wait_card() { # url, seconds
   for _ in $(seq $(($2 * 10))); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done

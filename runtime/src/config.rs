@@ -51,6 +51,8 @@ pub struct Config {
     /// TLS on the public listener (and mutual TLS with `clientCaFile`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSettings>,
+    /// Where traces are exported (README "Traces"); read at start.
+    pub telemetry: crate::telemetry::trace::TelemetrySettings,
     /// The file this was read from (named in errors about its declarations).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -545,6 +547,7 @@ impl Config {
 
     /// Checks cross-field rules.
     pub fn validate(&self) -> anyhow::Result<()> {
+        crate::telemetry::trace::check(&self.telemetry)?;
         if self.sessions.max_live == 0 || self.sessions.idle_secs == 0 {
             anyhow::bail!(
                 "[sessions] maxLive and idleSecs must be at least 1 (defaults 10000 and 600)"

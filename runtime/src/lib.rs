@@ -86,6 +86,19 @@ pub fn raise_fd_limit() -> u64 {
     lim.rlim_cur
 }
 
+/// Samples the traffic for the panel's charts every [`telemetry::series::STEP`] until `stop`.
+async fn sample_traffic(metrics: Arc<telemetry::Metrics>, stop: CancellationToken) {
+    let mut every = tokio::time::interval(telemetry::series::STEP);
+    // After a stall the next sample comes a step later, not in a burst of short intervals.
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = every.tick() => metrics.sample(clock::now_ms()),
+        }
+    }
+}
+
 /// Gives memory freed by closed streams back to the system: glibc's allocator keeps freed
 /// pages of its arenas (measured: 10,000 closed streams left ~270 MiB resident), so after many
 /// streams close the arenas are trimmed, off the request path.
@@ -256,6 +269,7 @@ impl Running {
             services.metrics.clone(),
         );
         tokio::spawn(deliveries.run(shutdown.clone()));
+        tokio::spawn(sample_traffic(services.metrics.clone(), shutdown.clone()));
         cluster::start(&app, &shutdown);
         let (watched, stopping) = (app.clone(), shutdown.clone());
         tokio::spawn(async move {

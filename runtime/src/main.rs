@@ -164,16 +164,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             control_listen,
             log_format,
         } => {
+            let config = match config {
+                Some(path) => a2a_edge::config::Config::load(&path)?,
+                None => a2a_edge::config::Config::default(),
+            };
+            let tracing = a2a_edge::telemetry::trace::Tracing::start(
+                &config.telemetry,
+                &a2a_edge::egress::Exit::new(&config.egress)?,
+            )?;
             let directives =
                 std::env::var("RUST_LOG").unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
             let _log = a2a_edge::telemetry::logging::init(
                 &directives,
                 matches!(log_format, LogFormat::Json),
+                Some(&tracing),
             );
-            let config = match config {
-                Some(path) => a2a_edge::config::Config::load(&path)?,
-                None => a2a_edge::config::Config::default(),
-            };
+            if let Some(to) = &tracing.exports_to {
+                tracing::info!(to = %to, "exporting traces");
+            }
             let files = a2a_edge::raise_fd_limit();
             if files < u64::from(config.runtime.max_connections) + 256 {
                 tracing::warn!(
@@ -223,6 +231,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 tracing::info!("shutting down: finishing in-flight requests");
             });
             running.wait().await;
+            // The exporter's last batch goes out on this runtime, which must go on meanwhile.
+            tokio::task::block_in_place(|| tracing.shutdown());
             Ok(())
         }
         Command::Inbound(c) => cli::Control::new(cli.client).inbound(c).await,

@@ -9,6 +9,7 @@ pub mod jsonrpc;
 pub mod loopback;
 pub mod model;
 pub mod network;
+pub mod otlp;
 pub mod pki;
 pub mod postgres;
 pub mod toolchains;
@@ -35,6 +36,23 @@ pub const ASSISTANT_WASM: &str = env!("ASSISTANT_WASM");
 /// A compile cache shared by the tests of one build (so each test does not recompile).
 pub fn shared_cache() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compile-cache")
+}
+
+/// Keeps this process's spans for the task pages as `serve` does (no exporter, no log lines): for
+/// tests that look at the traces of in-process servers.
+pub fn keep_traces() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    static TRACING: std::sync::OnceLock<a2a_edge::telemetry::trace::Tracing> =
+        std::sync::OnceLock::new();
+    TRACING.get_or_init(|| {
+        let tracing = a2a_edge::telemetry::trace::Tracing::in_process();
+        tracing_subscriber::registry()
+            .with(tracing.layer())
+            .try_init()
+            .expect("no other subscriber in this process");
+        tracing
+    });
 }
 
 /// `config` as a test runs it: the shared compile cache unless it names one, and update sources

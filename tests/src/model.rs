@@ -21,12 +21,19 @@ pub struct Model {
     pub seen: Arc<Mutex<Vec<Value>>>,
     /// Set once a slow stream's client went away.
     pub slow_closed: Arc<AtomicBool>,
+    /// The `traceparent` of every request (empty when it had none), in order.
+    traces: Arc<Mutex<Vec<String>>>,
 }
 
 impl Model {
     /// The request bodies so far.
     pub fn requests(&self) -> Vec<Value> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// The `traceparent` headers of the requests so far (empty: none).
+    pub fn traceparents(&self) -> Vec<String> {
+        self.traces.lock().unwrap().clone()
     }
 
     /// Waits until `n` requests arrived (panics after 20 s).
@@ -66,16 +73,27 @@ pub async fn model() -> Model {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let log = seen.clone();
+    let traces: Arc<Mutex<Vec<String>>> = Arc::default();
+    let traced = traces.clone();
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
             let log = log.clone();
             let closed = closed.clone();
+            let traced = traced.clone();
             let service = hyper::service::service_fn(
                 move |req: hyper::Request<hyper::body::Incoming>| {
                     let log = log.clone();
                     let closed = closed.clone();
+                    let traced = traced.clone();
                     async move {
+                        let traceparent = req
+                            .headers()
+                            .get("traceparent")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned();
+                        traced.lock().unwrap().push(traceparent);
                         let authorized = req
                             .headers()
                             .get("authorization")
@@ -178,6 +196,7 @@ pub async fn model() -> Model {
         base,
         seen,
         slow_closed,
+        traces,
     }
 }
 

@@ -191,7 +191,9 @@ pub async fn task(app: &App, id: Option<&str>) -> Response<Body> {
                 .await
                 .ok()
                 .flatten();
-            answer(200, &views::with_note(views::task_record(&row), note))
+            let mut view = views::with_note(views::task_record(&row), note);
+            view["trace"] = views::trace(&row);
+            answer(200, &view)
         }
         Ok(None) => refusal(404, &format!("no task {id:?}")),
         Err(e) => refusal(503, &format!("the store cannot read tasks: {e}")),

@@ -95,6 +95,7 @@ pub fn task_record(row: &TaskRow) -> Value {
         "messageIds": users.iter().map(|m| m.message_id.clone()).collect::<Vec<_>>(),
         "peerId": row.peer_id,
         "principal": row.principal,
+        "traceId": row.trace_id,
         "error": error,
     })
 }
@@ -105,6 +106,15 @@ pub fn with_note(mut record: Value, note: Option<String>) -> Value {
         error["detail"] = json!(note);
     }
     record
+}
+
+/// The spans this process keeps of a task (README "Traces"): the traces that touched it and
+/// their spans in start order.
+pub fn trace(row: &TaskRow) -> Value {
+    let (traces, spans) = crate::telemetry::trace::ring()
+        .map(|r| r.task(&row.instance_id, &row.id))
+        .unwrap_or_default();
+    json!({ "traceIds": traces, "spans": spans })
 }
 
 /// One session row: a conversation on an instance (`instances` are the stored records) with its

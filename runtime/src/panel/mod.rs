@@ -37,6 +37,7 @@ static ASSETS: &[Asset] = assets! {
     "instance.js" => JS,
     "console.js" => JS,
     "tasks.js" => JS,
+    "trace.js" => JS,
     "sessions.js" => JS,
     "outbound.js" => JS,
     "components.js" => JS,

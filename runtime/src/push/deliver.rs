@@ -13,6 +13,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::webhooks::{Unreachable, Webhooks};
 use crate::clock::now_ms;
@@ -203,7 +204,21 @@ impl Worker {
             Err(e) => return self.ended("failed", format!("the stored config is unreadable: {e}")),
         };
         let timeout = Duration::from_millis(self.settings.timeout_ms);
-        let sent = tokio::time::timeout(timeout, self.post(&config, &d.payload)).await;
+        let span = delivery_span(d, &config.url);
+        let sent = tokio::time::timeout(timeout, self.post(&config, &d.payload))
+            .instrument(span.clone())
+            .await;
+        match &sent {
+            Ok(Ok(status)) => {
+                span.record("http.response.status_code", i64::from(*status));
+                if !(200..300).contains(status) {
+                    span.record("otel.status_code", "error");
+                }
+            }
+            _ => {
+                span.record("otel.status_code", "error");
+            }
+        }
         let why = match sent {
             Ok(Ok(status)) if (200..300).contains(&status) => {
                 self.metrics.push_attempt("delivered");
@@ -262,6 +277,7 @@ impl Worker {
                 .map_err(|_| Unreachable::Refused(format!("the {name} header is not valid")))?;
             request.headers_mut().insert(name, value);
         }
+        crate::telemetry::trace::inject(&tracing::Span::current(), request.headers_mut());
         let timeout = Duration::from_millis(self.settings.timeout_ms);
         let (response, _connection) = self
             .webhooks
@@ -271,6 +287,30 @@ impl Worker {
             .map_err(|e| Unreachable::Unresolved(format!("{e:?}")))?;
         Ok(response.status().as_u16())
     }
+}
+
+/// The span of one attempt on `d`: it continues the trace of the request that last wrote the
+/// task, when this process still remembers it.
+fn delivery_span(d: &Delivery, url: &str) -> tracing::Span {
+    use crate::telemetry::trace;
+    let span = tracing::info_span!(
+        "push",
+        otel.name = "push delivery",
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        a2a.task.id = d.config.task_id.as_str(),
+        a2a.instance.id = d.config.instance_id.as_str(),
+        a2a_edge.push.config = d.config.id.as_str(),
+        a2a_edge.push.attempt = i64::from(d.attempts) + 1,
+        server.address = %crate::egress::url_host(url).unwrap_or_default(),
+    );
+    let ring = trace::ring();
+    if let Some(parent) = ring.and_then(|r| r.last_write(&d.config.instance_id, &d.config.task_id))
+    {
+        trace::follow(&span, &parent);
+    }
+    span
 }
 
 /// The delay before attempt `attempts + 1`: `retryBaseMs · 2^attempts`, at most `retryMaxMs`,

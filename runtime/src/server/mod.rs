@@ -18,11 +18,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::graceful::GracefulConnection;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::app::App;
 use crate::control;
 use crate::hosts::server::CallNote;
 use crate::responses::{Body, holding, json};
+use crate::telemetry::trace;
 use crate::tls::{PeerCert, Tls};
 
 pub use surface_guard::is_loopback;
@@ -383,8 +385,10 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
         tracing::debug!(%peer, %path, status = response.status().as_u16(), "probe");
         return response;
     }
+    let span = request_span(&req, peer);
     let note = CallNote::default();
-    let (response, instance) = if surfaces == Surfaces::Control {
+    let (response, instance) = async {
+        if surfaces == Surfaces::Control {
         (
             json(
                 404,
@@ -392,12 +396,19 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
             ),
             None,
         )
-    } else if is_grpc(&req) {
-        grpc::request(app, peer, req, &note).await
-    } else {
-        a2a::request(app, peer, req, &note).await
-    };
+        } else if is_grpc(&req) {
+            grpc::request(app, peer, req, &note).await
+        } else {
+            a2a::request(app, peer, req, &note).await
+        }
+    }
+    .instrument(span.clone())
+    .await;
     let status = response.status().as_u16();
+    span.record("http.response.status_code", i64::from(status));
+    if status >= 500 {
+        span.record("otel.status_code", "error");
+    }
     let ms = millis(started);
     let call = note.take();
     let (instance, a2a_method, task) = (
@@ -407,15 +418,16 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
     );
     let outcome = call.outcome.as_deref().unwrap_or("");
     if matches!(status, 401 | 403 | 429) || status >= 500 {
-        tracing::warn!(%peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request refused");
+        tracing::warn!(parent: &span, %peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request refused");
     } else {
-        tracing::info!(%peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request");
+        tracing::info!(parent: &span, %peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request");
     }
     if !crate::responses::is_event_stream(&response) {
         return response;
     }
     // A stream's line above says when its head went out; this one says when it ended.
     let end = StreamEnd {
+        span,
         started,
         frames: 0,
         peer,
@@ -431,6 +443,39 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
     })
 }
 
+/// The span of a request to an agent (HTTP's server-span conventions), a child of the trace
+/// its `traceparent` names; the log's lines in it carry its ids.
+fn request_span<B>(req: &Request<B>, peer: SocketAddr) -> tracing::Span {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    // A method outside HTTP's own is `_OTHER` (the conventions' bounded set).
+    let method = match req.method().as_str() {
+        m @ ("GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "PATCH" | "OPTIONS") => m,
+        _ => "_OTHER",
+    };
+    let span = tracing::info_span!(
+        crate::telemetry::logging::REQUEST_SPAN,
+        otel.name = method,
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
+    );
+    trace::continue_from(&span, req.headers());
+    trace::record_ids(&span);
+    span.set_attribute("http.request.method", method.to_owned());
+    span.set_attribute("url.path", trace::short(req.uri().path()).to_owned());
+    span.set_attribute("network.peer.address", peer.ip().to_string());
+    if let Some(agent) = req
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+    {
+        span.set_attribute("user_agent.original", trace::short(agent).to_owned());
+    }
+    span
+}
+
 /// Whether a request is a gRPC call (told apart by its content type).
 fn is_grpc<B>(req: &Request<B>) -> bool {
     req.method() == http::Method::POST
@@ -443,6 +488,8 @@ fn is_grpc<B>(req: &Request<B>) -> bool {
 
 /// What the log says of a stream when it ends: how long it lasted and how many events it sent.
 struct StreamEnd {
+    /// The request's span: it ends with the stream.
+    span: tracing::Span,
     started: Instant,
     frames: u64,
     peer: SocketAddr,
@@ -455,7 +502,10 @@ impl Drop for StreamEnd {
     fn drop(&mut self) {
         let (peer, ms, frames) = (self.peer, millis(self.started), self.frames);
         let (instance, a2a_method, task) = (&self.instance, &self.method, &self.task);
-        tracing::info!(%peer, instance, a2a_method, task, ms, frames, "a2a stream ended");
+        // Entered, so the request's span ends with the stream, not when its head went out.
+        self.span.in_scope(|| {
+            tracing::info!(%peer, instance, a2a_method, task, ms, frames, "a2a stream ended");
+        });
     }
 }
 

@@ -17,6 +17,7 @@ use a2a_protocol::execution::Progress;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use preset::{Backend as Settings, Preset};
 
@@ -443,11 +444,18 @@ impl Sessions {
             .lock()
             .unwrap()
             .insert(task_id.clone(), cancel.clone());
-        let mut run = backend.run(input, tx, cancel.clone());
+        let span = tracing::info_span!(
+            "session",
+            otel.name = "turn",
+            a2a_edge.preset = preset,
+            a2a.task.id = input.task_id.as_str(),
+            a2a.context.id = input.context_id.as_str(),
+        );
+        let mut run = backend.run(input, tx, cancel.clone()).instrument(span);
         // A backend with its answer at hand (echo, most scripted behaviours) is done after one
         // poll, before the component first asks: no task spawned, no wait in the component.
         let mut first = std::task::Context::from_waker(std::task::Waker::noop());
-        if run.as_mut().poll(&mut first).is_ready() {
+        if std::pin::Pin::new(&mut run).poll(&mut first).is_ready() {
             self.running.lock().unwrap().remove(&task_id);
         } else {
             let running = self.running.clone();

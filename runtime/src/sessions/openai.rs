@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use a2a_protocol::execution::Progress;
 
@@ -201,9 +202,39 @@ impl Chat {
         extra: serde_json::Map<String, Value>,
         events: &EventSink,
     ) -> Result<Step, String> {
-        self.send(key, messages, tools, extra, events)
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            "model",
+            otel.name = %format!("chat {}", self.model),
+            otel.kind = "client",
+            otel.status_code = Empty,
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = "openai",
+            gen_ai.request.model = self.model.as_str(),
+            gen_ai.response.finish_reasons = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            server.address = %crate::egress::url_host(&self.url).unwrap_or_default(),
+        );
+        let result = self
+            .send(key, messages, tools, extra, events)
+            .instrument(span.clone())
             .await
-            .map_err(|e| redacted(&e, key))
+            .map_err(|e| redacted(&e, key));
+        match &result {
+            Ok(step) => {
+                span.record("gen_ai.usage.input_tokens", i64::from(step.usage.0));
+                span.record("gen_ai.usage.output_tokens", i64::from(step.usage.1));
+                span.record(
+                    "gen_ai.response.finish_reasons",
+                    step.finish_reason.as_str(),
+                );
+            }
+            Err(_) => {
+                span.record("otel.status_code", "error");
+            }
+        }
+        result
     }
 
     async fn send(
@@ -219,10 +250,13 @@ impl Chat {
             body["tools"] = json!(tools);
         }
         body.as_object_mut().expect("a JSON object").extend(extra);
+        let mut trace = http::HeaderMap::new();
+        crate::telemetry::trace::inject(&tracing::Span::current(), &mut trace);
         let r = self
             .http
             .post(&self.url)
             .bearer_auth(key)
+            .headers(trace)
             .json(&body)
             .send()
             .await

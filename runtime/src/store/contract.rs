@@ -21,6 +21,7 @@ pub fn row(id: &str, at: u64) -> TaskRow {
         ),
         peer_id: None,
         principal: crate::records::SHARED_PRINCIPAL.into(),
+        trace_id: None,
     }
 }
 
@@ -37,6 +38,25 @@ pub async fn check(s: &dyn Store) {
     push_configs_queue_every_write_in_order(s).await;
     key_values_stay_in_their_scope_within_the_quota(s).await;
     tasks_keep_their_principal(s).await;
+    a_task_keeps_the_trace_that_created_it(s).await;
+}
+
+async fn a_task_keeps_the_trace_that_created_it(s: &dyn Store) {
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let created = TaskRow {
+        trace_id: Some(trace.into()),
+        ..row("traced", 1)
+    };
+    s.create_task(created, None, None).await.unwrap();
+    s.update_task(row("traced", 2), 1, None, vec![])
+        .await
+        .unwrap();
+    let got = s.get_task("traced".into(), None).await.unwrap().unwrap();
+    assert_eq!(
+        (got.version, got.trace_id.as_deref()),
+        (2, Some(trace)),
+        "an update keeps the creating trace"
+    );
 }
 
 async fn tasks_keep_their_principal(s: &dyn Store) {

@@ -211,6 +211,10 @@ impl MemoryStore {
 }
 
 impl Tasks for MemoryStore {
+    fn system(&self) -> &'static str {
+        "memory"
+    }
+
     fn create_task(
         &self,
         row: TaskRow,
@@ -260,10 +264,11 @@ impl Tasks for MemoryStore {
             if current.version != expected {
                 return Err(StoreError::Conflict(Box::new(current.clone())));
             }
-            let (created_at, peer_id, principal) = (
+            let (created_at, peer_id, principal, trace_id) = (
                 current.created_at,
                 current.peer_id.clone(),
                 current.principal.clone(),
+                current.trace_id.clone(),
             );
             if let Some(c) = &claim {
                 d.record_claim(&row.instance_id, c, &row.id);
@@ -273,6 +278,7 @@ impl Tasks for MemoryStore {
                 created_at,
                 peer_id,
                 principal,
+                trace_id,
                 ..row
             };
             d.lease(&row);

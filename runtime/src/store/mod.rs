@@ -86,6 +86,8 @@ pub struct TaskRow {
     pub peer_id: Option<String>,
     /// Who owns it (README "Authentication"): only they see it.
     pub principal: String,
+    /// The trace of the request that created it (hex), when it was traced.
+    pub trace_id: Option<String>,
 }
 
 /// A frame a write appends to its task's log: the StreamResponse member and its JSON.

@@ -9,6 +9,8 @@ use super::*;
 
 /// What is stored of tasks: their rows, the message-id index, their conversations and the operator's notes on them.
 pub trait Tasks: Send + Sync {
+    /// The database, as traces name it (`db.system.name`).
+    fn system(&self) -> &'static str;
     /// Insert a task at version 1, applying the message claim atomically when given, and bind
     /// its context to its instance; with a push config, register it in the same transaction
     /// (this first write is then notified already).

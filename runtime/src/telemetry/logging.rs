@@ -53,26 +53,40 @@ impl Write for Stderr {
     }
 }
 
-/// Sets up the process's log on standard error with `directives`, as JSON lines or text;
-/// keep the guard for the life of the process (dropping it flushes what is queued, waiting a
-/// bounded time).
-pub fn init(directives: &str, json: bool) -> WorkerGuard {
+/// The span the log's lines carry (with its `trace_id` and `span_id`): a request's; the finer
+/// spans are the traces' alone.
+pub const REQUEST_SPAN: &str = "a2a";
+
+/// Sets up the process's log on standard error with `directives`, as JSON lines or text, and
+/// the spans of `tracing` (when given) beside it; keep the guard for the life of the process
+/// (dropping it flushes what is queued, waiting a bounded time).
+pub fn init(directives: &str, json: bool, tracing: Option<&super::trace::Tracing>) -> WorkerGuard {
     use std::io::IsTerminal;
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)
         .buffered_lines_limit(QUEUED_LINES)
         .thread_name("a2a-edge-log")
         .finish(Stderr);
     let _ = QUEUE_DROPS.set(writer.error_counter());
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter(directives))
+    let lines = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .log_internal_errors(false);
-    if json {
-        logs.json().init();
+    let lines = if json {
+        lines.json().boxed()
     } else {
-        logs.with_ansi(std::io::stderr().is_terminal()).init();
-    }
+        lines.with_ansi(std::io::stderr().is_terminal()).boxed()
+    };
+    let only_requests =
+        tracing_subscriber::filter::filter_fn(|m| !m.is_span() || m.name() == REQUEST_SPAN);
+    let lines = lines.with_filter(filter(directives).and(only_requests));
+    tracing_subscriber::registry()
+        .with(tracing.map(|t| t.layer()))
+        .with(lines)
+        .init();
     guard
 }
 

@@ -3,6 +3,8 @@
 
 mod histogram;
 pub mod logging;
+pub mod series;
+pub mod trace;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -22,21 +24,37 @@ pub use histogram::Histogram;
 /// What a request is counted by: instance, method, protocol version, outcome.
 type RequestKey = (String, &'static str, &'static str, String);
 
-/// Method names counted as themselves; anything else counts as `other` (bounded label sets).
-const METHODS: &[&str] = &[
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
-    "GetExtendedAgentCard",
-    "GetAgentCard",
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-];
+/// Method names counted as themselves (the A2A methods, then the public card); anything else
+/// counts as `other` (bounded label sets).
+fn counted() -> impl Iterator<Item = &'static str> {
+    a2a_protocol::methods::NAMES
+        .into_iter()
+        .chain(["GetAgentCard"])
+}
+
+/// A method as counted and traced: its name as called (an A2A 0.3 name as its 1.0 successor),
+/// `other` outside the bounded set; and its protocol version.
+pub fn method_label(method: &str) -> (&'static str, &'static str) {
+    let (method, version) = a2a_protocol::compat03::as_1_0(method);
+    (counted().find(|m| *m == method).unwrap_or("other"), version)
+}
+
+/// An outcome as counted and traced: its first 40 letters, digits and underscores.
+pub fn outcome_label(outcome: &str) -> String {
+    outcome
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(40)
+        .collect()
+}
+
+/// Whether an outcome counts as an error (a card answered 304 does not).
+fn is_error(outcome: &str) -> bool {
+    !matches!(outcome, "ok" | "not_modified")
+}
+
+/// How many names [`counted`] gives.
+const COUNTED: usize = a2a_protocol::methods::NAMES.len() + 1;
 
 /// Gate reasons counted as themselves.
 const REASONS: &[&str] = &["skill", "rate", "quota", "timeout", "auth", "streams"];
@@ -107,33 +125,30 @@ pub struct Metrics {
     /// When this node's leases were last renewed, ms (0: no renewal runs here).
     leases_renewed_at: AtomicU64,
     agents: AgentCounts,
+    /// The last 15 minutes of traffic.
+    series: series::Series,
 }
 
 /// Latency by method, request in to answer out (head sent, for streams): one histogram per
-/// entry of [`METHODS`], then `other`.
+/// name of [`counted`], then `other`.
 #[derive(Debug)]
 struct Latencies(Box<[Histogram]>);
 
 impl Default for Latencies {
     fn default() -> Self {
-        Latencies((0..=METHODS.len()).map(|_| Histogram::default()).collect())
+        Latencies((0..=COUNTED).map(|_| Histogram::default()).collect())
     }
 }
 
 impl Latencies {
     /// The histogram of `method`.
     fn of(&self, method: &str) -> &Histogram {
-        &self.0[METHODS
-            .iter()
-            .position(|m| *m == method)
-            .unwrap_or(METHODS.len())]
+        &self.0[counted().position(|m| m == method).unwrap_or(COUNTED)]
     }
 
     /// The histograms with anything recorded, by method name.
     fn used(&self) -> impl Iterator<Item = (&'static str, &Histogram)> {
-        METHODS
-            .iter()
-            .copied()
+        counted()
             .chain(["other"])
             .zip(self.0.iter())
             .filter(|(_, h)| h.count() > 0)
@@ -165,17 +180,8 @@ impl Metrics {
     /// Counts one request by its method as called (an A2A 0.3 name counts as its 1.0
     /// successor, of version 0.3); unknown method names count as `other`, outcomes are capped.
     pub fn request(&self, instance: &str, method: &str, outcome: &str) {
-        let (method, version) = a2a_protocol::compat03::as_1_0(method);
-        let method = METHODS
-            .iter()
-            .find(|m| **m == method)
-            .copied()
-            .unwrap_or("other");
-        let outcome: String = outcome
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .take(40)
-            .collect();
+        let (method, version) = method_label(method);
+        let outcome = outcome_label(outcome);
         *self
             .requests
             .lock()
@@ -310,6 +316,31 @@ impl Metrics {
         self.host_calls.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Samples the traffic since the previous call (every [`series::STEP`]) at `now_ms`.
+    pub fn sample(&self, now_ms: u64) {
+        let (mut requests, mut errors) = (0, 0);
+        for ((_, _, _, outcome), n) in self.requests.lock().unwrap().iter() {
+            requests += n;
+            if is_error(outcome) {
+                errors += n;
+            }
+        }
+        let mut buckets: Vec<u64> = Vec::new();
+        for (_, h) in self.latency.used() {
+            let counts = h.buckets();
+            buckets.resize(counts.len(), 0);
+            for (sum, n) in buckets.iter_mut().zip(counts) {
+                *sum += n;
+            }
+        }
+        self.series.sample(series::Reading {
+            at_ms: now_ms,
+            requests,
+            errors,
+            buckets,
+        });
+    }
+
     /// The JSON snapshot.
     pub fn json(&self, g: &Gauges) -> Value {
         let requests: Vec<Value> = self
@@ -359,6 +390,7 @@ impl Metrics {
             "log": { "droppedLines": logging::dropped_lines() },
             "cluster": { "failedOver": failed_over, "leaseRenewalFailures": renewal_failures },
             "agents": agents,
+            "series": { "stepSeconds": series::STEP.as_secs(), "points": self.series.points() },
         })
     }
 

@@ -103,6 +103,7 @@ async fn openid_connect_set_in_the_panel_goes_on_the_card_and_mutual_tls_says_wh
 }
 
 fn main() -> std::process::ExitCode {
+    a2a_edge_tests::keep_traces();
     let flows = a2a_edge_tests::flows![
         overview_shows_the_instances_live_on_a_wide_and_a_narrow_window,
         an_instance_created_in_the_panel_is_listed_and_served,
@@ -147,13 +148,16 @@ async fn overview_shows_the_instances_live_on_a_wide_and_a_narrow_window() {
     b.find_text("td", "demo").await;
     b.find_text("#live", "live").await;
     b.find_text("code", &format!("{}/a2a/demo", s.base())).await;
-    b.find_text(".spark figcaption", "requests/s").await;
-    // The charts move with the metrics the feed brings every two seconds.
+    b.find_text(".series figcaption", "requests/s").await;
+    // The charts draw the runtime's samples (every 10 s) as the feed brings them, on axes.
     b.until(
         "a request rate drawn",
-        "return document.querySelector('.spark polyline')?.getAttribute('points')?.length > 0",
+        "return document.querySelector('.series polyline')?.getAttribute('points')?.length > 0",
     )
     .await;
+    b.find_text(".series text", "now").await;
+    b.find_text(".series text", "−15 min").await;
+    b.find_text(".series text", "/s").await;
     assert_eq!(
         b.eval("return document.querySelector('nav a[aria-current]').textContent")
             .await,
@@ -394,6 +398,11 @@ async fn the_task_view_tells_the_operator_why_an_agent_was_not_available() {
     b.find_text("p.error", "the agent is not available").await;
     b.find_text(".error-detail", "cannot open /srv/agent/model.bin")
         .await;
+    // Its trace: the request, the method and the turn that failed, as a waterfall.
+    b.find_text(".waterfall", "SendMessage").await;
+    b.find_text(".waterfall .span-label", "turn").await;
+    b.find_text(".waterfall .span-label", "create-task").await;
+    b.shot("waterfall").await;
     b.finish(&[]).await;
 }
 
@@ -558,13 +567,19 @@ async fn sessions_and_metrics_views_show_what_ran() {
         .to_owned();
     let (b, _turn) = Browser::open("sessions-metrics", 1280, 800).await;
     b.goto(&ui(&s, "sessions")).await;
+    // Grouped by instance, a finished one-shot session folded.
+    b.find_text(".group h3", "demo").await;
+    let folded = b.find_text("summary", "1 idle one-shot session").await;
+    b.press(&folded).await;
     b.find_text("td code", &context).await;
+    b.shot("sessions").await;
     b.click("Conversation").await;
     b.find_text(".timeline", "you: count me").await;
     b.click("Close").await;
     b.goto(&ui(&s, "metrics")).await;
     b.find_text("td code", "SendMessage").await;
     b.find(".bars svg rect").await;
+    b.find_text("th", "≈ p50").await;
     b.find_text("a", "Prometheus endpoint").await;
     b.shot("metrics").await;
     b.finish(&[]).await;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Store, StoreLimits};
 use wasmtime_wasi::p2::{DynPollable, subscribe};
@@ -146,7 +147,10 @@ impl ClientHost {
         target: Target,
         abort: CancellationToken,
     ) -> wasmtime::Result<(Store<ClientState>, OutboundClient)> {
+        let mut trace = http::HeaderMap::new();
+        crate::telemetry::trace::inject(&tracing::Span::current(), &mut trace);
         let rules = Rules {
+            trace,
             bearer: target.bearer,
             origins: target.origins,
             timeout: Duration::from_millis(target.info.timeout_ms.max(1)),
@@ -171,17 +175,22 @@ impl ClientHost {
 
     /// Fetches and validates the remote card; the card JSON.
     pub async fn discover(&self, target: Target) -> Result<serde_json::Value, String> {
-        let (mut store, client) = self
-            .instance(target, CancellationToken::new())
-            .await
-            .map_err(trap)?;
-        let card = client
-            .a2a_edge_client()
-            .call_discover(&mut store)
-            .await
-            .map_err(trap)?
-            .map_err(describe)?;
-        serde_json::from_str(&card).map_err(|e| format!("the remote card is not JSON: {e}"))
+        let span = call_span(&target.info, "discover", None);
+        async move {
+            let (mut store, client) = self
+                .instance(target, CancellationToken::new())
+                .await
+                .map_err(trap)?;
+            let card = client
+                .a2a_edge_client()
+                .call_discover(&mut store)
+                .await
+                .map_err(trap)?
+                .map_err(describe)?;
+            serde_json::from_str(&card).map_err(|e| format!("the remote card is not JSON: {e}"))
+        }
+        .instrument(span)
+        .await
     }
 
     /// Runs one remote skill; the tool text, or the error to show.
@@ -191,14 +200,36 @@ impl ClientHost {
         req: CallRequest,
         abort: CancellationToken,
     ) -> Result<String, String> {
-        let (mut store, client) = self.instance(target, abort).await.map_err(trap)?;
-        client
-            .a2a_edge_client()
-            .call_call(&mut store, &req)
-            .await
-            .map_err(trap)?
-            .map_err(describe)
+        let span = call_span(&target.info, "call", Some(&req.skill));
+        let answer = async move {
+            let (mut store, client) = self.instance(target, abort).await.map_err(trap)?;
+            client
+                .a2a_edge_client()
+                .call_call(&mut store, &req)
+                .await
+                .map_err(trap)?
+                .map_err(describe)
+        }
+        .instrument(span.clone())
+        .await;
+        if answer.is_err() {
+            span.record("otel.status_code", "error");
+        }
+        answer
     }
+}
+
+/// The span of a call to a remote agent: the trace context its requests carry.
+fn call_span(info: &ConnectionInfo, what: &str, skill: Option<&str>) -> tracing::Span {
+    tracing::info_span!(
+        "outbound",
+        otel.name = %format!("{what} {}", info.id),
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        a2a_edge.connection = info.id.as_str(),
+        a2a_edge.skill = crate::telemetry::trace::short(skill.unwrap_or_default()),
+        server.address = %crate::egress::url_host(&info.agent_card_url).unwrap_or_default(),
+    )
 }
 
 fn trap(e: wasmtime::Error) -> String {

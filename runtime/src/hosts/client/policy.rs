@@ -12,6 +12,8 @@ type Sent = Result<crate::egress::Sent, Error>;
 
 /// What an outbound client may do.
 pub struct Rules {
+    /// The trace context every request carries (the host's, replacing the guest's).
+    pub trace: http::HeaderMap,
     /// Bearer token for the connection's origins.
     pub bearer: Option<String>,
     /// `scheme://authority` origins the token is sent to.
@@ -47,6 +49,13 @@ impl WasiHttpHooks for Policy {
         }
         // Guests never choose credentials: only the host's, and only to the connection's origins.
         request.headers_mut().remove(http::header::AUTHORIZATION);
+        // Nor trace context: the call's span is the parent of what the remote agent does.
+        for h in crate::telemetry::trace::HEADERS {
+            request.headers_mut().remove(h);
+        }
+        for (name, value) in &rules.trace {
+            request.headers_mut().insert(name, value.clone());
+        }
         if let (Some(token), Some(o)) = (&rules.bearer, origin(request.uri()))
             && rules.origins.contains(&o)
             && let Ok(v) = http::HeaderValue::from_str(&format!("Bearer {token}"))

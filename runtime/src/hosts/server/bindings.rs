@@ -119,6 +119,7 @@ impl TaskRow {
             body: self.body,
             peer_id: Some(peer_id.to_owned()),
             principal: principal.to_owned(),
+            trace_id: None,
         }
     }
 }

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http_body_util::Full;
+use tracing::Instrument;
 use wasmtime::Store;
 use wasmtime::component::Resource;
 use wasmtime_wasi_http::WasiHttpView;
@@ -210,13 +211,18 @@ impl Host {
             setup: started.elapsed(),
             written,
         };
+        let span = method_span(call);
+        call.note.trace(&span);
         let invocation: drive::Invocation = Box::pin(
-            std::panic::AssertUnwindSafe(run.invoke(
-                self.settle(),
-                self.services.metrics.clone(),
-                self.services.instance_wait,
-                call.instance.record.id.clone(),
-            ))
+            std::panic::AssertUnwindSafe(
+                run.invoke(
+                    self.settle(),
+                    self.services.metrics.clone(),
+                    self.services.instance_wait,
+                    call.instance.record.id.clone(),
+                )
+                .instrument(span),
+            )
             .catch_unwind(),
         );
         Ok(Started {
@@ -349,11 +355,14 @@ impl Run {
     ) -> wasmtime::Result<()> {
         let result = async {
             let instantiating = Instant::now();
-            let proxy = instantiate(&self.pre, &mut self.store, wait).await?;
+            let proxy = instantiate(&self.pre, &mut self.store, wait)
+                .instrument(tracing::info_span!("component", otel.name = "instantiate"))
+                .await?;
             metrics.instantiated(self.setup + instantiating.elapsed());
             proxy
                 .wasi_http_incoming_handler()
                 .call_handle(&mut self.store, self.request, self.out)
+                .instrument(tracing::info_span!("component", otel.name = "run"))
                 .await
         }
         .await;
@@ -369,6 +378,23 @@ impl Run {
             .await;
         result
     }
+}
+
+/// The span of a request's work in its component: named for the A2A method once the component
+/// tells it (the proposed A2A conventions), with the task and context it worked on.
+fn method_span(call: &Invocation) -> tracing::Span {
+    use tracing::field::Empty;
+    let r = &call.instance.record;
+    tracing::info_span!(
+        "a2a.method",
+        otel.name = "a2a",
+        a2a.method.name = Empty,
+        a2a.task.id = Empty,
+        a2a.context.id = Empty,
+        a2a.instance.id = r.id.as_str(),
+        a2a.component = r.component.as_str(),
+        "error.type" = Empty,
+    )
 }
 
 /// Instantiates a component; when every pooled instance is in use, waits for one to come free

@@ -20,7 +20,7 @@ use crate::responses::{Body, Framing, rpc_error};
 use crate::sessions::{Sessions, Toolbox};
 use crate::settlement::{Owed, Settle, Written};
 use crate::store::Store as TaskStore;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, trace};
 
 /// What a request turned out to be, as its component told the host: for the request log line.
 #[derive(Clone, Default)]
@@ -35,6 +35,8 @@ pub struct Call {
     pub outcome: Option<String>,
     /// The first task the request read, created or changed.
     pub task_id: Option<String>,
+    /// The span of the component's work, once it runs: what it notes is recorded there too.
+    pub span: Option<tracing::Span>,
 }
 
 impl CallNote {
@@ -43,13 +45,27 @@ impl CallNote {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 
-    /// Notes the first task the request read or wrote.
-    pub fn task(&self, id: &str) {
-        self.0
-            .lock()
-            .unwrap()
-            .task_id
-            .get_or_insert_with(|| id.to_owned());
+    /// Records what is noted from now on on `span` too.
+    pub fn trace(&self, span: &tracing::Span) {
+        self.0.lock().unwrap().span = Some(span.clone());
+    }
+
+    /// Notes a task the request read (or, `wrote`, wrote), in `context` of `instance`: the first
+    /// one is the request's, for the log and its span; the task's traces note the span.
+    pub fn task(&self, instance: &str, id: &str, context: &str, wrote: bool) {
+        let mut c = self.0.lock().unwrap();
+        let first = c.task_id.is_none();
+        c.task_id.get_or_insert_with(|| id.to_owned());
+        let Some(span) = &c.span else {
+            return;
+        };
+        if first {
+            span.record("a2a.task.id", trace::short(id));
+            span.record("a2a.context.id", trace::short(context));
+        }
+        if let (Some(ring), Some(at)) = (trace::ring(), trace::position(span)) {
+            ring.touched(instance, id, &at, wrote);
+        }
     }
 
     /// Notes why the request was refused before any component ran (the outcome).
@@ -57,10 +73,21 @@ impl CallNote {
         self.0.lock().unwrap().outcome = Some(outcome.to_owned());
     }
 
-    /// Notes the method and its outcome.
+    /// Notes the method and its outcome (the span names them as the metrics count them).
     pub fn call(&self, method: &str, outcome: &str) {
         let mut c = self.0.lock().unwrap();
         (c.method, c.outcome) = (Some(method.to_owned()), Some(outcome.to_owned()));
+        if let Some(span) = &c.span {
+            let (method, _) = crate::telemetry::method_label(method);
+            trace::rename(span, method);
+            span.record("a2a.method.name", method);
+            if outcome != "ok" {
+                span.record(
+                    "error.type",
+                    crate::telemetry::outcome_label(outcome).as_str(),
+                );
+            }
+        }
     }
 }
 

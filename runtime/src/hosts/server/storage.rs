@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use a2a_protocol::TaskState;
+use tracing::Instrument;
 
 use super::bindings::storage::Host;
 use super::bindings::types::{
@@ -49,6 +50,8 @@ pub struct StorageCtx {
     unwritten: Option<(store::TaskRow, store::MessageClaim)>,
     /// The guard of the webhooks of push configs registered with a new task.
     webhooks: Arc<crate::push::Webhooks>,
+    /// The request's trace, recorded with the tasks it creates.
+    trace_id: Option<String>,
 }
 
 impl StorageCtx {
@@ -69,6 +72,8 @@ impl StorageCtx {
             held: Vec::new(),
             unwritten: None,
             webhooks: s.webhooks.clone(),
+            trace_id: crate::telemetry::trace::position(&tracing::Span::current())
+                .map(|at| at.trace_id().to_string()),
         }
     }
 
@@ -80,7 +85,10 @@ impl StorageCtx {
         push: Option<store::PushConfig>,
     ) -> Result<(), StoreError> {
         let write = Write::of(&row, claim.as_ref());
-        self.store.create_task(row, claim, push).await?;
+        self.store
+            .create_task(row, claim, push)
+            .instrument(self.op("create-task"))
+            .await?;
         self.activity.task_created(&self.peer_id, &write.id);
         self.touched(write.context.clone());
         self.wrote(write, 1);
@@ -93,7 +101,7 @@ impl StorageCtx {
         if let Some(reason) = w.failure {
             tracing::warn!(instance = %self.instance_id, task = %w.id, %reason, "task FAILED");
         }
-        self.note.task(&w.id);
+        self.note.task(&self.instance_id, &w.id, &w.context, true);
         self.written.wrote(&w.id, version, w.state);
         self.activity
             .task_written(&self.instance_id, &w.id, &w.context, w.state.as_str());
@@ -105,14 +113,22 @@ impl StorageCtx {
         }
     }
 
+    /// The span of one store operation.
+    fn op(&self, operation: &'static str) -> tracing::Span {
+        crate::telemetry::trace::store_span(self.store.system(), operation)
+    }
+
     /// Who owns what this request writes.
     fn owner(&self) -> &str {
         self.principal.as_deref().unwrap_or(SHARED_PRINCIPAL)
     }
 
-    /// `row` as stored for this request.
+    /// `row` as stored for this request (a task it creates records its trace).
     fn stored(&self, row: TaskRow) -> store::TaskRow {
-        row.stored(&self.instance_id, &self.peer_id, self.owner())
+        store::TaskRow {
+            trace_id: self.trace_id.clone(),
+            ..row.stored(&self.instance_id, &self.peer_id, self.owner())
+        }
     }
 
     /// A claim under the owner's key.
@@ -267,6 +283,7 @@ impl Host for StorageCtx {
         let result = self
             .store
             .update_task(row, expected_version, claim, frames.clone())
+            .instrument(self.op("update-task"))
             .await;
         match &result {
             Ok(w) => {
@@ -287,6 +304,7 @@ impl Host for StorageCtx {
         let row = match self
             .store
             .get_task(id, Some(self.instance_id.clone()))
+            .instrument(self.op("get-task"))
             .await
         {
             Ok(row) => row.filter(|r| self.sees(r)),
@@ -294,7 +312,8 @@ impl Host for StorageCtx {
         };
         if let Some(r) = &row {
             self.touched(r.context_id.clone());
-            self.note.task(&r.id);
+            self.note
+                .task(&self.instance_id, &r.id, &r.context_id, false);
         }
         Ok(Ok(row.and_then(|r| to_guest(r).ok())))
     }
@@ -311,7 +330,12 @@ impl Host for StorageCtx {
             max_bytes: Some(a2a_protocol::list::MAX_PAGE_BYTES),
             shape: Some((q.include_artifacts, q.history_length.map(i64::from))),
         };
-        let page = match self.store.list_tasks(filter).await {
+        let page = match self
+            .store
+            .list_tasks(filter)
+            .instrument(self.op("list-tasks"))
+            .await
+        {
             Ok(p) => p,
             Err(e) => return Ok(Err(e.into())),
         };
@@ -339,6 +363,7 @@ impl Host for StorageCtx {
         Ok(self
             .store
             .find_message(self.instance_id.clone(), message_id)
+            .instrument(self.op("find-message"))
             .await
             .map(|r| r.map(Into::into))
             .map_err(Into::into))
@@ -371,6 +396,7 @@ mod tests {
                 false,
                 std::time::Duration::from_secs(1),
             )),
+            trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
         }
     }
 
@@ -397,6 +423,12 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+        let stored = store.get_task("t".into(), None).await.unwrap().unwrap();
+        assert_eq!(
+            stored.trace_id.as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736"),
+            "a task records the trace that created it"
+        );
         assert!(matches!(
             mine.update_task(row("t", WitState::Completed, 2), 1, None, vec![])
                 .await

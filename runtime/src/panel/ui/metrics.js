@@ -14,7 +14,8 @@ export function metricsView() {
       section(
         "Latency by method",
         h("p", {}, h("a", { href: "/a2a/api/metrics?format=prometheus", target: "_blank", text: "Prometheus endpoint" }), " · ", h("a", { href: "/a2a/api/metrics", target: "_blank", text: "JSON" })),
-        table([["Method", ([k]) => h("code", { text: k })], ["Count", ([, s]) => s.count], ["p50", ([, s]) => micros(s.p50Us)], ["p90", ([, s]) => micros(s.p90Us)], ["p99", ([, s]) => micros(s.p99Us)], ["Histogram", ([, s]) => bars(s)]], methods, "No requests yet."),
+        h("p", { class: "muted", text: "Quantiles are estimates from the histogram: exact to 1 µs below 256 µs, within 6.25 % above (a bucket's upper bound)." }),
+        table([["Method", ([k]) => h("code", { text: k })], ["Count", ([, s]) => s.count], ["≈ p50", ([, s]) => micros(s.p50Us)], ["≈ p90", ([, s]) => micros(s.p90Us)], ["≈ p99", ([, s]) => micros(s.p99Us)], ["Histogram", ([, s]) => bars(s)]], methods, "No requests yet."),
       ),
       section("Requests", table([["Instance", (r) => r.instance], ["Method", (r) => h("code", { text: r.method })], ["A2A", (r) => r.version], ["Outcome", (r) => h("span", { class: `badge ${r.outcome === "ok" ? "ok" : "warn"}`, text: r.outcome })], ["Count", (r) => r.count]], m.requests || [], "No requests yet.")),
       section(

@@ -2,32 +2,17 @@
 // URLs and the ways to drive it.
 
 import { act, get } from "./api.js";
-import { busy, copyable, errorBox, fill, h, micros, section, showError, table, time } from "./dom.js";
-import { spark } from "./charts.js";
-
-/** Totals of a metrics snapshot: requests, failed requests, latency sum (µs) and count. */
-export function totals(m) {
-  let requests = 0;
-  let errors = 0;
-  for (const r of m.requests || []) {
-    requests += r.count;
-    if (r.outcome !== "ok") errors += r.count;
-  }
-  let sumUs = 0;
-  let timed = 0;
-  for (const s of Object.values(m.latencyByMethod || {})) {
-    sumUs += s.sumUs;
-    timed += s.count;
-  }
-  return { requests, errors, sumUs, timed, at: performance.now() };
-}
+import { busy, copyable, errorBox, fill, h, section, showError, table, time } from "./dom.js";
+import { timeChart } from "./charts.js";
 
 export function overview() {
   const banner = h("div", { class: "banner", hidden: true, role: "status" });
   const counters = h("div", { class: "counters" });
-  const rate = spark("requests/s");
-  const errors = spark("errors/s");
-  const latency = spark("mean latency", (v) => micros(Math.round(v)));
+  const perSecond = (v) => `${v < 10 ? +v.toFixed(1) : Math.round(v)}/s`;
+  const ms = (us) => `${+(us / 1000).toFixed(us < 10000 ? 1 : 0)} ms`;
+  const rate = timeChart("requests/s", [["requests", (p) => p.requestsPerS]], perSecond);
+  const errors = timeChart("errors/s", [["errors", (p) => p.errorsPerS]], perSecond);
+  const latency = timeChart("latency (≈)", [["p50", (p) => p.p50Us], ["p99", (p) => p.p99Us]], ms);
   const list = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
   const listError = errorBox();
   const el = h(
@@ -37,8 +22,6 @@ export function overview() {
     section("Now", counters, h("div", { class: "charts" }, rate.el, errors.el, latency.el)),
     section("Inbound instances", h("p", {}, h("a", { class: "button", href: "#/instance/new", text: "New instance" })), listError, list),
   );
-  let last = null;
-
   function counter(label, value, href) {
     const body = [h("span", { class: "value", text: String(value ?? "—") }), h("span", { class: "label", text: label })];
     return href ? h("a", { class: "counter", href }, body) : h("div", { class: "counter" }, body);
@@ -55,12 +38,17 @@ export function overview() {
     );
   }
 
+  function drawCharts(m) {
+    for (const c of [rate, errors, latency]) c.draw(m.series);
+  }
+
   let snapshot = null;
   async function load() {
     try {
       snapshot = await get("", { taskLimit: 1 });
       showError(listError, "");
       drawCounters(snapshot, snapshot.metrics);
+      drawCharts(snapshot.metrics);
       fill(list, instances(snapshot.inbounds, load));
     } catch (e) {
       showError(listError, `Cannot read the snapshot: ${e.message}`);
@@ -91,15 +79,7 @@ export function overview() {
     onChange: load,
     onMetrics(m) {
       drawCounters(snapshot, m);
-      const t = totals(m);
-      if (last) {
-        const dt = (t.at - last.at) / 1000 || 1;
-        rate.push(Math.max(t.requests - last.requests, 0) / dt);
-        errors.push(Math.max(t.errors - last.errors, 0) / dt);
-        const n = t.timed - last.timed;
-        latency.push(n > 0 ? (t.sumUs - last.sumUs) / n : 0);
-      }
-      last = t;
+      drawCharts(m);
     },
   };
 }

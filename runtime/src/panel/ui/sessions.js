@@ -32,22 +32,34 @@ export function sessions() {
     try {
       const s = await get("", { taskLimit: 1 });
       showError(box, "");
-      fill(sessionList, table(
-        [
-          ["Context", (r) => h("code", { text: r.contextId })],
-          ["Instance", (r) => r.serverName || r.serverId],
-          ["Status", (r) => h("span", { class: `badge ${r.status === "running" ? "ok" : "off"}`, text: r.status })],
-          ["Tasks", (r) => `${r.taskCount} (${r.activeCount} active)`],
-          ["Streaming", (r) => (r.streaming ? h("span", { class: "badge ok", text: "stream open" }) : "—")],
-          ["Last seen", (r) => time(r.lastSeen)],
-          ["Actions", (r) => h("div", { class: "actions" },
-            button("Conversation", box, () => show(r)),
-            button("Cancel", box, async () => { await act("session.cancel", { id: r.contextId, serverId: r.serverId }); await load(); }),
-            button("Close", box, async () => { await act("session.close", { id: r.contextId, serverId: r.serverId }); await load(); }))],
-        ],
-        s.sessions,
-        "No sessions yet.",
-      ));
+      const columns = [
+        ["Context", (r) => h("code", { text: r.contextId })],
+        ["Status", (r) => h("span", { class: `badge ${r.status === "running" ? "ok" : "off"}`, text: r.status })],
+        ["Tasks", (r) => `${r.taskCount} (${r.activeCount} active)`],
+        ["Streaming", (r) => (r.streaming ? h("span", { class: "badge ok", text: "stream open" }) : "—")],
+        ["Last seen", (r) => time(r.lastSeen)],
+        ["Actions", (r) => h("div", { class: "actions" },
+          button("Conversation", box, () => show(r)),
+          button("Cancel", box, async () => { await act("session.cancel", { id: r.contextId, serverId: r.serverId }); await load(); }),
+          button("Close", box, async () => { await act("session.close", { id: r.contextId, serverId: r.serverId }); await load(); }))],
+      ];
+      // Grouped by instance; idle sessions of a single task (one-shot calls) folded under one line.
+      const byInstance = new Map();
+      for (const r of s.sessions) {
+        if (!byInstance.has(r.serverId)) byInstance.set(r.serverId, []);
+        byInstance.get(r.serverId).push(r);
+      }
+      const oneShot = (r) => r.status === "idle" && r.taskCount === 1 && !r.streaming;
+      fill(sessionList, byInstance.size
+        ? [...byInstance].map(([id, rows]) => {
+          const folded = rows.filter(oneShot);
+          const open = rows.filter((r) => !oneShot(r));
+          return h("div", { class: "group" },
+            h("h3", {}, h("a", { href: `#/instance/${encodeURIComponent(id)}`, text: rows[0].serverName || id }), h("span", { class: "muted", text: ` · ${rows.length} sessions` })),
+            open.length ? table(columns, open) : null,
+            folded.length ? h("details", {}, h("summary", { text: `${folded.length} idle one-shot session${folded.length === 1 ? "" : "s"}` }), table(columns, folded)) : null);
+        })
+        : h("p", { class: "muted", text: "No sessions yet." }));
       fill(peerList, table(
         [
           ["Peer", (p) => h("div", {}, p.label, h("div", { class: "muted small", text: p.id }))],

@@ -2,6 +2,7 @@
 // history, artifacts, and cancel.
 
 import { act, get, request, rpc } from "./api.js";
+import { traces } from "./trace.js";
 import { busy, debounce, errorBox, field, fill, h, partsText, pretty, section, select, showError, state, table, time } from "./dom.js";
 
 const STATES = ["SUBMITTED", "WORKING", "INPUT_REQUIRED", "AUTH_REQUIRED", "COMPLETED", "CANCELED", "FAILED", "REJECTED"].map((s) => `TASK_STATE_${s}`);
@@ -108,6 +109,7 @@ export function taskDetail(id) {
           r.error?.detail ? h("p", { class: "error-detail" }, h("strong", { text: "Why (operators only): " }), h("span", { text: r.error.detail })) : null,
         ),
         section("Timeline", timeline(r, task)),
+        section("Trace", r.traceId ? h("p", { class: "muted" }, "Created in trace ", h("code", { text: r.traceId })) : null, traces(r.trace, id)),
         section("Push notifications", table([["Config", (c) => h("code", { text: c.id })], ["Webhook", (c) => c.url], ["Delivered", (c) => String(c.delivered)], ["Failed", (c) => String(c.failed)], ["Waiting", (c) => String(c.pending)], ["Last attempt", (c) => (c.lastAttemptAt ? h("span", {}, c.lastStatus || "", " · ", time(c.lastAttemptAt)) : "—")], ["Next retry", (c) => (c.nextRetryAt ? time(c.nextRetryAt) : "—")]], push.configs || [], "No webhooks registered for this task.")),
         section("Artifacts", table([["Artifact", (a) => a.name || a.artifactId], ["Content", (a) => h("div", { class: "text", text: partsText(a.parts) })]], r.artifacts || [], "No artifacts.")),
         section("Raw", h("div", { class: "split" }, h("pre", { class: "raw", "aria-label": "Task record", tabindex: 0, text: pretty(r) }), h("pre", { class: "raw", "aria-label": "A2A task", tabindex: 0, text: task ? pretty(task) : "GetTask did not answer." }))),

@@ -256,6 +256,10 @@ macro_rules! op {
 }
 
 impl Tasks for PostgresStore {
+    fn system(&self) -> &'static str {
+        "postgresql"
+    }
+
     fn create_task(
         &self,
         row: TaskRow,

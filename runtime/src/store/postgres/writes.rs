@@ -28,7 +28,7 @@ impl Conn {
                     .exec(
                         &format!(
                             "INSERT INTO tasks ({TASK_COLUMNS}, lease_node, lease_until)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10, $11, $12)"
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10, $11, $12, $13)"
                         ),
                         &[
                             &row.id,
@@ -41,6 +41,7 @@ impl Conn {
                             &row.body,
                             &row.peer_id,
                             &row.principal,
+                            &row.trace_id,
                             &lease.node,
                             &lease.until(row.state, row.updated_at),
                         ],

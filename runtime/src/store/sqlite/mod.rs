@@ -237,6 +237,10 @@ impl Drop for SqliteStore {
 }
 
 impl Tasks for SqliteStore {
+    fn system(&self) -> &'static str {
+        "sqlite"
+    }
+
     fn create_task(
         &self,
         row: TaskRow,

@@ -129,6 +129,8 @@ const MIGRATIONS: &[&str] = &[
     // 10: each task's owner (README "Authentication"); older tasks are the shared principal's.
     "ALTER TABLE tasks ADD COLUMN principal TEXT NOT NULL DEFAULT 'token';
     CREATE INDEX tasks_by_principal ON tasks (instance_id, principal, updated_at DESC, id DESC);",
+    // 11: the trace of the request that created each task (README "Traces").
+    "ALTER TABLE tasks ADD COLUMN trace_id TEXT;",
 ];
 
 /// Brings a database up to the newest schema and checks it is that schema; refuses a database

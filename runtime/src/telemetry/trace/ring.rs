@@ -1,0 +1,409 @@
+//! The recent spans of each task, in memory and bounded: what the panel's task page draws as a
+//! waterfall, kept whether or not spans are exported. Spans are kept by trace, oldest traces
+//! dropped first, each as a compact view with its texts cut short; a task names the traces that
+//! touched it (the one that created it, always, and the latest reads, writes, cancels and
+//! resubscriptions).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status, TraceId};
+use opentelemetry_sdk::trace::SpanData;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Spans kept in all, across traces.
+const MAX_SPANS: usize = 20_000;
+/// Spans of traces no task named (yet): cards, refusals, a request's first spans. Kept apart and
+/// bounded on their own, so traffic that touches no task never pushes tasks' traces out.
+const MAX_PENDING_SPANS: usize = 4_096;
+/// Spans kept of one trace (a long stream's, or a client's that sends all its calls in one).
+const MAX_SPANS_PER_TRACE: usize = 2_000;
+/// Traces kept at most (a bound on their count besides their spans').
+const MAX_TRACES: usize = 16_384;
+/// Tasks whose traces are remembered.
+const MAX_TASKS: usize = 4_096;
+/// Traces remembered per task besides the one that created it: the latest.
+const MAX_TRACES_PER_TASK: usize = 16;
+/// Attributes kept per span.
+const MAX_ATTRIBUTES: usize = 32;
+/// Span events (warnings) kept per span.
+const MAX_EVENTS: usize = 8;
+
+/// One ended span, as the control API shows it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpanView {
+    /// Its trace, hex.
+    pub trace_id: String,
+    /// Its id, hex.
+    pub span_id: String,
+    /// Its parent's id (none for a root).
+    pub parent_id: Option<String>,
+    /// What it did.
+    pub name: String,
+    /// `server`, `client` or `internal`.
+    pub kind: &'static str,
+    /// Start, µs since the Unix epoch.
+    pub start_us: u64,
+    /// How long it took, µs.
+    pub duration_us: u64,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+    /// Its attributes (the conventions' names).
+    pub attributes: Map<String, Value>,
+    /// What was logged in it (warnings).
+    pub events: Vec<String>,
+    /// Its trace id, as the ring keys it.
+    #[serde(skip)]
+    trace: TraceId,
+}
+
+fn micros(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// `s` cut as spans keep texts.
+fn short(s: &str) -> String {
+    super::short(s).to_owned()
+}
+
+fn value(v: &opentelemetry::Value) -> Value {
+    match v {
+        opentelemetry::Value::Bool(b) => Value::Bool(*b),
+        opentelemetry::Value::I64(i) => Value::from(*i),
+        opentelemetry::Value::F64(f) => Value::from(*f),
+        other => Value::String(short(&other.to_string())),
+    }
+}
+
+impl From<&SpanData> for SpanView {
+    fn from(s: &SpanData) -> SpanView {
+        let attributes: Map<String, Value> = s
+            .attributes
+            .iter()
+            .take(MAX_ATTRIBUTES)
+            .map(|kv| (short(kv.key.as_str()), value(&kv.value)))
+            .collect();
+        let error = match &s.status {
+            Status::Error { description } => Some(short(description)),
+            _ => attributes
+                .get("error.type")
+                .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned)),
+        };
+        SpanView {
+            trace_id: s.span_context.trace_id().to_string(),
+            span_id: s.span_context.span_id().to_string(),
+            parent_id: (s.parent_span_id != SpanId::INVALID).then(|| s.parent_span_id.to_string()),
+            name: short(&s.name),
+            kind: match s.span_kind {
+                SpanKind::Server => "server",
+                SpanKind::Client | SpanKind::Producer => "client",
+                SpanKind::Internal | SpanKind::Consumer => "internal",
+            },
+            start_us: micros(s.start_time),
+            duration_us: s
+                .end_time
+                .duration_since(s.start_time)
+                .map_or(0, |d| d.as_micros() as u64),
+            error,
+            attributes,
+            events: s
+                .events
+                .iter()
+                .take(MAX_EVENTS)
+                .map(|e| short(&e.name))
+                .collect(),
+            trace: s.span_context.trace_id(),
+        }
+    }
+}
+
+/// A span that worked on a task: where in which trace, and whether it was sampled.
+pub type SpanRef = SpanContext;
+
+/// Ended spans by trace, oldest trace first, within a count.
+#[derive(Debug, Default)]
+struct Traces {
+    by_id: HashMap<TraceId, Vec<SpanView>>,
+    order: VecDeque<TraceId>,
+    spans: usize,
+}
+
+impl Traces {
+    /// Keeps `span` under its trace, dropping the oldest traces beyond `max` spans.
+    fn keep(&mut self, span: SpanView, max: usize) {
+        let id = span.trace;
+        let trace = self.by_id.entry(id).or_insert_with(|| {
+            self.order.push_back(id);
+            Vec::new()
+        });
+        if trace.len() >= MAX_SPANS_PER_TRACE {
+            return;
+        }
+        trace.push(span);
+        self.spans += 1;
+        self.trim(max);
+    }
+
+    /// Drops the oldest traces while there are more than `max` spans or [`MAX_TRACES`] traces.
+    fn trim(&mut self, max: usize) {
+        while self.spans > max || self.order.len() > MAX_TRACES {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = self.by_id.remove(&oldest) {
+                self.spans -= gone.len();
+            }
+        }
+    }
+
+    /// Takes a trace's spans out.
+    fn take(&mut self, id: TraceId) -> Vec<SpanView> {
+        let spans = self.by_id.remove(&id).unwrap_or_default();
+        self.spans -= spans.len();
+        self.order.retain(|t| *t != id);
+        spans
+    }
+}
+
+/// The traces of one task.
+#[derive(Debug, Default)]
+struct TaskTraces {
+    /// The trace that created it (first touched it).
+    creator: Option<TraceId>,
+    /// The latest others, oldest first.
+    latest: VecDeque<TraceId>,
+    /// The latest span that wrote it.
+    last_write: Option<SpanRef>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// The traces of tasks.
+    kept: Traces,
+    /// The traces no task named (yet).
+    pending: Traces,
+    /// The traces of each task (`instance/task`).
+    tasks: HashMap<String, TaskTraces>,
+    /// Task keys, oldest first.
+    task_order: VecDeque<String>,
+}
+
+/// The ring (see the module's documentation).
+#[derive(Debug, Default)]
+pub struct SpanRing(Mutex<Inner>);
+
+impl SpanRing {
+    /// Keeps an ended span.
+    pub fn keep(&self, span: SpanView) {
+        let mut g = self.0.lock().unwrap();
+        if g.kept.by_id.contains_key(&span.trace) {
+            g.kept.keep(span, MAX_SPANS);
+        } else {
+            g.pending.keep(span, MAX_PENDING_SPANS);
+        }
+    }
+
+    /// Notes that the span `at` read (or, `wrote`, wrote) `task` of `instance`: its trace is
+    /// the task's.
+    pub fn touched(&self, instance: &str, task: &str, at: &SpanRef, wrote: bool) {
+        let key = crate::records::task_key(instance, task);
+        let trace = at.trace_id();
+        let mut g = self.0.lock().unwrap();
+        let inner = &mut *g;
+        if !inner.kept.by_id.contains_key(&trace) {
+            let spans = inner.pending.take(trace);
+            inner.kept.by_id.insert(trace, Vec::new());
+            inner.kept.order.push_back(trace);
+            for span in spans {
+                inner.kept.keep(span, MAX_SPANS);
+            }
+            inner.kept.trim(MAX_SPANS);
+        }
+        if !inner.tasks.contains_key(&key) {
+            if inner.task_order.len() >= MAX_TASKS
+                && let Some(oldest) = inner.task_order.pop_front()
+            {
+                inner.tasks.remove(&oldest);
+            }
+            inner.task_order.push_back(key.clone());
+        }
+        let t = inner.tasks.entry(key).or_default();
+        if wrote {
+            t.last_write = Some(at.clone());
+        }
+        if *t.creator.get_or_insert(trace) == trace || t.latest.back() == Some(&trace) {
+            return;
+        }
+        if t.latest.len() >= MAX_TRACES_PER_TASK {
+            t.latest.pop_front();
+        }
+        t.latest.push_back(trace);
+    }
+
+    /// The latest span that wrote a task, if remembered.
+    pub fn last_write(&self, instance: &str, task: &str) -> Option<SpanRef> {
+        let key = crate::records::task_key(instance, task);
+        self.0.lock().unwrap().tasks.get(&key)?.last_write.clone()
+    }
+
+    /// The traces of a task (the creating one first, hex) and their spans still kept, in start
+    /// order.
+    pub fn task(&self, instance: &str, task: &str) -> (Vec<String>, Vec<SpanView>) {
+        let key = crate::records::task_key(instance, task);
+        let g = self.0.lock().unwrap();
+        let Some(t) = g.tasks.get(&key) else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut ids: Vec<TraceId> = Vec::new();
+        for trace in t.creator.iter().chain(&t.latest) {
+            if !ids.contains(trace) {
+                ids.push(*trace);
+            }
+        }
+        let mut spans: Vec<SpanView> = ids
+            .iter()
+            .filter_map(|t| g.kept.by_id.get(t))
+            .flatten()
+            .cloned()
+            .collect();
+        drop(g);
+        spans.sort_by_key(|s| s.start_us);
+        (ids.iter().map(TraceId::to_string).collect(), spans)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::trace::{TraceFlags, TraceState};
+    use std::time::Duration;
+
+    fn span(trace: u128, id: u64, parent: u64, start: u64) -> SpanView {
+        let at = UNIX_EPOCH + Duration::from_micros(start);
+        SpanView::from(&SpanData {
+            span_context: SpanContext::new(
+                TraceId::from(trace),
+                SpanId::from(id),
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            ),
+            parent_span_id: SpanId::from(parent),
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: "s".into(),
+            start_time: at,
+            end_time: at + Duration::from_micros(5),
+            attributes: vec![
+                opentelemetry::KeyValue::new("db.operation.name", "get-task"),
+                opentelemetry::KeyValue::new("user_agent.original", "x".repeat(10_000)),
+            ],
+            dropped_attributes_count: 0,
+            events: Default::default(),
+            links: Default::default(),
+            status: Status::Unset,
+            instrumentation_scope: Default::default(),
+        })
+    }
+
+    fn at(trace: u128, span: u64) -> SpanRef {
+        SpanContext::new(
+            TraceId::from(trace),
+            SpanId::from(span),
+            TraceFlags::default(),
+            false,
+            TraceState::default(),
+        )
+    }
+
+    #[test]
+    fn a_task_shows_the_spans_of_the_traces_that_touched_it_in_start_order() {
+        let ring = SpanRing::default();
+        // The request's first spans end before it names its task; the rest after.
+        ring.keep(span(1, 3, 1, 15));
+        ring.touched("i", "t", &at(1, 1), true);
+        ring.keep(span(1, 2, 1, 20));
+        ring.keep(span(1, 1, 0, 10));
+        ring.keep(span(7, 9, 0, 5));
+        let (traces, spans) = ring.task("i", "t");
+        assert_eq!(traces, ["00000000000000000000000000000001"]);
+        let order: Vec<_> = spans.iter().map(|s| s.start_us).collect();
+        assert_eq!(
+            order,
+            [10, 15, 20],
+            "the other trace's span is not the task's"
+        );
+        assert_eq!(spans[0].parent_id, None);
+        assert_eq!(spans[2].parent_id.as_deref(), Some("0000000000000001"));
+        assert_eq!(spans[0].duration_us, 5);
+        assert_eq!(spans[0].attributes["db.operation.name"], "get-task");
+        assert_eq!(
+            spans[0].attributes["user_agent.original"]
+                .as_str()
+                .unwrap()
+                .len(),
+            super::super::context::MAX_TEXT,
+            "long texts are cut"
+        );
+        assert!(ring.task("i", "other").1.is_empty());
+        // A read is shown, but a push delivery continues the latest write.
+        ring.touched("i", "t", &at(2, 4), false);
+        assert_eq!(ring.task("i", "t").0.len(), 2);
+        assert_eq!(ring.last_write("i", "t"), Some(at(1, 1)));
+    }
+
+    #[test]
+    fn the_ring_is_bounded_and_traffic_without_tasks_never_pushes_tasks_out() {
+        let ring = SpanRing::default();
+        ring.touched("i", "t", &at(u128::MAX - 1, 1), true);
+        ring.keep(span(u128::MAX - 1, 1, 0, 0));
+        for t in 0..(MAX_PENDING_SPANS as u128 * 3) {
+            ring.keep(span(t + 1, 1, 0, t as u64));
+        }
+        let g = ring.0.lock().unwrap();
+        assert_eq!(g.pending.spans, MAX_PENDING_SPANS);
+        assert_eq!(g.kept.spans, 1);
+        drop(g);
+        assert_eq!(ring.task("i", "t").1.len(), 1, "the task's trace stays");
+        // A task keeps the trace that created it and its latest others.
+        for t in 0..(MAX_TRACES_PER_TASK as u128 + 3) {
+            ring.touched("i", "t", &at(t + 100_000, 1), false);
+        }
+        let (traces, _) = ring.task("i", "t");
+        assert_eq!(traces.len(), MAX_TRACES_PER_TASK + 1);
+        assert_eq!(traces[0], TraceId::from(u128::MAX - 1).to_string());
+        let first = 1_000_000u128;
+        for t in first..first + (MAX_SPANS as u128 / 2 + 10) {
+            ring.touched("i", "many", &at(t, 1), true);
+            ring.keep(span(t, 1, 0, 0));
+            ring.keep(span(t, 2, 1, 0));
+        }
+        let g = ring.0.lock().unwrap();
+        assert!(
+            (MAX_SPANS - 1..=MAX_SPANS).contains(&g.kept.spans),
+            "{}",
+            g.kept.spans
+        );
+        assert!(
+            !g.kept.by_id.contains_key(&TraceId::from(first)),
+            "the oldest went first"
+        );
+        drop(g);
+        ring.touched("i", "long", &at(u128::MAX, 1), true);
+        for id in 0..(MAX_SPANS_PER_TRACE as u64 + 5) {
+            ring.keep(span(u128::MAX, id + 1, 0, 0));
+        }
+        assert_eq!(ring.task("i", "long").1.len(), MAX_SPANS_PER_TRACE);
+        for t in 0..(MAX_TASKS + 1) {
+            ring.touched("x", &t.to_string(), &at(5, 5), true);
+        }
+        assert!(
+            ring.last_write("x", "0").is_none(),
+            "the oldest task is forgotten"
+        );
+    }
+}
