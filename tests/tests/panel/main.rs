@@ -402,6 +402,8 @@ async fn the_task_view_tells_the_operator_why_an_agent_was_not_available() {
     b.find_text(".waterfall", "SendMessage").await;
     b.find_text(".waterfall .span-label", "turn").await;
     b.find_text(".waterfall .span-label", "create-task").await;
+    b.eval("document.querySelector('.waterfall').scrollIntoView({block: 'center'}); return true")
+        .await;
     b.shot("waterfall").await;
     b.finish(&[]).await;
 }

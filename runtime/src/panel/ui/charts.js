@@ -42,12 +42,15 @@ export function timeChart(title, lines, format) {
         parts.push(label(PLOT.left - 4, y(v) + 3, format(v), "end"));
       }
       for (const m of [15, 10, 5, 0]) {
-        parts.push(label(x(end - m * 60000), H - 12, m ? `−${m} min` : "now"));
+        parts.push(label(x(end - m * 60000), H - 12, m ? `−${m} min` : "now", m ? "middle" : "end"));
       }
       parts.push(svg("line", { x1: PLOT.left, x2: PLOT.right, y1: PLOT.bottom, y2: PLOT.bottom, stroke: "currentColor", "stroke-opacity": 0.5 }));
       lines.forEach(([, v], i) => {
         const drawn = points.filter((p) => v(p) != null).map((p) => `${x(p.at).toFixed(1)},${y(v(p)).toFixed(1)}`);
         parts.push(svg("polyline", { class: `line-${i}`, fill: "none", stroke: "currentColor", "stroke-width": 1.5, points: drawn.join(" ") }));
+        // The latest sample as a dot, so a line of one point still shows.
+        const [cx, cy] = drawn.length ? drawn[drawn.length - 1].split(",") : [];
+        if (cx) parts.push(svg("circle", { class: `line-${i}`, cx, cy, r: 2.5, fill: "currentColor" }));
       });
       fill(chart, ...parts);
       const latest = points[points.length - 1];

@@ -8,8 +8,8 @@ import { timeChart } from "./charts.js";
 export function overview() {
   const banner = h("div", { class: "banner", hidden: true, role: "status" });
   const counters = h("div", { class: "counters" });
-  const perSecond = (v) => `${v < 10 ? +v.toFixed(1) : Math.round(v)}/s`;
-  const ms = (us) => `${+(us / 1000).toFixed(us < 10000 ? 1 : 0)} ms`;
+  const perSecond = (v) => `${v < 10 ? +v.toPrecision(2) : Math.round(v)}/s`;
+  const ms = (us) => `${+(us / 1000).toPrecision(2)} ms`;
   const rate = timeChart("requests/s", [["requests", (p) => p.requestsPerS]], perSecond);
   const errors = timeChart("errors/s", [["errors", (p) => p.errorsPerS]], perSecond);
   const latency = timeChart("latency (≈)", [["p50", (p) => p.p50Us], ["p99", (p) => p.p99Us]], ms);
