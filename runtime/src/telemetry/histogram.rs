@@ -97,7 +97,7 @@ impl Histogram {
         quantile_of(&self.counts(), q)
     }
 
-    /// The counts by fine bucket, for [`quantile_of`] over a difference of two readings.
+    /// The counts by fine bucket, for `quantile_of` over a difference of two readings.
     pub fn buckets(&self) -> Vec<u64> {
         self.counts()
     }

@@ -47,7 +47,7 @@ pub fn rename(span: &tracing::Span, name: &'static str) {
 /// Bytes a span keeps of a text a caller or a component chose.
 pub const MAX_TEXT: usize = 256;
 
-/// `s` cut to [`MAX_TEXT`] bytes (at a character boundary).
+/// `s` cut to `MAX_TEXT` (256) bytes, at a character boundary.
 pub fn short(s: &str) -> &str {
     &s[..s.floor_char_boundary(MAX_TEXT)]
 }
