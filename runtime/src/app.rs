@@ -19,6 +19,7 @@ use crate::instances::{Instance, Routes};
 use crate::outbound::{Outbound, SessionToolbox};
 use crate::records::InstanceRecord;
 use crate::sessions::Sessions;
+use crate::sessions::preset::{self, Preset};
 use crate::store::{Lease, PostgresStore, SqliteStore, Store};
 
 /// Everything requests share.
@@ -48,11 +49,14 @@ pub struct App {
     /// The latest readiness answer (`/readyz`): whether ready, and the checks.
     pub readiness: crate::memo::Memo<(bool, serde_json::Value)>,
     table: RwLock<Table>,
+    /// One rebuild of the table at a time, so none is built on presets another replaced.
+    assembling: tokio::sync::Mutex<()>,
 }
 
-/// The instance records and what is served of them, swapped whole.
+/// The presets, the instance records and what is served of them, swapped whole.
 #[derive(Default)]
 struct Table {
+    presets: Arc<[Preset]>,
     records: Vec<InstanceRecord>,
     instances: Vec<Arc<Instance>>,
     routes: Arc<Routes>,
@@ -126,9 +130,9 @@ impl App {
         let outbound = Arc::new(
             Outbound::new(store.clone(), credentials.clone(), client, exit.clone()).await?,
         );
-        let sessions = Arc::new(
-            Sessions::new(&config.all_presets(), Some(run_dir), &exit).limited(config.sessions),
-        );
+        let presets = config.all_presets();
+        let sessions =
+            Arc::new(Sessions::new(&presets, Some(run_dir), &exit).limited(config.sessions));
         let services = services(
             &config,
             &data_dir,
@@ -140,7 +144,7 @@ impl App {
         let agents = Arc::new(AgentHost::new(
             &engine.cache_dir,
             data_dir.join("components"),
-            &config.all_presets(),
+            &presets,
             store.clone(),
             exit.clone(),
             services.metrics.clone(),
@@ -148,7 +152,7 @@ impl App {
         services
             .sessions
             .run_agents_on(Arc::new(Runner(agents.clone())));
-        agents.preload(config.agents().into_keys().collect());
+        agents.preload(preset::agents(&config.presets).into_keys().collect());
         let host = tokio::task::block_in_place(|| Host::new(engine, &data_dir, services))?;
         crate::declared::seed_instances(&config, &*store, |c| host.registry.get(c).is_some())
             .await?;
@@ -179,7 +183,11 @@ impl App {
             verifier,
             tls,
             readiness: crate::memo::Memo::new(Duration::from_secs(1)),
-            table: RwLock::default(),
+            table: RwLock::new(Table {
+                presets: presets.into(),
+                ..Table::default()
+            }),
+            assembling: tokio::sync::Mutex::default(),
         });
         app.reassemble().await?;
         Ok(app)
@@ -190,10 +198,47 @@ impl App {
         self.host.services()
     }
 
+    /// The presets in effect: the configured ones and the built-in ones (README
+    /// "Configuration"), as the latest start or reload left them.
+    pub fn presets(&self) -> Arc<[Preset]> {
+        self.table.read().unwrap().presets.clone()
+    }
+
+    /// Puts `presets` into effect: new turns run on their backends (running turns finish on
+    /// the ones they began with), the agents they name load, and every instance is rebuilt.
+    /// Refused, changing nothing, when a stored instance names a preset they lack or their
+    /// agent components need a larger pool than the one made at start.
+    pub async fn set_presets(&self, presets: Vec<Preset>) -> anyhow::Result<()> {
+        let _one = self.assembling.lock().await;
+        let records = self.store.instances().await?;
+        if let Some(r) = records
+            .iter()
+            .find(|r| !presets.iter().any(|p| p.id == r.preset))
+        {
+            anyhow::bail!(
+                "instance {:?} runs on preset {:?}, which the file no longer has: move the instance to another preset first (inbound update --preset)",
+                r.id,
+                r.preset
+            );
+        }
+        self.agents.fits(&presets)?;
+        self.services().sessions.set_presets(&presets);
+        self.agents
+            .preload(preset::agents(&presets).into_keys().collect());
+        self.table.write().unwrap().presets = presets.into();
+        self.assemble().await
+    }
+
     /// Rebuilds every instance from the store and swaps the table.
     pub async fn reassemble(&self) -> anyhow::Result<()> {
+        let _one = self.assembling.lock().await;
+        self.assemble().await
+    }
+
+    /// [`App::reassemble`], the caller holding `assembling`.
+    async fn assemble(&self) -> anyhow::Result<()> {
         let records = self.store.instances().await?;
-        let presets = self.config.all_presets();
+        let presets = self.presets();
         let mut built = Vec::new();
         for record in &records {
             let Some(preset) = presets.iter().find(|p| p.id == record.preset).cloned() else {
@@ -223,11 +268,8 @@ impl App {
             &built,
             self.config.well_known_instance.as_deref(),
         ));
-        *self.table.write().unwrap() = Table {
-            records,
-            instances: built,
-            routes,
-        };
+        let mut table = self.table.write().unwrap();
+        (table.records, table.instances, table.routes) = (records, built, routes);
         Ok(())
     }
 

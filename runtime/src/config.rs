@@ -600,20 +600,6 @@ impl Config {
         Ok(())
     }
 
-    /// The agent components the presets name, each with the presets that run it (in order).
-    pub fn agents(&self) -> std::collections::BTreeMap<String, Vec<Preset>> {
-        let mut agents: std::collections::BTreeMap<String, Vec<Preset>> = Default::default();
-        for p in &self.presets {
-            if let Backend::Component(c) = &p.backend {
-                agents
-                    .entry(c.component.clone())
-                    .or_default()
-                    .push(p.clone());
-            }
-        }
-        agents
-    }
-
     /// Every preset: the configured ones, plus the built-in `echo` and `scripted` unless configured.
     pub fn all_presets(&self) -> Vec<Preset> {
         let mut presets = self.presets.clone();

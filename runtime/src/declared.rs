@@ -29,6 +29,37 @@ pub async fn seed_instances(
     store: &dyn Records,
     component_exists: impl Fn(&str) -> bool,
 ) -> anyhow::Result<()> {
+    plan_instances(config, store, component_exists)
+        .await?
+        .write(store)
+        .await
+}
+
+/// The instance records once the declarations are applied, and the writes that get there.
+pub struct InstancePlan {
+    /// Every instance record, as stored after [`InstancePlan::write`].
+    pub records: Vec<InstanceRecord>,
+    /// The records to write, each with whether it existed.
+    changed: Vec<(bool, InstanceRecord)>,
+}
+
+impl InstancePlan {
+    /// Writes the changed records, logging each.
+    pub async fn write(self, store: &dyn Records) -> anyhow::Result<()> {
+        for (existed, record) in self.changed {
+            tracing::info!(id = %record.id, "{}", if existed { "updated inbound instance from the configuration" } else { "created inbound instance" });
+            store.put_instance(record).await?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`seed_instances`] would write, checked whole and written nowhere.
+pub async fn plan_instances(
+    config: &Config,
+    store: &dyn Records,
+    component_exists: impl Fn(&str) -> bool,
+) -> anyhow::Result<InstancePlan> {
     let mut all = store.instances().await?;
     let now = now_ms();
     let mut changed = Vec::new();
@@ -60,13 +91,14 @@ pub async fn seed_instances(
         changed.push((stored.is_some(), record));
     }
     if all.is_empty() && config.instances.is_empty() {
-        changed.push((false, demo(config, now)));
+        let demo = demo(config, now);
+        all.push(demo.clone());
+        changed.push((false, demo));
     }
-    for (existed, record) in changed {
-        tracing::info!(id = %record.id, "{}", if existed { "updated inbound instance from the configuration" } else { "created inbound instance" });
-        store.put_instance(record).await?;
-    }
-    Ok(())
+    Ok(InstancePlan {
+        records: all,
+        changed,
+    })
 }
 
 /// What `a2a-edge config check` finds: the declarations reconciled against an empty store as a
@@ -138,7 +170,7 @@ fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceR
         name: d.name.clone(),
         description: String::new(),
         version: "0.1.0".into(),
-        preset: default_preset(config),
+        preset: default_preset(&config.all_presets()),
         auth_token_env: None,
         api_keys: Vec::new(),
         oidc: None,

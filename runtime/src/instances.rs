@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::Config;
 pub use crate::engine::registry::DEFAULT_COMPONENT;
 use crate::records::InstanceRecord;
 use crate::sessions::preset::Preset;
@@ -237,13 +236,12 @@ pub fn check_endpoint_free<'a>(
     Ok(())
 }
 
-/// The id of the default preset.
-pub fn default_preset(config: &Config) -> String {
-    config
-        .all_presets()
-        .into_iter()
+/// The id of the default one of `presets`.
+pub fn default_preset(presets: &[Preset]) -> String {
+    presets
+        .iter()
         .find(|p| p.default)
-        .map_or_else(|| "echo".into(), |p| p.id)
+        .map_or_else(|| "echo".into(), |p| p.id.clone())
 }
 
 #[cfg(test)]

@@ -1141,13 +1141,21 @@ async fn sighup_applies_the_changed_file_without_dropping_a_request_and_keeps_it
     use tokio::io::AsyncReadExt;
     let site = tempfile::tempdir().unwrap();
     let config = site.path().join("edge.toml");
+    // The instance runs on a preset of the file: its reply and skill change with it.
     let write = |description: &str, tasks: u32| {
         let text = format!(
-            "[runtime]\ncacheDir = {:?}\n[[instances]]\nid = \"docs\"\nname = \"docs\"\ndescription = {description:?}\n\
+            "[runtime]\ncacheDir = {:?}\n[[presets]]\nid = \"talk\"\nbackend = \"command\"\n\
+             command = [\"sh\", \"-c\", \"echo {description} reply\"]\nskills = [{{ id = \"{description}-skill\" }}]\n\
+             [[instances]]\nid = \"docs\"\nname = \"docs\"\ndescription = {description:?}\npreset = \"talk\"\n\
              [instances.limits]\nmaxConcurrentTasks = {tasks}\n",
             shared_cache()
         );
         std::fs::write(&config, text).unwrap();
+    };
+    let reply = |base: String| async move {
+        let params = serde_json::json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+        let r = call(&base, "docs", "SendMessage", params).await;
+        r["result"]["task"]["artifacts"][0]["parts"][0]["text"].clone()
     };
     write("first", 4);
     let data = tempfile::tempdir().unwrap();
@@ -1205,6 +1213,8 @@ async fn sighup_applies_the_changed_file_without_dropping_a_request_and_keeps_it
         docs["limits"]["maxConcurrentTasks"].clone()
     };
     assert_eq!(card(base.clone()).await["description"], "first");
+    assert_eq!(card(base.clone()).await["skills"][0]["id"], "first-skill");
+    assert_eq!(reply(base.clone()).await, "first reply\n");
     let hup = |pid: u32| {
         assert!(
             std::process::Command::new("kill")
@@ -1224,6 +1234,23 @@ async fn sighup_applies_the_changed_file_without_dropping_a_request_and_keeps_it
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(limit(base.clone()).await, 8);
+    assert_eq!(card(base.clone()).await["skills"][0]["id"], "second-skill");
+    assert_eq!(reply(base.clone()).await, "second reply\n");
+    // A file that drops the preset an instance made over the control API runs on changes
+    // nothing, and says how to fix it.
+    let create = serde_json::json!({"action": "inbound.create", "id": "api", "name": "api", "description": "d", "version": "1", "preset": "talk"});
+    assert_eq!(a2a_edge_tests::action(&base, create).await["ok"], true);
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("preset = \"talk\"", "preset = \"echo\"")
+            .replace("id = \"talk\"", "id = \"other\""),
+    )
+    .unwrap();
+    hup(pid);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(reply(base.clone()).await, "second reply\n");
     // A broken file: still serving the last good configuration, and the log says why.
     std::fs::write(&config, "[[instances]\nname = ").unwrap();
     hup(pid);
@@ -1242,6 +1269,11 @@ async fn sighup_applies_the_changed_file_without_dropping_a_request_and_keeps_it
     child.start_kill().unwrap();
     let log = log.await.unwrap();
     assert!(log.contains("configuration reloaded"), "{log}");
+    assert!(log.contains("presets changed"), "{log}");
+    assert!(
+        log.contains("\"api\" runs on preset \"talk\", which the file no longer has"),
+        "{log}"
+    );
     assert!(
         log.contains("configuration not reloaded") && log.contains("edge.toml is invalid"),
         "{log}"

@@ -77,7 +77,7 @@ fn apply(
         r.name = n.trim().to_owned();
     }
     if let Some(p) = &f.preset {
-        if !app.config.all_presets().iter().any(|x| x.id == p.as_str()) {
+        if !app.presets().iter().any(|x| x.id == p.as_str()) {
             return Err(format!("unknown preset {:?}", p.as_str()));
         }
         r.preset = Some(p.0.clone());

@@ -64,7 +64,7 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &InboundSettings) -> R
         endpoint_free(app, r)?;
     }
     if let Some(p) = &f.preset {
-        let presets = app.config.all_presets();
+        let presets = app.presets();
         if !presets.iter().any(|x| x.id == p.as_str()) {
             let ids: Vec<&str> = presets.iter().map(|x| x.id.as_str()).collect();
             return Err(format!(
@@ -150,7 +150,7 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
         name: String::new(),
         description: String::new(),
         version: String::new(),
-        preset: instances::default_preset(&app.config),
+        preset: instances::default_preset(&app.presets()),
         auth_token_env: None,
         api_keys: Vec::new(),
         oidc: None,

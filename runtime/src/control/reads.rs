@@ -1,5 +1,6 @@
 //! The reads of README "Control API › Reads".
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::Response;
@@ -105,7 +106,13 @@ async fn sessions(
     context: Option<&str>,
     limit: u32,
 ) -> Vec<Value> {
-    let streaming = app.services().activity.streaming_contexts();
+    let activity = &app.services().activity;
+    let streaming = activity.streaming_contexts();
+    let labels: HashMap<String, String> = activity
+        .peers()
+        .into_iter()
+        .map(|p| (p.id, p.label))
+        .collect();
     let instances = app.records();
     let contexts = app
         .store
@@ -118,16 +125,16 @@ async fn sessions(
         .unwrap_or_default();
     contexts
         .iter()
-        .map(|c| views::session(app, c, &instances, &streaming))
+        .map(|c| views::session(app, c, &instances, &streaming, &labels))
         .collect()
 }
 
 /// `GET /a2a/api/presets`.
 pub fn presets(app: &App) -> Value {
-    let default = crate::instances::default_preset(&app.config);
+    let presets = app.presets();
+    let default = crate::instances::default_preset(&presets);
     json!(
-        app.config
-            .all_presets()
+        presets
             .iter()
             .map(|p| {
                 let mut v = json!({ "id": p.id, "name": p.name, "description": p.description, "backend": p.backend.name(), "isDefault": p.id == default });
@@ -357,7 +364,7 @@ pub fn components(app: &App) -> Value {
         "name": crate::hosts::client::CLIENT_COMPONENT, "kind": "client", "source": "embedded",
         "sha256": client.sha256, "size": crate::hosts::client::CLIENT_SIZE, "instances": [],
     }));
-    for (name, presets) in app.config.agents() {
+    for (name, presets) in crate::sessions::preset::agents(&app.presets()) {
         let ids: Vec<&str> = presets.iter().map(|p| p.id.as_str()).collect();
         let mut v = json!({
             "name": name, "kind": "agent",

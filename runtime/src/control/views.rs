@@ -1,7 +1,7 @@
 //! The control API's own shapes (README "Control API › Reads"): inbound views, TaskRecords (never the protocol
 //! Task), session rows.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use a2a_protocol::{Role, Task, TaskState};
 use serde_json::{Value, json};
@@ -14,7 +14,7 @@ use crate::store::{ContextSummary, PushStatus, TaskRow};
 
 /// An inbound instance as the snapshot shows it.
 pub fn inbound(app: &App, r: &InstanceRecord, assembled: Option<&Instance>) -> Value {
-    let presets = app.config.all_presets();
+    let presets = app.presets();
     let skills: Vec<Value> = presets
         .iter()
         .find(|p| p.id == r.preset)
@@ -118,14 +118,23 @@ pub fn trace(row: &TaskRow) -> Value {
 }
 
 /// One session row: a conversation on an instance (`instances` are the stored records) with its
-/// live and streaming flags.
+/// live and streaming flags, and the peer that opened it (`labels`: the remembered peers' labels).
 pub fn session(
     app: &App,
     c: &ContextSummary,
     instances: &[InstanceRecord],
     streaming: &HashSet<(String, String)>,
+    labels: &HashMap<String, String>,
 ) -> Value {
     let instance = instances.iter().find(|i| i.id == c.instance_id);
+    // A peer this process has not seen since it started is named by its source address.
+    let peer = c.peer_id.as_deref().map(|id| {
+        labels.get(id).cloned().unwrap_or_else(|| {
+            id.rsplit_once('@')
+                .map_or(id, |(source, _)| source)
+                .to_owned()
+        })
+    });
     json!({
         "contextId": c.context_id,
         "serverId": c.instance_id,
@@ -136,6 +145,8 @@ pub fn session(
         "activeCount": c.active_count,
         "firstSeen": c.first_seen,
         "lastSeen": c.last_seen,
+        "peerId": c.peer_id,
+        "peer": peer,
         "streaming": streaming.contains(&(c.instance_id.clone(), c.context_id.clone())),
         "live": app.services().sessions.is_live(&c.instance_id, &c.context_id),
     })

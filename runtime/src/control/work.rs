@@ -117,7 +117,9 @@ pub async fn end_session(app: &Arc<App>, a: &Session, close: bool) -> Result<Val
 /// `component.reload`: an agent component (one a preset names, or one loaded) on the agents'
 /// host, any other on the server registry.
 pub async fn reload(app: &Arc<App>, name: &str) -> Result<Value, Refusal> {
-    if app.config.agents().contains_key(name) || app.agents.get(name).is_some() {
+    if crate::sessions::preset::agents(&app.presets()).contains_key(name)
+        || app.agents.get(name).is_some()
+    {
         let agent = app
             .agents
             .reload(name)

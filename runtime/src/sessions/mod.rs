@@ -11,7 +11,7 @@ pub mod preset;
 mod scripted;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use a2a_protocol::execution::Progress;
 use serde::{Deserialize, Serialize};
@@ -309,7 +309,8 @@ impl Default for SessionSettings {
 
 /// Every live session and running turn.
 pub struct Sessions {
-    backends: HashMap<String, Arc<dyn Backend>>,
+    backends: RwLock<HashMap<String, Arc<dyn Backend>>>,
+    exit: crate::egress::Exit,
     groups: Arc<groups::Groups>,
     live: Mutex<HashMap<(String, String), SessionInfo>>,
     running: Arc<Mutex<HashMap<String, CancellationToken>>>,
@@ -325,20 +326,29 @@ impl Sessions {
         run_dir: Option<std::path::PathBuf>,
         exit: &crate::egress::Exit,
     ) -> Sessions {
-        let groups = Arc::new(groups::Groups::new(run_dir));
-        let agents = Arc::default();
-        let backends = presets
-            .iter()
-            .map(|p| (p.id.clone(), backend(p, &groups, exit, &agents)))
-            .collect();
-        Sessions {
-            backends,
-            groups,
+        let sessions = Sessions {
+            backends: RwLock::default(),
+            exit: exit.clone(),
+            groups: Arc::new(groups::Groups::new(run_dir)),
             live: Mutex::default(),
             running: Arc::default(),
             limits: SessionSettings::default(),
-            agents,
-        }
+            agents: Arc::default(),
+        };
+        sessions.set_presets(presets);
+        sessions
+    }
+
+    /// Runs new turns on the backends of `presets`; turns already running keep theirs.
+    pub fn set_presets(&self, presets: &[Preset]) {
+        let backends = presets
+            .iter()
+            .map(|p| {
+                let b = backend(p, &self.groups, &self.exit, &self.agents);
+                (p.id.clone(), b)
+            })
+            .collect();
+        *self.backends.write().unwrap() = backends;
     }
 
     /// Runs the presets' agent components on `agents` (set once, at start).
@@ -406,13 +416,16 @@ impl Sessions {
 
     /// Whether turns of `preset` read the context's history.
     pub fn uses_history(&self, preset: &str) -> bool {
-        self.backends.get(preset).is_some_and(|b| b.uses_history())
+        let backends = self.backends.read().unwrap();
+        backends.get(preset).is_some_and(|b| b.uses_history())
     }
 
     /// Starts a turn on `preset`'s backend.
     pub fn start(&self, preset: &str, input: TurnInput) -> Result<Turn, String> {
         let backend = self
             .backends
+            .read()
+            .unwrap()
             .get(preset)
             .cloned()
             .ok_or_else(|| format!("preset {preset:?} does not exist"))?;

@@ -514,3 +514,17 @@ mod tests {
         assert_eq!(preset(&toml::to_string(&o).unwrap()).unwrap(), o);
     }
 }
+
+/// The agent components `presets` name, each with the presets that run it (in order).
+pub fn agents(presets: &[Preset]) -> BTreeMap<String, Vec<Preset>> {
+    let mut agents: BTreeMap<String, Vec<Preset>> = BTreeMap::new();
+    for p in presets {
+        if let Backend::Component(c) = &p.backend {
+            agents
+                .entry(c.component.clone())
+                .or_default()
+                .push(p.clone());
+        }
+    }
+    agents
+}

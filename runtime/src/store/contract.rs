@@ -268,9 +268,13 @@ async fn cursor_pages_cover_everything_newest_first(s: &dyn Store) {
         r
     };
     for i in 0..7 {
-        s.create_task(context(row(&format!("p{i}"), 100 + i / 2)), None, None)
-            .await
-            .unwrap();
+        let mut r = context(row(&format!("p{i}"), 100 + i / 2));
+        r.peer_id = [Some("10.0.0.9@i"), Some("10.0.0.2@i")]
+            .get(i as usize % 3)
+            .copied()
+            .flatten()
+            .map(str::to_owned);
+        s.create_task(r, None, None).await.unwrap();
     }
     let mut seen = Vec::new();
     let mut start = PageStart::First;
@@ -574,9 +578,10 @@ async fn records_and_counts(s: &dyn Store) {
         (
             contexts.len(),
             contexts[0].task_count,
-            contexts[0].active_count
+            contexts[0].active_count,
+            contexts[0].peer_id.as_deref()
         ),
-        (1, 7, 0),
+        (1, 7, 0, Some("10.0.0.2@i")),
         "{contexts:?}"
     );
     let record = ConnectionRecord {

@@ -364,6 +364,7 @@ impl Tasks for MemoryStore {
                         active_count: 0,
                         first_seen: t.created_at,
                         last_seen: t.updated_at,
+                        peer_id: None,
                     });
                 s.task_count += 1;
                 s.active_count += u64::from(t.state.is_active());
@@ -371,6 +372,7 @@ impl Tasks for MemoryStore {
                     s.first_seen.min(t.created_at),
                     s.last_seen.max(t.updated_at),
                 );
+                s.peer_id = s.peer_id.take().into_iter().chain(t.peer_id.clone()).min();
             }
             let mut all: Vec<ContextSummary> = by.into_values().collect();
             all.sort_by_key(|c| std::cmp::Reverse(c.last_seen));

@@ -411,6 +411,8 @@ pub struct ContextSummary {
     pub first_seen: u64,
     /// Latest task update, ms.
     pub last_seen: u64,
+    /// The caller that created its tasks (the least id when several did).
+    pub peer_id: Option<String>,
 }
 
 /// A push-notification config of a task.

@@ -567,11 +567,32 @@ async fn sessions_and_metrics_views_show_what_ran() {
         .as_str()
         .unwrap()
         .to_owned();
+    // A second peer: another source address with its own User-Agent.
+    let other = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .user_agent("peer-two/1.0")
+        .build()
+        .unwrap();
+    let params = json!({"message": {"messageId": "m-other", "role": "ROLE_USER", "parts": [{"text": "me too"}]}});
+    let r = a2a_edge_tests::jsonrpc::request(
+        &other,
+        &format!("{}/a2a/demo", s.base()),
+        "SendMessage",
+        params,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
     let (b, _turn) = Browser::open("sessions-metrics", 1280, 800).await;
     b.goto(&ui(&s, "sessions")).await;
-    // Grouped by instance, a finished one-shot session folded.
+    // Grouped by instance, then by peer, a finished one-shot session folded.
     b.find_text(".group h3", "demo").await;
-    let folded = b.find_text("summary", "1 idle one-shot session").await;
+    b.find_text(".peer-group h4", "from peer-two/1.0").await;
+    b.find_text(".peer-group h4", "from 127.0.0.1").await;
+    let folded = b.find_text(".peer-group", "from 127.0.0.1").await;
+    let folded = folded.find(Locator::Css("summary")).await.unwrap();
+    assert_eq!(folded.text().await.unwrap(), "1 idle one-shot session");
     b.press(&folded).await;
     b.find_text("td code", &context).await;
     b.shot("sessions").await;

@@ -84,6 +84,24 @@ pub struct AgentHost {
     loading: tokio::sync::Mutex<()>,
     /// The pool's instance slots: more turns than the pool holds wait for one.
     slots: tokio::sync::Semaphore,
+    /// The pool's size, made at start: instance slots and MiB per instance.
+    pool: (u32, u32),
+}
+
+/// The pool `presets` need: instance slots (their `concurrentTurns` summed, within bounds) and
+/// the largest memory limit, MiB.
+fn pool(presets: &[crate::sessions::preset::Preset]) -> (u32, u32) {
+    let limits = presets.iter().filter_map(|p| match &p.backend {
+        crate::sessions::preset::Backend::Component(c) => Some(c.limits),
+        _ => None,
+    });
+    let (slots, memory_mib) = limits.fold((0u32, 0u32), |(n, m), l| {
+        (n.saturating_add(l.concurrent_turns), m.max(l.memory_mib))
+    });
+    (
+        slots.clamp(16, MAX_SLOTS),
+        memory_mib.max(AgentLimits::default().memory_mib),
+    )
 }
 
 impl AgentHost {
@@ -98,19 +116,9 @@ impl AgentHost {
         exit: crate::egress::Exit,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<AgentHost> {
-        let limits = presets.iter().filter_map(|p| match &p.backend {
-            crate::sessions::preset::Backend::Component(c) => Some(c.limits),
-            _ => None,
-        });
-        let (slots, memory_mib) = limits.fold((0u32, 0u32), |(n, m), l| {
-            (n.saturating_add(l.concurrent_turns), m.max(l.memory_mib))
-        });
-        let slots = slots.clamp(16, MAX_SLOTS);
-        let (engine, cache) = crate::engine::agent_engine(
-            cache_dir,
-            slots,
-            (memory_mib.max(AgentLimits::default().memory_mib) as usize) << 20,
-        )?;
+        let (slots, memory_mib) = pool(presets);
+        let (engine, cache) =
+            crate::engine::agent_engine(cache_dir, slots, (memory_mib as usize) << 20)?;
         let linker = state::link(&engine)?;
         Ok(AgentHost {
             engine,
@@ -125,7 +133,20 @@ impl AgentHost {
             failures: Mutex::default(),
             loading: tokio::sync::Mutex::default(),
             slots: tokio::sync::Semaphore::new(slots as usize),
+            pool: (slots, memory_mib),
         })
+    }
+
+    /// Whether the agents `presets` run fit the pool made at start; if not, what to do.
+    pub fn fits(&self, presets: &[crate::sessions::preset::Preset]) -> anyhow::Result<()> {
+        let (slots, memory_mib) = pool(presets);
+        let (have_slots, have_mib) = self.pool;
+        if slots > have_slots || memory_mib > have_mib {
+            anyhow::bail!(
+                "the presets' agent components need a pool of {slots} turns of {memory_mib} MiB; the one made at start holds {have_slots} of {have_mib} MiB: restart to apply them"
+            );
+        }
+        Ok(())
     }
 
     /// Every loaded agent, by name.

@@ -43,22 +43,31 @@ export function sessions() {
           button("Cancel", box, async () => { await act("session.cancel", { id: r.contextId, serverId: r.serverId }); await load(); }),
           button("Close", box, async () => { await act("session.close", { id: r.contextId, serverId: r.serverId }); await load(); }))],
       ];
-      // Grouped by instance; idle sessions of a single task (one-shot calls) folded under one line.
-      const byInstance = new Map();
-      for (const r of s.sessions) {
-        if (!byInstance.has(r.serverId)) byInstance.set(r.serverId, []);
-        byInstance.get(r.serverId).push(r);
-      }
+      // Grouped by instance, then by the peer that opened them; idle sessions of a single task
+      // (one-shot calls) folded under one line.
+      const grouped = (rows, key) => {
+        const by = new Map();
+        for (const r of rows) {
+          if (!by.has(key(r))) by.set(key(r), []);
+          by.get(key(r)).push(r);
+        }
+        return [...by];
+      };
       const oneShot = (r) => r.status === "idle" && r.taskCount === 1 && !r.streaming;
-      fill(sessionList, byInstance.size
-        ? [...byInstance].map(([id, rows]) => {
-          const folded = rows.filter(oneShot);
-          const open = rows.filter((r) => !oneShot(r));
-          return h("div", { class: "group" },
-            h("h3", {}, h("a", { href: `#/instance/${encodeURIComponent(id)}`, text: rows[0].serverName || id }), h("span", { class: "muted", text: ` · ${rows.length} sessions` })),
-            open.length ? table(columns, open) : null,
-            folded.length ? h("details", {}, h("summary", { text: `${folded.length} idle one-shot session${folded.length === 1 ? "" : "s"}` }), table(columns, folded)) : null);
-        })
+      const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
+      const byPeer = ([, rows]) => {
+        const folded = rows.filter(oneShot);
+        const open = rows.filter((r) => !oneShot(r));
+        return h("div", { class: "peer-group" },
+          h("h4", {}, `from ${rows[0].peer || "an unknown caller"}`, h("span", { class: "muted", text: ` · ${plural(rows.length, "session")}` })),
+          open.length ? table(columns, open) : null,
+          folded.length ? h("details", {}, h("summary", { text: plural(folded.length, "idle one-shot session") }), table(columns, folded)) : null);
+      };
+      const byInstance = grouped(s.sessions, (r) => r.serverId);
+      fill(sessionList, byInstance.length
+        ? byInstance.map(([id, rows]) => h("div", { class: "group" },
+          h("h3", {}, h("a", { href: `#/instance/${encodeURIComponent(id)}`, text: rows[0].serverName || id }), h("span", { class: "muted", text: ` · ${plural(rows.length, "session")}` })),
+          grouped(rows, (r) => r.peerId || "").map(byPeer)))
         : h("p", { class: "muted", text: "No sessions yet." }));
       fill(peerList, table(
         [

@@ -114,7 +114,7 @@ impl Conn {
         let active: Vec<i32> = TaskState::ACTIVE.iter().map(|s| state_number(*s)).collect();
         self.read(
             "SELECT instance_id, context_id, COUNT(*), COUNT(*) FILTER (WHERE state = ANY($3)),
-                 MIN(created_at), MAX(updated_at)
+                 MIN(created_at), MAX(updated_at), MIN(peer_id)
              FROM tasks WHERE ($1::TEXT IS NULL OR instance_id = $1) AND ($2::TEXT IS NULL OR context_id = $2)
              GROUP BY instance_id, context_id ORDER BY MAX(updated_at) DESC LIMIT $4",
             &[&instance_id, &context_id, &active, &i64::from(limit)],
@@ -126,6 +126,7 @@ impl Conn {
                     active_count: r.get::<_, i64>(3) as u64,
                     first_seen: r.get::<_, i64>(4) as u64,
                     last_seen: r.get::<_, i64>(5) as u64,
+                    peer_id: r.get(6),
                 })
             },
         )

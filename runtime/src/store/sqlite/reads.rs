@@ -166,7 +166,7 @@ pub fn contexts(
     limit: u32,
 ) -> Result<Vec<ContextSummary>, StoreError> {
     let sql = format!(
-        "SELECT instance_id, context_id, COUNT(*), SUM({}), MIN(created_at), MAX(updated_at) FROM tasks
+        "SELECT instance_id, context_id, COUNT(*), SUM({}), MIN(created_at), MAX(updated_at), MIN(peer_id) FROM tasks
          WHERE (?1 IS NULL OR instance_id = ?1) AND (?2 IS NULL OR context_id = ?2)
          GROUP BY instance_id, context_id ORDER BY MAX(updated_at) DESC LIMIT ?3",
         active_states()
@@ -180,6 +180,7 @@ pub fn contexts(
             active_count: r.get::<_, i64>(3)? as u64,
             first_seen: r.get::<_, i64>(4)? as u64,
             last_seen: r.get::<_, i64>(5)? as u64,
+            peer_id: r.get(6)?,
         })
     })?;
     let rows = rows.collect::<Result<_, _>>()?;
