@@ -142,6 +142,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn preset_differences_name_added_removed_and_changed_ids() {
+        let a: Config = toml::from_str(
+            "[[presets]]\nid = \"a\"\nbackend = \"echo\"\n[[presets]]\nid = \"b\"\nbackend = \"echo\"\n",
+        )
+        .unwrap();
+        let b: Config = toml::from_str(
+            "[[presets]]\nid = \"b\"\nbackend = \"scripted\"\n[[presets]]\nid = \"c\"\nbackend = \"echo\"\n",
+        )
+        .unwrap();
+        let (added, removed, changed) = differences(&a.presets, &b.presets);
+        assert_eq!(
+            (added, removed, changed),
+            (
+                vec!["c".to_owned()],
+                vec!["a".to_owned()],
+                vec!["b".to_owned()]
+            )
+        );
+        assert_eq!(differences(&a.presets, &a.presets), Default::default());
+        // Presets change at run time; a difference in them is not one waiting for a restart.
+        assert!(restart_only(&a, &b).is_empty());
+    }
+
+    #[test]
     fn settings_read_at_start_are_named_declarations_are_not() {
         let a: Config = toml::from_str("[[instances]]\nname = \"a\"\n").unwrap();
         let mut b: Config =

@@ -412,6 +412,20 @@ fn check_limits(id: &str, l: &AgentLimits) -> Result<(), String> {
     }
 }
 
+/// The agent components `presets` name, each with the presets that run it (in order).
+pub fn agents(presets: &[Preset]) -> BTreeMap<String, Vec<Preset>> {
+    let mut agents: BTreeMap<String, Vec<Preset>> = BTreeMap::new();
+    for p in presets {
+        if let Backend::Component(c) = &p.backend {
+            agents
+                .entry(c.component.clone())
+                .or_default()
+                .push(p.clone());
+        }
+    }
+    agents
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,18 +527,4 @@ mod tests {
                 .unwrap();
         assert_eq!(preset(&toml::to_string(&o).unwrap()).unwrap(), o);
     }
-}
-
-/// The agent components `presets` name, each with the presets that run it (in order).
-pub fn agents(presets: &[Preset]) -> BTreeMap<String, Vec<Preset>> {
-    let mut agents: BTreeMap<String, Vec<Preset>> = BTreeMap::new();
-    for p in presets {
-        if let Backend::Component(c) = &p.backend {
-            agents
-                .entry(c.component.clone())
-                .or_default()
-                .push(p.clone());
-        }
-    }
-    agents
 }

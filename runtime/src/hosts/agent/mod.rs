@@ -421,3 +421,28 @@ impl Agents for Runner {
         Box::pin(self.0.clone().run(agent, input, events, cancel))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn presets(text: &str) -> Vec<crate::sessions::preset::Preset> {
+        toml::from_str::<crate::config::Config>(text)
+            .unwrap()
+            .presets
+    }
+
+    #[test]
+    fn the_pool_holds_the_presets_turns_summed_and_their_largest_memory() {
+        let one = "[[presets]]\nid = \"a\"\nbackend = \"component\"\ncomponent = \"echo-agent\"\n\
+                   limits = { concurrentTurns = 20, memoryMib = 512 }\n";
+        assert_eq!(pool(&presets(one)), (20, 512));
+        let two = format!(
+            "{one}[[presets]]\nid = \"b\"\nbackend = \"component\"\ncomponent = \"echo-agent\"\n\
+             limits = {{ concurrentTurns = 30 }}\n"
+        );
+        assert_eq!(pool(&presets(&two)), (50, 512));
+        // No agent preset: the smallest pool, of the default memory.
+        assert_eq!(pool(&presets("")), (16, AgentLimits::default().memory_mib));
+    }
+}
