@@ -281,6 +281,21 @@ async fn spans_go_over_grpc_too_and_a_request_without_traceparent_starts_a_trace
     assert!(spans.iter().all(|s| s.service == "a2a-edge"), "{spans:#?}");
     let root = spans.iter().find(|s| s.parent_id.is_empty()).unwrap();
     assert_eq!(root.name, "POST");
+    // With an exporter, a card read is a trace of its own too (without one it makes no span:
+    // no task page could show it).
+    let card = format!("http://127.0.0.1:{port}/a2a/echo/agent-card.json");
+    assert!(reqwest::get(&card).await.unwrap().status().is_success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !collector.spans().iter().any(|s| {
+        s.name == "GET"
+            && s.attributes.get("url.path").map(String::as_str) == Some("/a2a/echo/agent-card.json")
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "no span of the card read was exported"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

@@ -444,9 +444,14 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
 }
 
 /// The span of a request to an agent (HTTP's server-span conventions), a child of the trace
-/// its `traceparent` names; the log's lines in it carry its ids.
+/// its `traceparent` names; the log's lines in it carry its ids. A card read outside any trace
+/// gets none when nothing is exported: no task's page can show it, and cards are the traffic
+/// that must stay cheapest.
 fn request_span<B>(req: &Request<B>, peer: SocketAddr) -> tracing::Span {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if !trace::exporting() && is_untraced_card_read(req) {
+        return tracing::Span::none();
+    }
     // A method outside HTTP's own is `_OTHER` (the conventions' bounded set).
     let method = match req.method().as_str() {
         m @ ("GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "PATCH" | "OPTIONS") => m,
@@ -474,6 +479,15 @@ fn request_span<B>(req: &Request<B>, peer: SocketAddr) -> tracing::Span {
         span.set_attribute("user_agent.original", trace::short(agent).to_owned());
     }
     span
+}
+
+/// Whether a request reads a card (`<endpoint>/agent-card.json`, `/.well-known/agent.json`)
+/// and names no trace it belongs to.
+fn is_untraced_card_read<B>(req: &Request<B>) -> bool {
+    let path = req.uri().path();
+    req.method() == http::Method::GET
+        && (path.ends_with("/agent-card.json") || path == "/.well-known/agent.json")
+        && !req.headers().contains_key("traceparent")
 }
 
 /// Whether a request is a gRPC call (told apart by its content type).
@@ -573,4 +587,36 @@ async fn control_request(
     }
     let (response, action) = control::handle(app, req).await;
     (response, action, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_card_reads_outside_a_trace_go_untraced() {
+        let get = |path: &str, traceparent: bool| {
+            let mut req = Request::get(path);
+            if traceparent {
+                req = req.header(
+                    "traceparent",
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                );
+            }
+            req.body(()).unwrap()
+        };
+        assert!(is_untraced_card_read(&get("/a2a/x/agent-card.json", false)));
+        assert!(is_untraced_card_read(&get(
+            "/.well-known/agent-card.json",
+            false
+        )));
+        assert!(is_untraced_card_read(&get(
+            "/.well-known/agent.json",
+            false
+        )));
+        assert!(!is_untraced_card_read(&get("/a2a/x/agent-card.json", true)));
+        assert!(!is_untraced_card_read(&get("/a2a/x/tasks/t", false)));
+        let post = Request::post("/a2a/x/agent-card.json").body(()).unwrap();
+        assert!(!is_untraced_card_read(&post));
+    }
 }

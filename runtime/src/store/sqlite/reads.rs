@@ -114,15 +114,20 @@ fn filter_clause(f: &TaskFilter) -> (String, Vec<rusqlite::types::Value>) {
     (clause, args)
 }
 
-pub fn list_tasks(c: &Connection, f: &TaskFilter) -> Result<TaskPage, StoreError> {
-    let (filter, mut args) = filter_clause(f);
-    // Filters on instance and state alone are answered by the kept counts (the clause names
-    // columns both tables have); others count the matching index range.
-    let count = if f.context_id.is_none() && f.principal.is_none() && f.updated_after.is_none() {
+/// The statement counting a listing's matches: filters on instance, owner and state alone are
+/// answered by the kept counts (the clause names columns both tables have); others count the
+/// matching index range.
+fn count_sql(f: &TaskFilter, filter: &str) -> String {
+    if f.context_id.is_none() && f.updated_after.is_none() {
         format!("SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE {filter}")
     } else {
         format!("SELECT COUNT(*) FROM tasks WHERE {filter}")
-    };
+    }
+}
+
+pub fn list_tasks(c: &Connection, f: &TaskFilter) -> Result<TaskPage, StoreError> {
+    let (filter, mut args) = filter_clause(f);
+    let count = count_sql(f, &filter);
     let total: i64 = c.query_row(&count, rusqlite::params_from_iter(args.iter()), |r| {
         r.get(0)
     })?;
@@ -190,7 +195,8 @@ pub fn contexts(
 /// Task counts by instance and state.
 pub fn state_counts(c: &Connection) -> Result<Vec<(String, TaskState, u64)>, StoreError> {
     let mut stmt = c.prepare_cached(
-        "SELECT instance_id, state, n FROM task_counts WHERE n > 0 ORDER BY instance_id, state",
+        "SELECT instance_id, state, SUM(n) FROM task_counts GROUP BY instance_id, state
+         HAVING SUM(n) > 0 ORDER BY instance_id, state",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok((
@@ -273,4 +279,27 @@ pub fn expired_leases(c: &Connection, now: u64, limit: u32) -> Result<Vec<TaskRo
     Ok(c.prepare_cached(&sql)?
         .query_map(params![now as i64, limit], task_row)?
         .collect::<rusqlite::Result<_>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_callers_listing_is_counted_from_the_kept_counts() {
+        let callers = TaskFilter {
+            instance_id: Some("i".into()),
+            principal: Some("key:a".into()),
+            state: Some(TaskState::Completed),
+            ..Default::default()
+        };
+        let (filter, _) = filter_clause(&callers);
+        assert!(count_sql(&callers, &filter).contains("FROM task_counts"));
+        let in_context = TaskFilter {
+            context_id: Some("c".into()),
+            ..callers
+        };
+        let (filter, _) = filter_clause(&in_context);
+        assert!(count_sql(&in_context, &filter).contains("COUNT(*) FROM tasks"));
+    }
 }

@@ -39,6 +39,15 @@ pub struct TelemetrySettings {
 /// The spans of this process, once [`Tracing::start`] ran.
 static RING: OnceLock<Arc<SpanRing>> = OnceLock::new();
 
+/// Whether this process exports spans (set once, by the first [`Tracing`]).
+static EXPORTS: OnceLock<bool> = OnceLock::new();
+
+/// Whether spans leave the process: when not, a span no task can ever name (a card read) is
+/// seen by nobody, and need not be made.
+pub fn exporting() -> bool {
+    EXPORTS.get().copied().unwrap_or(false)
+}
+
 /// The recent spans of each task; `None` when this process records no traces (a library user
 /// that set up no [`Tracing`]).
 pub fn ring() -> Option<&'static SpanRing> {
@@ -72,6 +81,7 @@ impl Tracing {
     fn with(settings: &TelemetrySettings, export: Option<(BatchSpanProcessor, String)>) -> Tracing {
         let ring = RING.get_or_init(|| Arc::new(SpanRing::default())).clone();
         let exports_to = export.as_ref().map(|(_, to)| to.clone());
+        EXPORTS.get_or_init(|| exports_to.is_some());
         let provider = SdkTracerProvider::builder()
             .with_sampler(Recorded(
                 opentelemetry_sdk::trace::Config::default().sampler,

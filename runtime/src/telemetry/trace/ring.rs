@@ -35,12 +35,15 @@ const MAX_EVENTS: usize = 8;
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SpanView {
-    /// Its trace, hex.
-    pub trace_id: String,
-    /// Its id, hex.
-    pub span_id: String,
+    /// Its trace (hex in JSON).
+    #[serde(serialize_with = "hex")]
+    pub trace_id: TraceId,
+    /// Its id (hex in JSON).
+    #[serde(serialize_with = "hex")]
+    pub span_id: SpanId,
     /// Its parent's id (none for a root).
-    pub parent_id: Option<String>,
+    #[serde(serialize_with = "hex_or_none")]
+    pub parent_id: Option<SpanId>,
     /// What it did.
     pub name: String,
     /// `server`, `client` or `internal`.
@@ -55,9 +58,18 @@ pub struct SpanView {
     pub attributes: Map<String, Value>,
     /// What was logged in it (warnings).
     pub events: Vec<String>,
-    /// Its trace id, as the ring keys it.
-    #[serde(skip)]
-    trace: TraceId,
+}
+
+/// An id as its hex text (formatted when the view is read, not for every span kept).
+fn hex<S: serde::Serializer>(id: &impl std::fmt::Display, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
+fn hex_or_none<S: serde::Serializer>(id: &Option<SpanId>, s: S) -> Result<S::Ok, S::Error> {
+    match id {
+        Some(id) => s.collect_str(id),
+        None => s.serialize_none(),
+    }
 }
 
 fn micros(t: SystemTime) -> u64 {
@@ -94,9 +106,9 @@ impl From<&SpanData> for SpanView {
                 .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned)),
         };
         SpanView {
-            trace_id: s.span_context.trace_id().to_string(),
-            span_id: s.span_context.span_id().to_string(),
-            parent_id: (s.parent_span_id != SpanId::INVALID).then(|| s.parent_span_id.to_string()),
+            trace_id: s.span_context.trace_id(),
+            span_id: s.span_context.span_id(),
+            parent_id: (s.parent_span_id != SpanId::INVALID).then_some(s.parent_span_id),
             name: short(&s.name),
             kind: match s.span_kind {
                 SpanKind::Server => "server",
@@ -116,7 +128,6 @@ impl From<&SpanData> for SpanView {
                 .take(MAX_EVENTS)
                 .map(|e| short(&e.name))
                 .collect(),
-            trace: s.span_context.trace_id(),
         }
     }
 }
@@ -127,19 +138,49 @@ pub type SpanRef = SpanContext;
 /// Ended spans by trace, oldest trace first, within a count.
 #[derive(Debug, Default)]
 struct Traces {
-    by_id: HashMap<TraceId, Vec<SpanView>>,
-    order: VecDeque<TraceId>,
+    by_id: HashMap<TraceId, Trace>,
+    /// Traces in the order they came, each with the `seq` it came under: an entry whose trace
+    /// was taken out since (or came again later) is stale, skipped when it reaches the front.
+    order: VecDeque<(TraceId, u64)>,
+    /// Stale entries in `order`: when they are half of it, it is compacted (so taking a trace
+    /// out costs O(1), amortised, not a scan of every trace kept).
+    stale: usize,
+    next: u64,
     spans: usize,
 }
 
+/// The spans of one trace, and the `seq` of its entry in the order.
+#[derive(Debug)]
+struct Trace {
+    seq: u64,
+    spans: Vec<SpanView>,
+}
+
 impl Traces {
+    /// Whether `id` has spans (or a place) here.
+    fn holds(&self, id: &TraceId) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    /// The spans of `id`, a new (empty) trace when it has none yet.
+    fn trace(&mut self, id: TraceId) -> &mut Vec<SpanView> {
+        let seq = self.next;
+        let trace = self.by_id.entry(id).or_insert_with(|| {
+            self.order.push_back((id, seq));
+            Trace {
+                seq,
+                spans: Vec::new(),
+            }
+        });
+        if trace.seq == seq {
+            self.next += 1;
+        }
+        &mut trace.spans
+    }
+
     /// Keeps `span` under its trace, dropping the oldest traces beyond `max` spans.
     fn keep(&mut self, span: SpanView, max: usize) {
-        let id = span.trace;
-        let trace = self.by_id.entry(id).or_insert_with(|| {
-            self.order.push_back(id);
-            Vec::new()
-        });
+        let trace = self.trace(span.trace_id);
         if trace.len() >= MAX_SPANS_PER_TRACE {
             return;
         }
@@ -150,22 +191,39 @@ impl Traces {
 
     /// Drops the oldest traces while there are more than `max` spans or [`MAX_TRACES`] traces.
     fn trim(&mut self, max: usize) {
-        while self.spans > max || self.order.len() > MAX_TRACES {
-            let Some(oldest) = self.order.pop_front() else {
+        while self.spans > max || self.by_id.len() > MAX_TRACES {
+            let Some((oldest, seq)) = self.order.pop_front() else {
                 break;
             };
-            if let Some(gone) = self.by_id.remove(&oldest) {
-                self.spans -= gone.len();
+            match self.by_id.get(&oldest) {
+                Some(t) if t.seq == seq => {
+                    let gone = self.by_id.remove(&oldest).map_or(0, |t| t.spans.len());
+                    self.spans -= gone;
+                }
+                _ => self.stale -= 1,
             }
         }
     }
 
     /// Takes a trace's spans out.
     fn take(&mut self, id: TraceId) -> Vec<SpanView> {
-        let spans = self.by_id.remove(&id).unwrap_or_default();
-        self.spans -= spans.len();
-        self.order.retain(|t| *t != id);
-        spans
+        let Some(trace) = self.by_id.remove(&id) else {
+            return Vec::new();
+        };
+        self.spans -= trace.spans.len();
+        self.stale += 1;
+        if self.stale * 2 > self.order.len() {
+            let by_id = &self.by_id;
+            self.order
+                .retain(|(id, seq)| by_id.get(id).is_some_and(|t| t.seq == *seq));
+            self.stale = 0;
+        }
+        trace.spans
+    }
+
+    /// The spans of `id`, if kept.
+    fn get(&self, id: &TraceId) -> Option<&Vec<SpanView>> {
+        self.by_id.get(id).map(|t| &t.spans)
     }
 }
 
@@ -200,7 +258,7 @@ impl SpanRing {
     /// Keeps an ended span.
     pub fn keep(&self, span: SpanView) {
         let mut g = self.0.lock().unwrap();
-        if g.kept.by_id.contains_key(&span.trace) {
+        if g.kept.holds(&span.trace_id) {
             g.kept.keep(span, MAX_SPANS);
         } else {
             g.pending.keep(span, MAX_PENDING_SPANS);
@@ -214,10 +272,9 @@ impl SpanRing {
         let trace = at.trace_id();
         let mut g = self.0.lock().unwrap();
         let inner = &mut *g;
-        if !inner.kept.by_id.contains_key(&trace) {
+        if !inner.kept.holds(&trace) {
             let spans = inner.pending.take(trace);
-            inner.kept.by_id.insert(trace, Vec::new());
-            inner.kept.order.push_back(trace);
+            inner.kept.trace(trace);
             for span in spans {
                 inner.kept.keep(span, MAX_SPANS);
             }
@@ -266,7 +323,7 @@ impl SpanRing {
         }
         let mut spans: Vec<SpanView> = ids
             .iter()
-            .filter_map(|t| g.kept.by_id.get(t))
+            .filter_map(|t| g.kept.get(t))
             .flatten()
             .cloned()
             .collect();
@@ -338,7 +395,15 @@ mod tests {
             "the other trace's span is not the task's"
         );
         assert_eq!(spans[0].parent_id, None);
-        assert_eq!(spans[2].parent_id.as_deref(), Some("0000000000000001"));
+        assert_eq!(spans[2].parent_id, Some(SpanId::from(1)));
+        let json = serde_json::to_value(&spans[2]).unwrap();
+        assert_eq!(json["parentId"], "0000000000000001");
+        assert_eq!(json["spanId"].as_str().map(str::len), Some(16));
+        assert_eq!(json["traceId"].as_str().map(str::len), Some(32));
+        assert_eq!(
+            serde_json::to_value(&spans[0]).unwrap()["parentId"],
+            Value::Null
+        );
         assert_eq!(spans[0].duration_us, 5);
         assert_eq!(spans[0].attributes["db.operation.name"], "get-task");
         assert_eq!(
@@ -354,6 +419,34 @@ mod tests {
         ring.touched("i", "t", &at(2, 4), false);
         assert_eq!(ring.task("i", "t").0.len(), 2);
         assert_eq!(ring.last_write("i", "t"), Some(at(1, 1)));
+    }
+
+    #[test]
+    fn taking_traces_out_leaves_the_order_bounded_and_a_returning_trace_its_place() {
+        let mut t = Traces::default();
+        for id in 1..=10_000u128 {
+            t.keep(span(id, 1, 0, 0), MAX_PENDING_SPANS);
+            assert_eq!(t.take(TraceId::from(id)).len(), 1);
+        }
+        assert!(
+            t.order.len() <= 2,
+            "stale entries are compacted: {}",
+            t.order.len()
+        );
+        assert_eq!(t.spans, 0);
+        // A trace taken out and seen again is the newest: its stale entry at the front does not
+        // drop it, the traces that came in between go first.
+        t.keep(span(1, 1, 0, 0), 3);
+        t.keep(span(2, 1, 0, 0), 3);
+        t.take(TraceId::from(1));
+        t.keep(span(3, 1, 0, 0), 3);
+        t.keep(span(1, 2, 0, 0), 3);
+        t.keep(span(4, 1, 0, 0), 3);
+        assert!(!t.holds(&TraceId::from(2)), "the oldest went");
+        for id in [1, 3, 4] {
+            assert!(t.holds(&TraceId::from(id)), "trace {id} stays");
+        }
+        assert_eq!(t.spans, 3);
     }
 
     #[test]
@@ -389,7 +482,7 @@ mod tests {
             g.kept.spans
         );
         assert!(
-            !g.kept.by_id.contains_key(&TraceId::from(first)),
+            !g.kept.holds(&TraceId::from(first)),
             "the oldest went first"
         );
         drop(g);
