@@ -104,15 +104,12 @@ impl Routes {
     pub fn resolve(&self, path: &str) -> Option<(Arc<Instance>, RouteKind)> {
         if let Some(wk) = &self.well_known {
             match path {
-                // `agent.json` is the 0.2-era name 0.3 clients may still ask for.
-                "/.well-known/agent-card.json" | "/.well-known/agent.json" => {
-                    return Some((wk.clone(), RouteKind::Card));
-                }
+                p if WELL_KNOWN_CARDS.contains(&p) => return Some((wk.clone(), RouteKind::Card)),
                 "/" => return Some((wk.clone(), RouteKind::Rpc)),
                 _ => {}
             }
         }
-        if let Some(base) = path.strip_suffix("/agent-card.json") {
+        if let Some(base) = path.strip_suffix(CARD) {
             return self.by_path.get(base).map(|i| (i.clone(), RouteKind::Card));
         }
         let trimmed = if path.len() > 1 {
@@ -210,6 +207,18 @@ pub fn normalize_endpoint(path: &str) -> Result<String, String> {
 /// The probes' paths on the public listener, liveness then readiness (no instance may take
 /// them).
 pub const PROBES: [&str; 2] = ["/healthz", "/readyz"];
+
+/// The card's name below an endpoint path.
+const CARD: &str = "/agent-card.json";
+
+/// The well-known instance's card paths (`agent.json`: the 0.2-era name 0.3 clients may still
+/// ask for).
+const WELL_KNOWN_CARDS: [&str; 2] = ["/.well-known/agent-card.json", "/.well-known/agent.json"];
+
+/// Whether `path` names a card, whichever instance (if any) it reaches.
+pub fn is_card_path(path: &str) -> bool {
+    path.ends_with(CARD) || WELL_KNOWN_CARDS.contains(&path)
+}
 
 /// The control surface's path (`/a2a/api` or `/a2a/ui`) that `path` is or lies under.
 pub fn control_surface(path: &str) -> Option<&'static str> {

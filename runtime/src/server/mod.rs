@@ -481,12 +481,11 @@ fn request_span<B>(req: &Request<B>, peer: SocketAddr) -> tracing::Span {
     span
 }
 
-/// Whether a request reads a card (`<endpoint>/agent-card.json`, `/.well-known/agent.json`)
+/// Whether a request reads a card ([`crate::instances::is_card_path`])
 /// and names no trace it belongs to.
 fn is_untraced_card_read<B>(req: &Request<B>) -> bool {
-    let path = req.uri().path();
     req.method() == http::Method::GET
-        && (path.ends_with("/agent-card.json") || path == "/.well-known/agent.json")
+        && crate::instances::is_card_path(req.uri().path())
         && !req.headers().contains_key("traceparent")
 }
 

@@ -4,6 +4,7 @@
 //! touched it (the one that created it, always, and the latest reads, writes, cancels and
 //! resubscriptions).
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -67,7 +68,7 @@ fn hex<S: serde::Serializer>(id: &impl std::fmt::Display, s: S) -> Result<S::Ok,
 
 fn hex_or_none<S: serde::Serializer>(id: &Option<SpanId>, s: S) -> Result<S::Ok, S::Error> {
     match id {
-        Some(id) => s.collect_str(id),
+        Some(id) => hex(id, s),
         None => s.serialize_none(),
     }
 }
@@ -141,10 +142,10 @@ struct Traces {
     by_id: HashMap<TraceId, Trace>,
     /// Traces in the order they came, each with the `seq` it came under: an entry whose trace
     /// was taken out since (or came again later) is stale, skipped when it reaches the front.
+    /// Each trace held has one live entry, so the rest (`order.len() - by_id.len()`) are stale;
+    /// when they are half of it, it is compacted (taking a trace out costs O(1), amortised, not
+    /// a scan of every trace kept).
     order: VecDeque<(TraceId, u64)>,
-    /// Stale entries in `order`: when they are half of it, it is compacted (so taking a trace
-    /// out costs O(1), amortised, not a scan of every trace kept).
-    stale: usize,
     next: u64,
     spans: usize,
 }
@@ -195,12 +196,10 @@ impl Traces {
             let Some((oldest, seq)) = self.order.pop_front() else {
                 break;
             };
-            match self.by_id.get(&oldest) {
-                Some(t) if t.seq == seq => {
-                    let gone = self.by_id.remove(&oldest).map_or(0, |t| t.spans.len());
-                    self.spans -= gone;
-                }
-                _ => self.stale -= 1,
+            if let Entry::Occupied(e) = self.by_id.entry(oldest)
+                && e.get().seq == seq
+            {
+                self.spans -= e.remove().spans.len();
             }
         }
     }
@@ -211,12 +210,10 @@ impl Traces {
             return Vec::new();
         };
         self.spans -= trace.spans.len();
-        self.stale += 1;
-        if self.stale * 2 > self.order.len() {
+        if self.order.len() > 2 * self.by_id.len() {
             let by_id = &self.by_id;
             self.order
                 .retain(|(id, seq)| by_id.get(id).is_some_and(|t| t.seq == *seq));
-            self.stale = 0;
         }
         trace.spans
     }
