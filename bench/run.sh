@@ -6,6 +6,7 @@
 #   BIN=/path/to/a2a-edge bench/run.sh …  another build (e.g. the one before a change); no build
 #   PEER=http://127.0.0.1:9003 bench/run.sh … a peer already running (PEER=none: no peer)
 #   TASKS=100000                          tasks stored before the ListTasks row
+#   EDGE_TOML=$'[runtime]\nwarmInstances = 0' bench/run.sh …  more configuration for both servers
 #
 # Builds the `dist` profile and starts it twice on fresh data directories (echo preset): durable
 # SQLite with fsync on, and with fsync off. Builds and starts the Rust SDK peer from
@@ -26,7 +27,7 @@ wait_card() { # url, seconds
 
 edge() { # name, port, fsync: starts a server, prints its pid
   mkdir -p "$work/$1"
-  printf '[storage]\nfsync = %s\n' "$3" >"$work/$1/config.toml"
+  printf '[storage]\nfsync = %s\n%s\n' "$3" "${EDGE_TOML:-}" >"$work/$1/config.toml"
   RUST_LOG="${RUST_LOG:-info}" "$bin" serve --listen "127.0.0.1:$2" --data-dir "$work/$1" \
     --config "$work/$1/config.toml" >"$work/$1/log" 2>&1 &
   echo $!

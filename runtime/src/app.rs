@@ -346,6 +346,7 @@ fn services(
         legacy_error_codes: config.protocol.legacy_error_codes,
         instance_wait: Duration::from_millis(config.runtime.instance_wait_ms),
         max_instances: config.runtime.max_instances,
+        warm_instances: config.runtime.warm_instances,
         max_streams: config.runtime.max_streams,
     }
 }

@@ -131,6 +131,9 @@ pub struct RuntimeSettings {
     /// How long a request waits for a free component instance when all `maxInstances` are in
     /// use, ms (then it is refused with 503).
     pub instance_wait_ms: u64,
+    /// Idle instances of the built-in server component kept for their instance's next request
+    /// (at most `maxInstances`); 0 gives every request a fresh instance.
+    pub warm_instances: u32,
 }
 
 impl Default for RuntimeSettings {
@@ -147,6 +150,7 @@ impl Default for RuntimeSettings {
             min_body_bytes_per_sec: 1024,
             max_streams: 10_000,
             instance_wait_ms: 2000,
+            warm_instances: 64,
         }
     }
 }
@@ -383,6 +387,9 @@ pub struct InstanceDecl {
     /// Serve A2A 0.3 callers too (default true).
     #[serde(default)]
     pub compat03: Option<bool>,
+    /// Run requests on kept instances of a third-party component (default false).
+    #[serde(default)]
+    pub reuse_instances: Option<bool>,
     /// Component name (default `a2a-server`).
     #[serde(default)]
     pub component: Option<String>,

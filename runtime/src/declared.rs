@@ -164,24 +164,11 @@ fn new_instance(d: &InstanceDecl, config: &Config, now: u64) -> Result<InstanceR
     if d.id.is_some() {
         crate::instances::check_id(&id).map_err(|e| ("id", e))?;
     }
+    let preset = default_preset(&config.all_presets());
     Ok(InstanceRecord {
-        endpoint_path: format!("/a2a/{id}"),
-        id,
         name: d.name.clone(),
-        description: String::new(),
         version: "0.1.0".into(),
-        preset: default_preset(&config.all_presets()),
-        auth_token_env: None,
-        api_keys: Vec::new(),
-        oidc: None,
-        mtls: None,
-        enabled: true,
-        push_notifications: true,
-        compat03: true,
-        component: DEFAULT_COMPONENT.into(),
-        limits: config.limits,
-        created_at: now,
-        updated_at: now,
+        ..InstanceRecord::new(&id, preset, DEFAULT_COMPONENT, config.limits, now)
     })
 }
 
@@ -243,6 +230,7 @@ pub fn instance(
     r.enabled = d.enabled.unwrap_or(r.enabled);
     r.push_notifications = d.push_notifications.unwrap_or(r.push_notifications);
     r.compat03 = d.compat03.unwrap_or(r.compat03);
+    r.reuse_instances = d.reuse_instances.unwrap_or(r.reuse_instances);
     if let Some(c) = &d.component {
         if !component_exists(c) {
             let why = format!(

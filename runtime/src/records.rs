@@ -291,6 +291,10 @@ pub struct InstanceRecord {
     /// A2A 0.3 callers are served too, and the card carries the 0.3 fields (README "A2A 0.3").
     #[serde(default = "yes")]
     pub compat03: bool,
+    /// Requests may run on a kept instance of its component, as they always do on the built-in
+    /// one: for components that keep nothing between requests (README "Components").
+    #[serde(default)]
+    pub reuse_instances: bool,
     /// Component name.
     pub component: String,
     /// Limits.
@@ -302,6 +306,31 @@ pub struct InstanceRecord {
 }
 
 impl InstanceRecord {
+    /// A new, enabled record `id` served at `/a2a/{id}` on `preset` and `component`, every other
+    /// field at its default (no name, description or version yet, no credentials).
+    pub fn new(id: &str, preset: String, component: &str, limits: Limits, now: u64) -> Self {
+        InstanceRecord {
+            id: id.into(),
+            name: String::new(),
+            description: String::new(),
+            version: String::new(),
+            endpoint_path: format!("/a2a/{id}"),
+            preset,
+            auth_token_env: None,
+            api_keys: Vec::new(),
+            oidc: None,
+            mtls: None,
+            enabled: true,
+            push_notifications: true,
+            compat03: true,
+            reuse_instances: false,
+            component: component.into(),
+            limits,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
     /// The API keys that still work.
     pub fn active_keys(&self) -> impl Iterator<Item = &ApiKey> {
         self.api_keys.iter().filter(|k| k.revoked_at.is_none())

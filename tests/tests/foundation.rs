@@ -92,12 +92,12 @@ async fn cards_are_kept_as_their_cache_control_allows_until_the_instance_changes
     let url = format!("{}/a2a/demo/agent-card.json", s.base());
     let first = s.http.get(&url).send().await.unwrap();
     let etag = first.headers()["etag"].to_str().unwrap().to_owned();
-    let instantiations = || async {
-        s.get("/a2a/api/components").await.1["instantiations"]
-            .as_u64()
-            .unwrap()
+    // Requests run on a new instance or on a kept one: neither may happen.
+    let invocations = || async {
+        let components = s.get("/a2a/api/components").await.1;
+        components["instantiations"].as_u64().unwrap() + components["reuses"].as_u64().unwrap()
     };
-    let before = instantiations().await;
+    let before = invocations().await;
     for _ in 0..3 {
         let again = s.http.get(&url).send().await.unwrap();
         assert_eq!(again.status(), 200);
@@ -114,7 +114,7 @@ async fn cards_are_kept_as_their_cache_control_allows_until_the_instance_changes
         .unwrap();
     assert_eq!(not_modified.status(), 304);
     assert_eq!(
-        instantiations().await,
+        invocations().await,
         before,
         "kept cards are answered without a component instance"
     );
@@ -327,6 +327,56 @@ async fn a_trapping_spinning_or_hoarding_component_fails_only_its_own_request() 
         "{t}"
     );
     assert!(s.app().services().metrics.traps() >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_party_component_gets_a_fresh_instance_unless_its_instance_opts_in() {
+    let s = Server::start_with(config_with(&[("bad", "misbehave", None)]), |dir| {
+        put_component(dir, "misbehave", &misbehave())
+    })
+    .await;
+    let count = |mode: &'static str| {
+        let http = s.http.clone();
+        let url = format!("{}/a2a/bad", s.base());
+        async move {
+            let r = http.post(url).header("x-misbehave", mode).body("{}");
+            r.send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap_or_default()["served"]
+                .clone()
+        }
+    };
+    // A kept instance is put back after its answer went out: give it a moment.
+    let settle = || tokio::time::sleep(Duration::from_millis(100));
+    for _ in 0..3 {
+        assert_eq!(count("count").await, 1, "a fresh instance each time");
+        settle().await;
+    }
+    let (status, _) = s
+        .action(json!({"action": "inbound.update", "id": "bad", "reuseInstances": true}))
+        .await;
+    assert_eq!(status, 200);
+    let mut served = Vec::new();
+    for _ in 0..3 {
+        served.push(count("count").await);
+        settle().await;
+    }
+    assert_eq!(served, [1, 2, 3], "one kept instance serves them in turn");
+    count("trap").await;
+    settle().await;
+    assert_eq!(
+        count("count").await,
+        1,
+        "an instance that trapped is not kept"
+    );
+    let (_, components) = s.get("/a2a/api/components").await;
+    assert_eq!(
+        components["reuses"], 3,
+        "the second and third count and the trap: {components}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,8 @@
-//! The A2A server component: one instantiation per HTTP request routed to an inbound instance.
-//! The runtime has already routed, authenticated and bounded the body; this component speaks
-//! JSON-RPC, drives tasks through the host's storage, events and sessions, and writes answers.
+//! The A2A server component: serves the HTTP requests routed to an inbound instance, one at a
+//! time, on an instance the runtime may keep for the instance's next request (so it keeps nothing
+//! between requests and scrubs what a request left in its memory, `a2a_guest::scrub`). The runtime
+//! has already routed, authenticated and bounded the body; this component speaks JSON-RPC, drives
+//! tasks through the host's storage, events and sessions, and writes answers.
 
 mod card;
 mod frames;
@@ -20,13 +22,22 @@ struct Component;
 
 impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Component {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
-        let route = request_context::route();
-        let request = http::Request::read(request, route == Route::Rest);
-        match route {
-            Route::Card => card::serve(&request, out),
-            Route::Rpc | Route::Internal => rpc::serve(&request, out, rpc::Binding::JsonRpc),
-            Route::Rest => rpc::serve(&request, out, rpc::Binding::Rest),
-        }
+        serve(request, out);
+        a2a_guest::scrub::stack();
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: a2a_guest::scrub::Zeroing = a2a_guest::scrub::Zeroing;
+
+#[inline(never)]
+fn serve(request: IncomingRequest, out: ResponseOutparam) {
+    let route = request_context::route();
+    let request = http::Request::read(request, route == Route::Rest);
+    match route {
+        Route::Card => card::serve(&request, out),
+        Route::Rpc | Route::Internal => rpc::serve(&request, out, rpc::Binding::JsonRpc),
+        Route::Rest => rpc::serve(&request, out, rpc::Binding::Rest),
     }
 }
 

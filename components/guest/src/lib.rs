@@ -7,6 +7,7 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+pub mod scrub;
 #[cfg(feature = "server")]
 pub mod server;
 

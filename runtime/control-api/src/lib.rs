@@ -149,6 +149,9 @@ shared_fields! {
         push_notifications: Flag,
         /// Serve A2A 0.3 callers too (default true; README "A2A 0.3").
         compat03: Flag,
+        /// Run requests on kept instances of a third-party component (default false; the
+        /// built-in component's are always kept; README "Components").
+        reuse_instances: Flag,
     }
     /// `inbound.create`.
     InboundCreate {

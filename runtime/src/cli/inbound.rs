@@ -200,6 +200,10 @@ pub struct Settings {
     /// Serve A2A 0.3 callers too, with the 0.3 fields on the card (true or false; default true).
     #[arg(long)]
     compat03: Option<bool>,
+    /// Run requests on kept instances of a third-party component that keeps nothing between
+    /// requests (true or false; default false).
+    #[arg(long)]
+    reuse_instances: Option<bool>,
 }
 
 impl From<Settings> for InboundSettings {
@@ -213,6 +217,7 @@ impl From<Settings> for InboundSettings {
             limits: None,
             push_notifications: s.push.map(Flag),
             compat03: s.compat03.map(Flag),
+            reuse_instances: s.reuse_instances.map(Flag),
         }
     }
 }

@@ -107,6 +107,9 @@ async fn apply(app: &Arc<App>, r: &mut InstanceRecord, f: &InboundSettings) -> R
     if let Some(c) = f.compat03 {
         r.compat03 = c.0;
     }
+    if let Some(reuse) = f.reuse_instances {
+        r.reuse_instances = reuse.0;
+    }
     Ok(())
 }
 
@@ -144,24 +147,16 @@ pub async fn create(app: &Arc<App>, a: &InboundCreate) -> Result<Value, Refusal>
             other.id
         ));
     }
+    let preset = instances::default_preset(&app.presets());
     let mut r = InstanceRecord {
-        endpoint_path: format!("/a2a/{id}"),
-        id: id.clone(),
-        name: String::new(),
-        description: String::new(),
-        version: String::new(),
-        preset: instances::default_preset(&app.presets()),
-        auth_token_env: None,
-        api_keys: Vec::new(),
-        oidc: None,
-        mtls: None,
         enabled: a.enabled.is_none_or(|e| e.0),
-        push_notifications: true,
-        compat03: true,
-        component: instances::DEFAULT_COMPONENT.into(),
-        limits: app.config.limits,
-        created_at: now,
-        updated_at: now,
+        ..InstanceRecord::new(
+            &id,
+            preset,
+            instances::DEFAULT_COMPONENT,
+            app.config.limits,
+            now,
+        )
     };
     set_text(&mut r.name, "name", Some(name), MAX_NAME_CHARS)?;
     set_text(

@@ -398,6 +398,7 @@ pub fn components(app: &App) -> Value {
         "components": list,
         "compilations": app.host.compilations(),
         "instantiations": t.count(),
+        "reuses": app.services().metrics.reuses(),
         "instantiateP50Us": t.quantile_us(0.5),
         "instantiateP99Us": t.quantile_us(0.99),
     })

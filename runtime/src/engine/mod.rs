@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use wasmtime::{
-    CallHook, Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
-    StoreLimitsBuilder, UpdateDeadline,
+    CallHook, Config, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
+    StoreLimits, StoreLimitsBuilder, UpdateDeadline,
 };
 
 pub use cache::Cache;
@@ -39,6 +39,23 @@ impl Engine {
     /// The engine (pooling allocator sized by `settings`) with its epoch ticker, and the compile
     /// cache (`settings.cache_dir`, default `<data-dir>/cache`).
     pub fn new(settings: &RuntimeSettings, data_dir: &Path) -> anyhow::Result<Engine> {
+        Engine::configured(settings, data_dir, |_| {})
+    }
+
+    /// An engine whose stores let a test read every memory of the instances in them
+    /// (`Store::debug_all_instances`).
+    #[cfg(test)]
+    pub fn debugging(settings: &RuntimeSettings, data_dir: &Path) -> anyhow::Result<Engine> {
+        Engine::configured(settings, data_dir, |config| {
+            config.guest_debug(true);
+        })
+    }
+
+    fn configured(
+        settings: &RuntimeSettings,
+        data_dir: &Path,
+        tune: impl FnOnce(&mut Config),
+    ) -> anyhow::Result<Engine> {
         let memory_bytes =
             usize::try_from(settings.memory_mib.max(1) << 20).context("memoryMib is too large")?;
         let max = settings.max_instances.max(1);
@@ -63,6 +80,7 @@ impl Engine {
             .wasm_component_model(true)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        tune(&mut config);
         let wasm = wt(wasmtime::Engine::new(&config)).context(
             "cannot create the wasmtime engine (is enough virtual address space available?)",
         )?;
@@ -85,10 +103,13 @@ impl Engine {
     }
 
     /// The memory limits of one store.
-    pub fn limits(&self) -> StoreLimits {
-        StoreLimitsBuilder::new()
-            .memory_size(self.memory_bytes)
-            .build()
+    pub fn limits(&self) -> Limits {
+        Limits {
+            limit: StoreLimitsBuilder::new()
+                .memory_size(self.memory_bytes)
+                .build(),
+            grown_to: 0,
+        }
     }
 
     /// A store for `data`, metered: memory limited, and trapping when the guest computes for
@@ -147,7 +168,56 @@ pub trait Metered: Send + 'static {
     /// Its burst accounting.
     fn burst(&mut self) -> &mut Burst;
     /// Its memory limits.
-    fn limits(&mut self) -> &mut StoreLimits;
+    fn limits(&mut self) -> &mut Limits;
+}
+
+/// The memory limit of a store, and the largest memory its instances grew to.
+pub struct Limits {
+    limit: StoreLimits,
+    grown_to: usize,
+}
+
+impl Limits {
+    /// The largest size a memory of the store grew to, bytes (0 when none grew).
+    pub fn grown_to(&self) -> usize {
+        self.grown_to
+    }
+}
+
+impl ResourceLimiter for Limits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.limit.memory_growing(current, desired, maximum)?;
+        if allowed {
+            self.grown_to = self.grown_to.max(desired);
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limit.table_growing(current, desired, maximum)
+    }
+
+    fn instances(&self) -> usize {
+        self.limit.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limit.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limit.memories()
+    }
 }
 
 /// A wasmtime result as an anyhow one.

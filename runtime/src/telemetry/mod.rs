@@ -116,6 +116,8 @@ pub struct Metrics {
     pub instantiate_time: Histogram,
     traps: AtomicU64,
     host_calls: AtomicU64,
+    /// Requests served on a kept (warm) instance instead of a new one.
+    reuses: AtomicU64,
     /// Push attempts by outcome, in [`PUSH_OUTCOMES`] order.
     pushes: [AtomicU64; 4],
     /// Notifications in the outbox at the delivery worker's latest look.
@@ -220,6 +222,16 @@ impl Metrics {
     /// Records one instantiation and how long it took.
     pub fn instantiated(&self, d: Duration) {
         self.instantiate_time.record(d);
+    }
+
+    /// Counts a request served on a kept instance.
+    pub fn reused(&self) {
+        self.reuses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests served on a kept instance.
+    pub fn reuses(&self) -> u64 {
+        self.reuses.load(Ordering::Relaxed)
     }
 
     /// Counts an invocation that trapped or hit a limit.
@@ -385,7 +397,7 @@ impl Metrics {
             "gateRejections": self.rejections(),
             "sendMessageLatency": { "count": h.count(), "p50Us": h.quantile_us(0.5), "p90Us": h.quantile_us(0.9), "p99Us": h.quantile_us(0.99) },
             "latencyByMethod": by_method,
-            "components": { "instantiations": self.instantiate_time.count(), "traps": self.traps(), "hostCalls": self.host_calls.load(Ordering::Relaxed) },
+            "components": { "instantiations": self.instantiate_time.count(), "reuses": self.reuses(), "traps": self.traps(), "hostCalls": self.host_calls.load(Ordering::Relaxed) },
             "store": { "bytes": g.store_bytes, "attachmentBytes": g.attachment_bytes, "statements": g.store_statements, "failures": g.store_failures },
             "log": { "droppedLines": logging::dropped_lines() },
             "cluster": { "failedOver": failed_over, "leaseRenewalFailures": renewal_failures },
@@ -403,6 +415,7 @@ impl Metrics {
             latency: self.latency.used().map(|(m, h)| (m, h.clone())).collect(),
             instantiate_time: self.instantiate_time.clone(),
             traps: self.traps(),
+            reuses: self.reuses(),
             host_calls: self.host_calls.load(Ordering::Relaxed),
             pushes: self.pushes_with(g.push_dropped),
             cluster: self.cluster(),
@@ -455,6 +468,7 @@ struct Scrape {
     latency: Vec<(&'static str, Histogram)>,
     instantiate_time: Histogram,
     traps: u64,
+    reuses: u64,
     host_calls: u64,
     pushes: ([(&'static str, u64); 4], u64),
     cluster: [u64; 2],
@@ -515,6 +529,11 @@ impl Scrape {
                 "component_traps",
                 "Component invocations that trapped or hit a limit.",
                 self.traps,
+            ),
+            (
+                "component_reuses",
+                "Requests served on a kept instance of the built-in component.",
+                self.reuses,
             ),
             (
                 "component_host_calls",
@@ -673,6 +692,7 @@ mod tests {
         m.latency("GetTask", Duration::from_micros(90));
         m.instantiated(Duration::from_micros(300));
         m.host_calls(40);
+        m.reused();
         m.push_attempt("retried");
         m.push_attempt("delivered");
         m.push_attempt("bogus");
@@ -729,6 +749,8 @@ mod tests {
             "{p}"
         );
         assert!(p.contains("a2a_edge_component_host_calls_total 40"), "{p}");
+        assert!(p.contains("a2a_edge_component_reuses_total 1"), "{p}");
+        assert_eq!(j["components"]["reuses"], 1);
         assert!(p.contains("a2a_edge_store_statements_total 9"), "{p}");
         assert_eq!(
             j["cluster"],

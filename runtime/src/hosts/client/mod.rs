@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
+use wasmtime::Store;
 use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
-use wasmtime::{Store, StoreLimits};
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -50,7 +50,7 @@ pub struct ClientState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     hooks: Policy,
-    limits: StoreLimits,
+    limits: crate::engine::Limits,
     burst: Burst,
     info: ConnectionInfo,
     abort: CancellationToken,
@@ -79,7 +79,7 @@ impl Metered for ClientState {
     fn burst(&mut self) -> &mut Burst {
         &mut self.burst
     }
-    fn limits(&mut self) -> &mut StoreLimits {
+    fn limits(&mut self) -> &mut crate::engine::Limits {
         &mut self.limits
     }
 }

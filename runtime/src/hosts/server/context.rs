@@ -136,41 +136,13 @@ impl Host for ContextCtx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::{InstanceRecord, Limits};
-    use crate::sessions::preset::{Backend, Preset};
     use crate::telemetry::Gauges;
 
     #[test]
     fn the_guest_reads_the_record_never_its_secret_and_its_calls_are_counted() {
         let dir = tempfile::tempdir().unwrap();
         let services = super::super::services::test_services(dir.path());
-        let record = InstanceRecord {
-            id: "x".into(),
-            name: "X".into(),
-            description: String::new(),
-            version: "1".into(),
-            endpoint_path: "/a2a/x".into(),
-            preset: "echo".into(),
-            auth_token_env: Some("A2A_INBOUND_X".into()),
-            api_keys: Vec::new(),
-            oidc: None,
-            mtls: None,
-            enabled: true,
-            push_notifications: true,
-            compat03: true,
-            component: "a2a-server".into(),
-            limits: Limits::default(),
-            created_at: 1,
-            updated_at: 2,
-        };
-        let preset = Preset::builtin("echo", "Echo", "", Backend::Echo);
-        let token = Some("s3cret-token-value".into());
-        let instance = Arc::new(Instance {
-            record,
-            preset,
-            token,
-            endpoint_url: "http://h/a2a/x".into(),
-        });
+        let instance = super::super::services::test_instance("x", Some("s3cret-token-value"));
         let note = CallNote::default();
         let call = Invocation {
             instance: instance.clone(),

@@ -22,6 +22,7 @@ mod services;
 mod sessions;
 mod state;
 mod storage;
+mod warm;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::{IncomingRequest, ResponseOutparam, Scheme};
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 
+use crate::engine::registry::{Loaded, Source};
 use crate::engine::{Engine, Metered, Registry, trap_cause};
 use crate::instances::RouteKind;
 use crate::responses::{Body, Framing, is_event_stream, rpc_failure};
@@ -53,6 +55,7 @@ pub struct Host {
     pub registry: Arc<Registry<State>>,
     services: Services,
     cards: card_cache::CardCache,
+    warm: Arc<warm::Warm>,
 }
 
 impl Host {
@@ -67,6 +70,7 @@ impl Host {
         Ok(Host {
             engine,
             registry,
+            warm: warm::Warm::new(services.warm_instances.min(services.max_instances) as usize),
             services,
             cards: card_cache::CardCache::default(),
         })
@@ -120,7 +124,7 @@ impl Host {
             Ok(card) => card,
             Err(cached) => return cached,
         };
-        let started = match self.start(&call, &component.pre, req) {
+        let started = match self.start(&call, &component, req) {
             Ok(started) => started,
             Err(e) => return self.failure(route, 500, &format!("cannot prepare the request: {e}")),
         };
@@ -182,11 +186,12 @@ impl Host {
         }
     }
 
-    /// Starts the invocation of `pre` on `req` in a fresh store (not polled yet).
+    /// Starts the invocation of `component` on `req` (not polled yet): on a warm instance of
+    /// the built-in component when one is idle, else in a fresh store.
     fn start(
         &self,
         call: &Invocation,
-        pre: &ProxyPre<State>,
+        component: &Loaded<State>,
         req: http::Request<Full<Bytes>>,
     ) -> wasmtime::Result<Started> {
         let started = Instant::now();
@@ -196,7 +201,20 @@ impl Host {
             hand_off,
             contexts,
         } = state::prepare(&self.services, call, started, self.engine.limits());
-        let mut store = self.engine.store(state);
+        let reuse = component.source == Source::Embedded || call.instance.record.reuse_instances;
+        let key = reuse.then(|| warm::Key {
+            instance: call.instance.record.id.clone(),
+            component: component.sha256.clone(),
+        });
+        let (mut store, proxy) = match key.as_ref().and_then(|k| self.warm.take(k)) {
+            Some(idle) => {
+                let mut store = idle.store;
+                store.data_mut().renew(state);
+                store.set_epoch_deadline(1);
+                (store, Some(idle.proxy))
+            }
+            None => (self.engine.store(state), None),
+        };
         let (tx, answer) = tokio::sync::oneshot::channel();
         let request = store
             .data_mut()
@@ -204,7 +222,9 @@ impl Host {
             .new_incoming_request(Scheme::Http, req)?;
         let out = store.data_mut().http().new_response_outparam(tx)?;
         let run = Run {
-            pre: pre.clone(),
+            pre: component.pre.clone(),
+            proxy,
+            warm: key.map(|k| (k, self.warm.clone())),
             store,
             request,
             out,
@@ -337,6 +357,10 @@ struct Started {
 /// One invocation, ready to run on its own task.
 struct Run {
     pre: ProxyPre<State>,
+    /// The warm instance it runs on, if any.
+    proxy: Option<Proxy>,
+    /// Where its instance is kept afterwards, for the built-in component.
+    warm: Option<(warm::Key, Arc<warm::Warm>)>,
     store: Store<State>,
     request: Resource<IncomingRequest>,
     out: Resource<ResponseOutparam>,
@@ -353,25 +377,60 @@ impl Run {
         wait: Duration,
         instance_id: String,
     ) -> wasmtime::Result<()> {
+        let warm = self.warm.as_ref().map(|(_, w)| w.clone());
+        let reused = self.proxy.is_some();
         let result = async {
-            let instantiating = Instant::now();
-            let proxy = instantiate(&self.pre, &mut self.store, wait)
-                .instrument(tracing::info_span!("component", otel.name = "instantiate"))
-                .await?;
-            metrics.instantiated(self.setup + instantiating.elapsed());
+            let proxy = match self.proxy.take() {
+                Some(proxy) => {
+                    metrics.reused();
+                    proxy
+                }
+                None => {
+                    let instantiating = Instant::now();
+                    let proxy = instantiate(&self.pre, &mut self.store, wait, warm.as_deref())
+                        .instrument(tracing::info_span!("component", otel.name = "instantiate"))
+                        .await?;
+                    metrics.instantiated(self.setup + instantiating.elapsed());
+                    proxy
+                }
+            };
             proxy
                 .wasi_http_incoming_handler()
                 .call_handle(&mut self.store, self.request, self.out)
-                .instrument(tracing::info_span!("component", otel.name = "run"))
-                .await
+                .instrument(tracing::info_span!(
+                    "component",
+                    otel.name = "run",
+                    a2a.component.reused = reused
+                ))
+                .await?;
+            Ok(proxy)
         }
         .await;
         metrics.host_calls(self.store.data_mut().burst().host_calls());
-        if let Err(e) = &result {
-            metrics.trapped();
-            tracing::warn!(instance = %instance_id, error = %trap_cause(e), "component invocation failed");
-        }
-        drop(self.store);
+        let result = match result {
+            Ok(proxy) => {
+                if let Some((key, warm)) = self.warm
+                    && self.store.data().reusable()
+                {
+                    warm.keep(
+                        key,
+                        warm::Idle {
+                            store: self.store,
+                            proxy,
+                        },
+                    );
+                } else {
+                    drop(self.store);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                metrics.trapped();
+                tracing::warn!(instance = %instance_id, error = %trap_cause(&e), "component invocation failed");
+                drop(self.store);
+                Err(e)
+            }
+        };
         let why = self.written.why(result.as_ref().err().map(trap_cause));
         settle
             .abandoned(&instance_id, &self.written.take(), why)
@@ -403,6 +462,7 @@ async fn instantiate(
     pre: &ProxyPre<State>,
     store: &mut Store<State>,
     wait: Duration,
+    warm: Option<&warm::Warm>,
 ) -> wasmtime::Result<Proxy> {
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(1);
@@ -413,6 +473,10 @@ async fn instantiate(
                     .is_some()
                     && Instant::now() + pause < deadline =>
             {
+                // An idle warm instance holds a slot a request can use.
+                if warm.is_some_and(warm::Warm::evict) {
+                    continue;
+                }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
             }

@@ -144,6 +144,8 @@ pub struct Services {
     pub instance_wait: Duration,
     /// Component instances alive at once.
     pub max_instances: u32,
+    /// Idle instances of the built-in component kept for the next request.
+    pub warm_instances: u32,
     /// Open SSE streams of all instances.
     pub max_streams: u32,
 }
@@ -238,6 +240,29 @@ pub fn test_services(data_dir: &std::path::Path) -> Services {
         legacy_error_codes: false,
         instance_wait: Duration::from_millis(10),
         max_instances: 1,
+        warm_instances: 1,
         max_streams: 10,
     }
+}
+
+#[cfg(test)]
+/// An instance `id` of the built-in component on the echo preset, with the bearer token `token`
+/// (its secret named `A2A_INBOUND_X`), for the capabilities' unit tests.
+pub fn test_instance(id: &str, token: Option<&str>) -> Arc<Instance> {
+    use crate::engine::registry::DEFAULT_COMPONENT;
+    use crate::records::{InstanceRecord, Limits};
+    use crate::sessions::preset::{Backend, Preset};
+    let record = InstanceRecord {
+        name: id.to_uppercase(),
+        version: "1".into(),
+        auth_token_env: token.map(|_| "A2A_INBOUND_X".into()),
+        updated_at: 2,
+        ..InstanceRecord::new(id, "echo".into(), DEFAULT_COMPONENT, Limits::default(), 1)
+    };
+    Arc::new(Instance {
+        record,
+        preset: Preset::builtin("echo", "Echo", "", Backend::Echo),
+        token: token.map(Into::into),
+        endpoint_url: format!("http://h/a2a/{id}"),
+    })
 }

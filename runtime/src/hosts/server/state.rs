@@ -4,7 +4,6 @@
 
 use std::time::Instant;
 
-use wasmtime::StoreLimits;
 use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
@@ -34,16 +33,31 @@ pub struct State {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     hooks: NoOutbound,
-    limits: StoreLimits,
+    limits: crate::engine::Limits,
     burst: Burst,
     caps: Capabilities,
+}
+
+impl State {
+    /// Whether the instance in this store may serve another request: its invocation left no
+    /// resource in the table that the next request could name, and its memory stayed small.
+    pub fn reusable(&self) -> bool {
+        self.table.is_empty() && self.limits.grown_to() <= super::warm::KEEP_MEMORY
+    }
+
+    /// This store's data for the next request on its instance: `next`'s, keeping the limits
+    /// (which carry what the instance's memory grew to).
+    pub fn renew(&mut self, next: State) {
+        let State { limits, .. } = std::mem::replace(self, next);
+        self.limits = limits;
+    }
 }
 
 impl Metered for State {
     fn burst(&mut self) -> &mut Burst {
         &mut self.burst
     }
-    fn limits(&mut self) -> &mut StoreLimits {
+    fn limits(&mut self) -> &mut crate::engine::Limits {
         &mut self.limits
     }
 }
@@ -161,7 +175,12 @@ pub struct Prepared {
 
 /// The store data of one request: each capability prepares itself from the services, the
 /// invocation and the books.
-pub fn prepare(s: &Services, call: &Invocation, started: Instant, limits: StoreLimits) -> Prepared {
+pub fn prepare(
+    s: &Services,
+    call: &Invocation,
+    started: Instant,
+    limits: crate::engine::Limits,
+) -> Prepared {
     let books = Books {
         peer_id: crate::activity::peer_id(call.peer.ip(), &call.instance.record.id),
         ..Books::default()

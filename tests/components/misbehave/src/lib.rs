@@ -1,7 +1,11 @@
 //! A deliberately bad component for isolation tests. The `x-misbehave` request header picks:
 //! `trap` (unreachable), `spin` (loops forever without calling the host), `alloc` (grows memory
-//! without bound), `task-then-trap` (stores a WORKING task named by `x-task-id`, then traps);
-//! anything else answers 200 `{"component":"misbehave"}` (a valid stand-in for swap tests).
+//! without bound), `task-then-trap` (stores a WORKING task named by `x-task-id`, then traps),
+//! `count` (answers `{"served":N}`, the requests this instance served: state kept between
+//! requests); anything else answers 200 `{"component":"misbehave"}` (a valid stand-in for swap
+//! tests).
+
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use a2a_guest::server::a2a::edge::storage;
 use a2a_guest::server::a2a::edge::types::{TaskRow, TaskState};
@@ -10,6 +14,9 @@ use wasip2::http::types::{
 };
 
 struct Component;
+
+/// Requests this instance served.
+static SERVED: AtomicU32 = AtomicU32::new(0);
 
 fn header(request: &IncomingRequest, name: &str) -> String {
     request
@@ -23,6 +30,7 @@ fn header(request: &IncomingRequest, name: &str) -> String {
 
 impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Component {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let served = SERVED.fetch_add(1, Ordering::Relaxed) + 1;
         match header(&request, "x-misbehave").as_str() {
             "trap" => core::arch::wasm32::unreachable(),
             "spin" => {
@@ -56,7 +64,11 @@ impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Compone
                 storage::create_task(&row, None, None).expect("the task is stored");
                 core::arch::wasm32::unreachable()
             }
-            _ => {
+            mode => {
+                let answer = match mode {
+                    "count" => format!(r#"{{"served":{served}}}"#),
+                    _ => r#"{"component":"misbehave"}"#.into(),
+                };
                 let response = OutgoingResponse::new(
                     Fields::from_list(&[("content-type".into(), b"application/json".to_vec())])
                         .unwrap(),
@@ -64,9 +76,7 @@ impl a2a_guest::server::exports::wasi::http::incoming_handler::Guest for Compone
                 let body = response.body().unwrap();
                 ResponseOutparam::set(out, Ok(response));
                 let stream = body.write().unwrap();
-                stream
-                    .blocking_write_and_flush(br#"{"component":"misbehave"}"#)
-                    .unwrap();
+                stream.blocking_write_and_flush(answer.as_bytes()).unwrap();
                 drop(stream);
                 OutgoingBody::finish(body, None).unwrap();
             }
