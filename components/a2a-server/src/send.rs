@@ -18,7 +18,7 @@ use a2a_guest::server::a2a::edge::storage;
 use a2a_guest::server::a2a::edge::types::{MessageClaim, StoreError};
 use a2a_guest::server::a2a::edge::{admission, attachments};
 use a2a_guest::server::{row, task as stored_task};
-use a2a_guest::{now_ms, uuid, uuid_at};
+use a2a_guest::{now_ms, uuid_at, uuids_at};
 
 use crate::frames;
 use crate::sse::{FIRST_FRAME_GRACE_NS, Sse};
@@ -205,8 +205,8 @@ impl Start {
             hold,
         } = self;
         let now = now_ms();
-        let context_id = message.context_id.clone().unwrap_or_else(|| uuid_at(now));
-        let task_id = uuid_at(now);
+        let [task_id, fresh_context] = uuids_at(now);
+        let context_id = message.context_id.clone().unwrap_or(fresh_context);
         let mut first = message.clone();
         first.context_id = Some(context_id.clone());
         first.task_id = Some(task_id.clone());
@@ -315,7 +315,8 @@ impl Start {
         message.context_id = Some(task.context_id.clone());
         task.history.push(message.clone());
         let mut ex = Execution::new(task);
-        let (slot, frame) = admit(&mut ex, now_ms());
+        let now = now_ms();
+        let (slot, frame) = admit(&mut ex, now);
         let mut run = Run {
             ex,
             _slot: slot,
@@ -330,7 +331,7 @@ impl Start {
             lost: None,
             quiet: false,
         };
-        match run.persist(Some(&claim), frame.as_slice()) {
+        match run.persist(Some(&claim), frame.as_slice(), now) {
             Ok(true) => {}
             Ok(false) => {
                 return Ok(Err(RpcError::new(
@@ -357,7 +358,7 @@ fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<Strea
             )),
         ),
     };
-    (slot, ex.set_status(state, text, now, uuid).ok())
+    (slot, ex.set_status(state, text, now, || uuid_at(now)).ok())
 }
 
 impl Run {
@@ -532,10 +533,13 @@ impl Run {
         // Only a status change can be refused by the store and need undoing: copying the task
         // for every delta would make a long answer quadratic.
         let before = changes_status.then(|| self.ex.clone());
-        match self.ex.apply(p, now_ms(), uuid) {
+        // A content event carries no time (`Execution::apply` reads it for status changes
+        // only), so it costs no clock read.
+        let now = changes_status.then(now_ms).unwrap_or_default();
+        match self.ex.apply(p, now, || uuid_at(now)) {
             Ok(frames) => {
                 match before {
-                    Some(before) if !matches!(self.persist(None, &frames), Ok(true)) => {
+                    Some(before) if !matches!(self.persist(None, &frames, now), Ok(true)) => {
                         self.ex = before;
                         return false;
                     }
@@ -550,17 +554,18 @@ impl Run {
 
     /// Compare-and-swap of the task (with the message's claim when given), its status `frames`
     /// logged with it and then streamed; on a version conflict, takes the stored copy and
-    /// answers false. A lost claim is the store error.
+    /// answers false. A lost claim is the store error. `now` is the moment of the change.
     fn persist(
         &mut self,
         claim: Option<&MessageClaim>,
         frames: &[StreamResponse],
+        now: u64,
     ) -> Result<bool, StoreError> {
         let Ok(next) = row(
             self.ex.task(),
             &self.skill,
             self.created_at,
-            now_ms(),
+            now,
             self.version + 1,
         ) else {
             return Ok(false);

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use a2a_guest::server::a2a::edge::types::{StoreError, TaskQuery};
 use a2a_guest::server::a2a::edge::{events, sessions, storage};
-use a2a_guest::{now_ms, uuid};
+use a2a_guest::{now_ms, uuid_at};
 
 use crate::frames;
 use crate::stored::load;
@@ -71,7 +71,7 @@ pub fn cancel(params: &Value) -> Result<Value, RpcError> {
         sessions::cancel_task(&p.id);
         let mut ex = Execution::new(task);
         let now = now_ms();
-        let Ok(frame) = ex.set_status(TaskState::Canceled, None, now, uuid) else {
+        let Ok(frame) = ex.set_status(TaskState::Canceled, None, now, || uuid_at(now)) else {
             continue;
         };
         match storage::update_task(

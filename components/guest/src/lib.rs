@@ -24,6 +24,15 @@ pub fn uuid() -> String {
 
 /// A time-ordered (v7) UUID of a moment the caller read from the clock already.
 pub fn uuid_at(now_ms: u64) -> String {
-    let bytes = wasip2::random::random::get_random_bytes(10);
-    a2a_protocol::ids::uuid_v7(now_ms, bytes.try_into().unwrap_or([0; 10]))
+    let [id] = uuids_at(now_ms);
+    id
+}
+
+/// `N` time-ordered (v7) UUIDs of one moment, from one draw of `wasi:random`.
+pub fn uuids_at<const N: usize>(now_ms: u64) -> [String; N] {
+    let bytes = wasip2::random::random::get_random_bytes(10 * N as u64);
+    std::array::from_fn(|i| {
+        let mine = bytes.get(10 * i..10 * i + 10).unwrap_or_default();
+        a2a_protocol::ids::uuid_v7(now_ms, mine.try_into().unwrap_or([0; 10]))
+    })
 }
