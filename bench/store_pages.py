@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""What each B-tree of the SQLite store costs one SendMessage, in WAL pages.
+
+    python3 bench/store_pages.py [tasks stored first, default 20000] [sends, default 500]
+
+Builds the schema from the migrations in runtime/src/store/sqlite/schema.rs, stores the tasks,
+then replays the statements of echo SendMessages one after the other (runtime/src/store/sqlite/
+writes.rs: the claim check, the context binding, the task insert and its count trigger, the
+claim record, and for a task written twice the update and its frames) with the WAL's automatic
+checkpoint off, and divides the WAL's growth by the sends. Then again without each index or the
+count triggers. "one commit": the echo's path (the task is held and written once, settled);
+"two commits": written when it starts and again when it settles. Counts pages, not time, so the
+machine's load does not move it.
+"""
+import json
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+import uuid
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+SCHEMA = os.path.join(ROOT, "runtime/src/store/sqlite/schema.rs")
+FRAME = 4096 + 24  # a WAL frame: its header and one page
+
+
+def migrations():
+    src = open(SCHEMA).read()
+    start = src.index("const MIGRATIONS")
+    body = src[start : src.index("];", start)]
+    body = "\n".join(l for l in body.splitlines() if not l.strip().startswith("//"))
+    return re.findall(r'"((?:[^"\\]|\\.)*)"', body, re.S)
+
+
+def v7(ms):
+    b = bytearray(ms.to_bytes(6, "big") + os.urandom(10))
+    b[6] = (b[6] & 0x0F) | 0x70
+    b[8] = (b[8] & 0x3F) | 0x80
+    return str(uuid.UUID(bytes=bytes(b)))
+
+
+UPSERT_CONTEXT = """INSERT INTO contexts VALUES (?, ?, ?, ?)
+    ON CONFLICT (instance_id, context_id) DO UPDATE SET last_seen = excluded.last_seen"""
+CLAIM = """INSERT INTO message_ids (instance_id, message_id, task_id, fingerprint) VALUES (?, ?, ?, ?)
+    ON CONFLICT (instance_id, message_id) DO UPDATE SET task_id = excluded.task_id"""
+LOOKUP = "SELECT task_id, fingerprint FROM message_ids WHERE instance_id = ? AND message_id = ?"
+INSERT_TASK = """INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at,
+    updated_at, version, principal, body, lease_node, lease_until)
+    VALUES (?, 'demo', ?, ?, 'echo', ?, ?, 1, 'token', ?, ?, ?)"""
+UPDATE_TASK = """UPDATE tasks SET state = 3, updated_at = ?2, version = version + 1, body = ?3,
+    last_seq = last_seq + 2, lease_node = NULL, lease_until = NULL
+    WHERE id = ?1 AND instance_id = 'demo' AND version = 1 RETURNING last_seq"""
+
+
+def send(c, now, twice):
+    """One echo SendMessage's writes: one commit, or two when `twice`."""
+    tid, ctx, mid = v7(now), v7(now), str(uuid.uuid4())
+    msg = {"messageId": mid, "role": "ROLE_USER", "parts": [{"text": "hello"}], "contextId": ctx, "taskId": tid}
+    done = {
+        "id": tid, "contextId": ctx,
+        "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-05T08:00:00.001Z"},
+        "history": [msg, {"messageId": v7(now), "role": "ROLE_AGENT", "parts": [{"text": "hello"}]}],
+        "artifacts": [{"artifactId": v7(now), "parts": [{"text": "hello"}]}],
+        "metadata": {"skill": "echo"},
+    }
+    c.execute("BEGIN")
+    c.execute(LOOKUP, ("demo", mid)).fetchall()
+    c.execute(UPSERT_CONTEXT, ("demo", ctx, now, now))
+    if twice:
+        working = dict(done, status={"state": "TASK_STATE_WORKING"}, history=[msg], artifacts=[])
+        c.execute(INSERT_TASK, (tid, ctx, 2, now, now, json.dumps(working), "node", now + 30000))
+        c.execute(CLAIM, ("demo", mid, tid, "f" * 64))
+        c.execute("COMMIT")
+        c.execute("BEGIN")
+        c.execute(UPDATE_TASK, (tid, now + 1, json.dumps(done))).fetchone()
+        c.execute(UPSERT_CONTEXT, ("demo", ctx, now + 1, now + 1))
+        for seq in (1, 2):
+            frame = {"statusUpdate": {"taskId": tid, "contextId": ctx, "status": {"state": "TASK_STATE_COMPLETED"}}}
+            c.execute("INSERT INTO task_frames VALUES (?, ?, 1, ?)", (tid, seq, json.dumps(frame)))
+    else:
+        c.execute(INSERT_TASK, (tid, ctx, 3, now, now, json.dumps(done), None, None))
+        c.execute(CLAIM, ("demo", mid, tid, "f" * 64))
+    c.execute("COMMIT")
+
+
+def pages(drop, stored, sends, twice):
+    path = os.path.join(tempfile.mkdtemp(), "store.db")
+    c = sqlite3.connect(path, isolation_level=None)
+    c.execute("PRAGMA journal_mode = WAL")
+    c.execute("PRAGMA synchronous = NORMAL")
+    for m in migrations():
+        c.executescript(m)
+    for d in drop:
+        c.execute(d)
+    c.execute("INSERT INTO instances VALUES ('demo', '{}')")
+    now = 1_800_000_000_000
+    c.execute("BEGIN")
+    for i in range(stored):
+        tid, ctx = v7(now + i), v7(now + i)
+        c.execute(UPSERT_CONTEXT, ("demo", ctx, now + i, now + i))
+        c.execute(INSERT_TASK, (tid, ctx, 3, now + i, now + i, "x" * 700, None, None))
+        c.execute(CLAIM, ("demo", str(uuid.uuid4()), tid, "f" * 64))
+        c.execute("INSERT INTO task_frames VALUES (?, 1, 1, ?)", (tid, "y" * 150))
+    c.execute("COMMIT")
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.execute("PRAGMA wal_autocheckpoint = 0")
+    for i in range(sends):
+        send(c, now + stored + i, twice)
+    grown = os.path.getsize(path + "-wal") - 32
+    c.close()
+    return grown / FRAME / sends
+
+
+def main():
+    stored = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+    sends = int(sys.argv[2]) if len(sys.argv) > 2 else 500
+    listing = ["tasks_by_update", "tasks_by_instance", "tasks_by_context", "tasks_by_principal"]
+    cases = [("nothing (today)", [])]
+    cases += [(f"`{i}`", [f"DROP INDEX {i}"]) for i in listing + ["tasks_by_lease"]]
+    cases += [("the `task_counts` triggers", ["DROP TRIGGER task_counts_insert", "DROP TRIGGER task_counts_update"])]
+    cases += [("all four listing indexes", [f"DROP INDEX {i}" for i in listing])]
+    print(f"| dropped ({stored} tasks stored, {sends} sends) | pages per SendMessage, one commit | two commits |")
+    print("|---|---|---|")
+    for name, drop in cases:
+        print(f"| {name} | {pages(drop, stored, sends, False):.1f} | {pages(drop, stored, sends, True):.1f} |")
+
+
+if __name__ == "__main__":
+    main()
