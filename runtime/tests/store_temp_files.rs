@@ -8,11 +8,11 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::task::JoinSet;
 
 use a2a_edge_tests::Server;
-use a2a_edge_tests::jsonrpc::request;
+use a2a_edge_tests::jsonrpc::call;
 
 /// Counts the files created in a directory while it is watched (inotify: SQLite unlinks its
 /// temporary files as soon as it opens them, so a listing would show none).
@@ -77,22 +77,15 @@ async fn concurrent_sends_commit_without_temporary_files() {
     assert_eq!(created.take(), 1, "the watch sees a file created there");
 
     let served = Server::default().await;
-    let (client, base) = (reqwest::Client::new(), served.base());
     // Sixteen callers at a time: the writer commits them in groups, each write in a savepoint.
     let mut callers = JoinSet::new();
     for caller in 0..16 {
-        let (client, url) = (client.clone(), format!("{base}/a2a/demo"));
+        let base = served.base();
         callers.spawn(async move {
             for n in 0..25 {
                 let params = json!({"message": {"messageId": format!("m-{caller}-{n}"),
                     "role": "ROLE_USER", "parts": [{"text": "hello ".repeat(200)}]}});
-                let answer: Value = request(&client, &url, "SendMessage", params)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let answer = call(&base, "demo", "SendMessage", params).await;
                 assert_eq!(
                     answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
                     "{answer}"
