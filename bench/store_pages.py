@@ -5,10 +5,10 @@
 
 Builds the schema from the migrations in runtime/src/store/sqlite/schema.rs, stores the tasks,
 then replays the statements of echo SendMessages one after the other (runtime/src/store/sqlite/
-writes.rs: the claim check, the context binding, the task insert and its count trigger, the
-claim record, and for a task written twice the update and its frames) with the WAL's automatic
-checkpoint off, and divides the WAL's growth by the sends. Then again without each index or the
-count triggers. "one commit": the echo's path (the task is held and written once, settled);
+writes.rs: the claim check, the task insert and its count trigger, its conversation's summary,
+the claim record, and for a task written twice the update, with the triggers keeping the counts
+and the summary, and its frames) with the WAL's automatic checkpoint off, and divides the WAL's
+growth by the sends. Then again without each index or the count triggers. "one commit": the echo's path (the task is held and written once, settled);
 "two commits": written when it starts and again when it settles. Counts pages, not time, so the
 machine's load does not move it.
 """
@@ -40,8 +40,11 @@ def v7(ms):
     return str(uuid.UUID(bytes=bytes(b)))
 
 
-UPSERT_CONTEXT = """INSERT INTO contexts VALUES (?, ?, ?, ?)
-    ON CONFLICT (instance_id, context_id) DO UPDATE SET last_seen = excluded.last_seen"""
+UPSERT_CONTEXT = """INSERT INTO contexts VALUES (?1, 'demo', 1, ?2, ?3, ?3, NULL)
+    ON CONFLICT (context_id, instance_id) DO UPDATE SET tasks = tasks + 1,
+        active = active + excluded.active, first_seen = MIN(first_seen, excluded.first_seen),
+        last_seen = MAX(last_seen, excluded.last_seen),
+        peer_id = MIN(COALESCE(peer_id, excluded.peer_id), COALESCE(excluded.peer_id, peer_id))"""
 CLAIM = """INSERT INTO message_ids (instance_id, message_id, task_id, fingerprint) VALUES (?, ?, ?, ?)
     ON CONFLICT (instance_id, message_id) DO UPDATE SET task_id = excluded.task_id"""
 LOOKUP = "SELECT task_id, fingerprint FROM message_ids WHERE instance_id = ? AND message_id = ?"
@@ -66,20 +69,20 @@ def send(c, now, twice):
     }
     c.execute("BEGIN")
     c.execute(LOOKUP, ("demo", mid)).fetchall()
-    c.execute(UPSERT_CONTEXT, ("demo", ctx, now, now))
     if twice:
         working = dict(done, status={"state": "TASK_STATE_WORKING"}, history=[msg], artifacts=[])
         c.execute(INSERT_TASK, (tid, ctx, 2, now, now, json.dumps(working), "node", now + 30000))
+        c.execute(UPSERT_CONTEXT, (ctx, 1, now))
         c.execute(CLAIM, ("demo", mid, tid, "f" * 64))
         c.execute("COMMIT")
         c.execute("BEGIN")
         c.execute(UPDATE_TASK, (tid, now + 1, json.dumps(done))).fetchone()
-        c.execute(UPSERT_CONTEXT, ("demo", ctx, now + 1, now + 1))
         for seq in (1, 2):
             frame = {"statusUpdate": {"taskId": tid, "contextId": ctx, "status": {"state": "TASK_STATE_COMPLETED"}}}
             c.execute("INSERT INTO task_frames VALUES (?, ?, 1, ?)", (tid, seq, json.dumps(frame)))
     else:
         c.execute(INSERT_TASK, (tid, ctx, 3, now, now, json.dumps(done), None, None))
+        c.execute(UPSERT_CONTEXT, (ctx, 0, now))
         c.execute(CLAIM, ("demo", mid, tid, "f" * 64))
     c.execute("COMMIT")
 
@@ -98,8 +101,8 @@ def pages(drop, stored, sends, twice):
     c.execute("BEGIN")
     for i in range(stored):
         tid, ctx = v7(now + i), v7(now + i)
-        c.execute(UPSERT_CONTEXT, ("demo", ctx, now + i, now + i))
         c.execute(INSERT_TASK, (tid, ctx, 3, now + i, now + i, "x" * 700, None, None))
+        c.execute(UPSERT_CONTEXT, (ctx, 0, now + i))
         c.execute(CLAIM, ("demo", str(uuid.uuid4()), tid, "f" * 64))
         c.execute("INSERT INTO task_frames VALUES (?, 1, 1, ?)", (tid, "y" * 150))
     c.execute("COMMIT")
@@ -117,7 +120,8 @@ def main():
     sends = int(sys.argv[2]) if len(sys.argv) > 2 else 500
     listing = ["tasks_by_update", "tasks_by_instance", "tasks_by_context", "tasks_by_principal"]
     cases = [("nothing (today)", [])]
-    cases += [(f"`{i}`", [f"DROP INDEX {i}"]) for i in listing + ["tasks_by_lease"]]
+    single = listing + ["tasks_by_state", "tasks_by_lease", "contexts_by_last_seen"]
+    cases += [(f"`{i}`", [f"DROP INDEX {i}"]) for i in single]
     cases += [("the `task_counts` triggers", ["DROP TRIGGER task_counts_insert", "DROP TRIGGER task_counts_update"])]
     cases += [("all four listing indexes", [f"DROP INDEX {i}" for i in listing])]
     print(f"| dropped ({stored} tasks stored, {sends} sends) | pages per SendMessage, one commit | two commits |")

@@ -257,11 +257,13 @@ impl App {
                 tracing::warn!(id = %record.id, secret = ?record.auth_token_env, "the instance's token secret is not set; its endpoint refuses every call until it is set");
             }
             let endpoint_url = format!("{}{}", self.base_url, record.endpoint_path);
+            let grpc_url = self.config.grpc.announced(&endpoint_url);
             built.push(Arc::new(Instance {
                 record: record.clone(),
                 preset,
                 token,
                 endpoint_url,
+                grpc_url,
             }));
         }
         let routes = Arc::new(Routes::new(

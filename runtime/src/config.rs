@@ -51,6 +51,8 @@ pub struct Config {
     /// TLS on the public listener (and mutual TLS with `clientCaFile`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSettings>,
+    /// What cards say of the gRPC binding.
+    pub grpc: GrpcSettings,
     /// Where traces are exported (README "Traces"); read at start.
     pub telemetry: crate::telemetry::trace::TelemetrySettings,
     /// The file this was read from (named in errors about its declarations).
@@ -122,6 +124,9 @@ pub struct RuntimeSettings {
     pub idle_timeout_ms: u64,
     /// Most open client connections; at the cap new ones wait in the listen backlog.
     pub max_connections: u32,
+    /// Most open connections from one client address; past it a new one is closed at once
+    /// (default: a quarter of `maxConnections`, so one client never holds every slot).
+    pub max_connections_per_peer: Option<u32>,
     /// A request body may take this long, ms, plus one second per `minBodyBytesPerSec` bytes.
     pub body_timeout_ms: u64,
     /// The slowest body rate accepted beyond `bodyTimeoutMs`, bytes per second.
@@ -146,6 +151,7 @@ impl Default for RuntimeSettings {
             shutdown_grace_ms: 10_000,
             idle_timeout_ms: 30_000,
             max_connections: 16_384,
+            max_connections_per_peer: None,
             body_timeout_ms: 10_000,
             min_body_bytes_per_sec: 1024,
             max_streams: 10_000,
@@ -156,6 +162,13 @@ impl Default for RuntimeSettings {
 }
 
 impl RuntimeSettings {
+    /// Open connections one client address may hold.
+    pub fn connections_per_peer(&self) -> u32 {
+        self.max_connections_per_peer
+            .unwrap_or(self.max_connections / 4)
+            .max(1)
+    }
+
     /// How long a body of `received` bytes so far may have taken.
     pub fn body_allowance(&self, received: u64) -> std::time::Duration {
         let rate = self.min_body_bytes_per_sec.max(1);
@@ -320,6 +333,38 @@ impl Default for PushSettings {
     }
 }
 
+/// What cards say of the gRPC binding (served on the public listener either way).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct GrpcSettings {
+    /// Cards list a GRPC interface.
+    pub announce: bool,
+    /// The URL they list, as written (default: the endpoint's scheme, host and port, e.g.
+    /// `https://agents.example.com:443`).
+    pub url: Option<String>,
+}
+
+impl Default for GrpcSettings {
+    fn default() -> Self {
+        GrpcSettings {
+            announce: true,
+            url: None,
+        }
+    }
+}
+
+impl GrpcSettings {
+    /// The gRPC URL the card of the endpoint at `endpoint_url` announces, if any.
+    pub fn announced(&self, endpoint_url: &str) -> Option<String> {
+        if !self.announce {
+            return None;
+        }
+        self.url
+            .clone()
+            .or_else(|| a2a_protocol::grpc::url(endpoint_url))
+    }
+}
+
 /// The attachments service: `raw` parts stored under `<data-dir>/attachments/`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -465,8 +510,9 @@ impl Config {
         Ok(config)
     }
 
-    /// Makes the relative paths of command presets (a program named with a `/`, `workingDir`)
-    /// relative to `dir`, the config file's directory, not to where `serve` was started.
+    /// Makes the relative paths of command presets relative to `dir`, the config file's
+    /// directory, not to where `serve` was started: `workingDir`, and a program named with a `/`
+    /// (relative to its `workingDir` when one is set, where a shell running it would look).
     fn resolve_paths(&mut self, dir: &Path) {
         if let Some(t) = self.tls.as_mut() {
             for file in [
@@ -488,6 +534,10 @@ impl Config {
             let Backend::Command(c) = &mut p.backend else {
                 continue;
             };
+            if let Some(wd) = c.working_dir.as_mut().filter(|w| w.is_relative()) {
+                *wd = dir.join(&*wd);
+            }
+            let base = c.working_dir.clone().unwrap_or_else(|| dir.to_owned());
             if let Some(program) = c.command.first_mut()
                 && program.contains('/')
                 && Path::new(program.as_str()).is_relative()
@@ -496,10 +546,7 @@ impl Config {
                     .components()
                     .filter(|c| !matches!(c, std::path::Component::CurDir))
                     .collect();
-                *program = dir.join(relative).display().to_string();
-            }
-            if let Some(wd) = c.working_dir.as_mut().filter(|w| w.is_relative()) {
-                *wd = dir.join(&*wd);
+                *program = base.join(relative).display().to_string();
             }
         }
     }
@@ -520,13 +567,20 @@ impl Config {
             let Backend::Command(c) = &p.backend else {
                 continue;
             };
+            let from = match &c.working_dir {
+                Some(wd) => format!(
+                    "a relative command is taken from the preset's workingDir {}",
+                    wd.display()
+                ),
+                None => relative.clone(),
+            };
             let Some(program) = c.command.first() else {
                 continue;
             };
             if program.contains('/') {
                 if !runnable(Path::new(program)) {
                     anyhow::bail!(
-                        "preset {:?}: the command {program} does not exist or is not executable ({relative})",
+                        "preset {:?}: the command {program} does not exist or is not executable ({from})",
                         p.id
                     );
                 }

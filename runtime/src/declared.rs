@@ -221,6 +221,7 @@ pub fn instance(
     }
     if let Some(o) = &d.oidc {
         o.check().map_err(|e| ("oidc", e))?;
+        crate::identity::oidc::check_https(o).map_err(|e| ("oidc", e))?;
         r.oidc = Some(o.clone());
     }
     if let Some(m) = &d.mtls {

@@ -18,6 +18,8 @@ pub struct Instance {
     pub token: Option<String>,
     /// The JSON-RPC endpoint URL cards announce.
     pub endpoint_url: String,
+    /// The gRPC interface URL cards announce, if any (`[grpc]`).
+    pub grpc_url: Option<String>,
 }
 
 impl Instance {

@@ -59,7 +59,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Most open connections of a control listener of its own.
-const CONTROL_CONNECTIONS: usize = 256;
+const CONTROL_CONNECTIONS: u32 = 256;
 
 /// Raises the soft limit of open files to the hard limit (a server holds one per connection and
 /// the default soft limit is often 1024); returns the soft limit now in force.
@@ -130,7 +130,7 @@ pub struct Listen {
 impl Listen {
     /// Refuses what README "Control API" forbids: beyond loopback without `publicBaseUrl`, a control listener
     /// beyond loopback. Whether the public listener reaches beyond loopback.
-    fn check(&self, config: &config::Config) -> anyhow::Result<bool> {
+    pub fn check(&self, config: &config::Config) -> anyhow::Result<bool> {
         let exposed = !server::surface_guard::listens_on_loopback(self.public.ip());
         if exposed && config.public_base_url.is_none() {
             anyhow::bail!(
@@ -226,20 +226,19 @@ impl Running {
         } else {
             server::Surfaces::Both
         };
-        let connections = Arc::new(tokio::sync::Semaphore::new(
-            app.config.runtime.max_connections.max(1) as usize,
-        ));
+        let runtime = &app.config.runtime;
+        let slots = server::Slots::new(runtime.max_connections, runtime.connections_per_peer());
         let mut tasks = vec![tokio::spawn(server::serve(
             app.clone(),
             listener,
             surfaces,
             app.tls.clone(),
-            connections,
+            slots,
             shutdown.clone(),
         ))];
         if let Some(control) = control {
             // The operator's own listener never waits behind the public one's clients.
-            let own = Arc::new(tokio::sync::Semaphore::new(CONTROL_CONNECTIONS));
+            let own = server::Slots::new(CONTROL_CONNECTIONS, CONTROL_CONNECTIONS);
             tasks.push(tokio::spawn(server::serve(
                 app.clone(),
                 control,

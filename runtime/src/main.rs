@@ -96,6 +96,9 @@ enum Command {
         /// The server's data directory.
         #[arg(long, default_value = "./a2a-data", env = "A2A_EDGE_DATA_DIR")]
         data_dir: PathBuf,
+        /// Seconds the copy may take before it gives up and removes what it wrote.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
     },
 }
 
@@ -110,6 +113,12 @@ enum ConfigCmd {
         /// The data directory whose components/ folder the declarations may name.
         #[arg(long, default_value = "./a2a-data", env = "A2A_EDGE_DATA_DIR")]
         data_dir: PathBuf,
+        /// The address `serve` will listen on (beyond loopback, the file needs publicBaseUrl).
+        #[arg(long, default_value = "127.0.0.1:3080", env = "A2A_EDGE_LISTEN")]
+        listen: SocketAddr,
+        /// The control listener `serve` will have, if any (it must be loopback).
+        #[arg(long, env = "A2A_EDGE_CONTROL_LISTEN")]
+        control_listen: Option<SocketAddr>,
     },
 }
 
@@ -241,12 +250,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Card { url } => cli::card::run(&url, json).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "a2a-edge",
-                &mut std::io::stdout(),
-            );
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "a2a-edge", &mut script);
+            let mut script = String::from_utf8_lossy(&script).into_owned();
+            if shell == clap_complete::Shell::Bash {
+                // clap_complete's bash script names a hyphenated command's states two ways
+                // (`a2a__edge__subcmd__inbound` where it moves to one, `a2a__subcmd__edge…`
+                // where it reads it), so no word after the first completed: one spelling.
+                script = script.replace("a2a__subcmd__edge", "a2a__edge");
+            }
+            print!("{script}");
             Ok(())
         }
         Command::Task(c) => cli::Control::new(cli.client).task(c).await,
@@ -258,8 +271,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", cli::agent::new(&args)?);
             Ok(())
         }
-        Command::Config(ConfigCmd::Check { file, data_dir }) => {
+        Command::Config(ConfigCmd::Check {
+            file,
+            data_dir,
+            listen,
+            control_listen,
+        }) => {
             let config = a2a_edge::config::Config::load(&file)?;
+            // What `serve` checks of its listeners against the file.
+            a2a_edge::Listen {
+                public: listen,
+                control: control_listen,
+            }
+            .check(&config)?;
             let (instances, connections) =
                 a2a_edge::declared::check(&config, &data_dir.join("components")).await?;
             if json {
@@ -275,10 +299,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Backup { dest, data_dir } => {
+        Command::Backup {
+            dest,
+            data_dir,
+            timeout,
+        } => {
             let db = data_dir.join(a2a_edge::store::SQLITE_FILE);
+            let timeout = std::time::Duration::from_secs(timeout);
             let tasks =
-                tokio::task::spawn_blocking(move || a2a_edge::store::backup(&db, &dest)).await??;
+                tokio::task::spawn_blocking(move || a2a_edge::store::backup(&db, &dest, timeout))
+                    .await??;
             println!("backed up {tasks} tasks");
             Ok(())
         }

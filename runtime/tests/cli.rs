@@ -132,6 +132,14 @@ async fn inbound_commands_manage_instances() {
     let endpoint = format!("{}/a2a/{id}/agent-card.json", c.base());
     let refused = c.fails(&["send", &endpoint, "hi"]).await;
     assert!(refused.contains("wants a bearer token"), "{refused}");
+    let wrong = c
+        .fails(&["send", &endpoint, "hi", "--token", "not-the-token-at-all"])
+        .await;
+    assert!(
+        wrong.contains("refused the credentials given (invalid credentials")
+            && !wrong.contains("wants a bearer token"),
+        "a wrong token is not a missing one: {wrong}"
+    );
     let answer = c
         .ok(&[
             "send",
@@ -364,7 +372,20 @@ async fn an_empty_token_on_stdin_never_clears_auth_and_json_failures_are_json() 
     let weak = c
         .run_with(&["inbound", "auth", "demo", "--token-stdin"], "short\n")
         .await;
-    assert!(String::from_utf8_lossy(&weak.stderr).contains("at least 16"));
+    let weak = String::from_utf8_lossy(&weak.stderr);
+    assert!(
+        weak.contains("at least 16")
+            && weak.contains("--allow-weak")
+            && !weak.contains("allowWeak"),
+        "in the CLI's words: {weak}"
+    );
+    let unknown = c
+        .fails(&["inbound", "update", "nobody", "--name", "x"])
+        .await;
+    assert!(
+        unknown.contains("a2a-edge inbound list") && !unknown.contains("GET /a2a/api"),
+        "{unknown}"
+    );
     assert!(
         c.run_with(
             &["inbound", "auth", "demo", "--token-stdin", "--allow-weak"],
@@ -518,6 +539,11 @@ async fn serve_logs(args: &[&str]) -> String {
         }
         assert_eq!(r.send().await.unwrap().status(), 401);
     }
+    // So do gRPC's, at the level of the status they stand for.
+    let refused = a2a_edge_tests::grpc::send(&base, "demo", "m-grpc-log", Some("wrong-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().await.unwrap();
     String::from_utf8(out.stderr).unwrap()
@@ -609,6 +635,13 @@ async fn serve_logs_every_request_and_refusal_in_text_or_json() {
             "a 401 says {why}: {json}"
         );
     }
+    assert!(
+        lines.iter().any(|l| field(l, "a2a_method") == "SendMessage"
+            && field(l, "status") == 401
+            && field(l, "outcome") == "wrong_token"
+            && l["level"] == "WARN"),
+        "a gRPC refusal says which check failed, as a warning: {json}"
+    );
     assert!(!json.contains("log-token-0123456789abcdef") && !json.contains("wrong-token"));
 
     let text = serve_logs(&[]).await;
@@ -804,23 +837,51 @@ async fn serve_keeps_running_when_its_stdout_is_closed() {
 async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_the_start() {
     use std::os::unix::fs::PermissionsExt;
     let site = tempfile::tempdir().unwrap();
-    let agent = site.path().join("agent.sh");
-    std::fs::write(&agent, "#!/bin/sh\necho \"from $(pwd)\"\n").unwrap();
-    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir(site.path().join("work")).unwrap();
+    // One agent.sh beside the config file, one in the working directory: each says which it is.
+    for (dir, name) in [
+        (site.path().to_owned(), "site"),
+        (site.path().join("work"), "work"),
+    ] {
+        let agent = dir.join("agent.sh");
+        std::fs::write(&agent, format!("#!/bin/sh\necho \"{name} from $(pwd)\"\n")).unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let config = site.path().join("edge.toml");
-    let write = |command: &str| {
+    let write_in = |command: &str, working_dir: Option<&str>| {
+        let working_dir = working_dir
+            .map(|d| format!("workingDir = {d:?}\n"))
+            .unwrap_or_default();
         std::fs::write(
             &config,
             format!(
-                "[runtime]\ncacheDir = {:?}\n[[presets]]\nid = \"local\"\nbackend = \"command\"\ncommand = [{command:?}]\nworkingDir = \"work\"\n\
+                "[runtime]\ncacheDir = {:?}\n[[presets]]\nid = \"local\"\nbackend = \"command\"\ncommand = [{command:?}]\n{working_dir}\
                  [[instances]]\nid = \"local\"\nname = \"local\"\npreset = \"local\"\n",
                 shared_cache()
             ),
         )
         .unwrap();
     };
-    // Started from another directory: ./agent.sh and work/ are the config file's.
+    let write = |command: &str| write_in(command, Some("work"));
+    // Started from another directory: without a workingDir, ./agent.sh is the config file's.
+    write_in("./agent.sh", None);
+    let data = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
+    cmd.current_dir(elsewhere.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .arg("--config")
+        .arg(&config);
+    let (child, base) = started(cmd).await;
+    let answer = call(&base, "local", "SendMessage", serde_json::json!({"message": {"messageId": "rel-0", "role": "ROLE_USER", "parts": [{"text": "hi"}]}})).await;
+    let text = answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(text.starts_with("site from "), "{answer}");
+    drop(child);
+    // With a workingDir (the config file's work/), ./agent.sh is the one there, where it runs.
     write("./agent.sh");
     let data = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
@@ -837,7 +898,11 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
         .unwrap_or_default()
         .to_owned();
     let work = std::fs::canonicalize(site.path().join("work")).unwrap();
-    assert_eq!(text.trim(), format!("from {}", work.display()), "{answer}");
+    assert_eq!(
+        text.trim(),
+        format!("work from {}", work.display()),
+        "{answer}"
+    );
 
     write("./missing.sh");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
@@ -849,12 +914,13 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
-    let site_dir = std::fs::canonicalize(site.path()).unwrap();
+    let work = std::fs::canonicalize(site.path().join("work")).unwrap();
     assert!(
         !out.status.success()
             && said.contains("preset \"local\"")
-            && said.contains(&site_dir.join("missing.sh").display().to_string()),
-        "refused naming the preset and the path: {said}"
+            && said.contains(&work.join("missing.sh").display().to_string())
+            && said.contains("taken from the preset's workingDir"),
+        "refused naming the preset, the path and where it was looked for: {said}"
     );
 }
 
@@ -1134,6 +1200,35 @@ fn config_check_validates_a_file_without_starting_and_names_what_is_wrong() {
             assert!(said.contains(name), "{text}: {name} not in {said}");
         }
     }
+    // What `serve` refuses of its listeners against the file, the check refuses too.
+    std::fs::write(&config, good).unwrap();
+    let listening = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+            .args(["config", "check"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(site.path())
+            .args(args)
+            .env_remove("A2A_EDGE_LISTEN")
+            .env_remove("A2A_EDGE_CONTROL_LISTEN")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, said) = listening(&["--listen", "0.0.0.0:3080"]);
+    assert!(!ok && said.contains("publicBaseUrl"), "{said}");
+    let (ok, said) = listening(&["--control-listen", "0.0.0.0:3081"]);
+    assert!(!ok && said.contains("loopback"), "{said}");
+    std::fs::write(
+        &config,
+        format!("publicBaseUrl = \"https://agents.example.com\"\n{good}"),
+    )
+    .unwrap();
+    let (ok, said) = listening(&["--listen", "0.0.0.0:3080"]);
+    assert!(ok, "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1392,4 +1487,97 @@ async fn outbound_component_card_and_completions_commands_in_words_or_json() {
             "{shell}: {script}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_keeps_streamed_lines_explains_failures_once_and_completes_every_word() {
+    // A command agent that streams three lines, and one that fails saying why on stderr.
+    let site = tempfile::tempdir().unwrap();
+    let config = site.path().join("edge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[runtime]\ncacheDir = {:?}\n\
+             [[presets]]\nid = \"lines\"\nbackend = \"command\"\n\
+             command = [\"sh\", \"-c\", \"echo one; sleep 0.2; echo two; sleep 0.2; echo three\"]\n\
+             [[presets]]\nid = \"broken\"\nbackend = \"command\"\n\
+             command = [\"sh\", \"-c\", \"echo the disk is full >&2; exit 3\"]\n\
+             [[instances]]\nid = \"lines\"\nname = \"lines\"\npreset = \"lines\"\n\
+             [[instances]]\nid = \"broken\"\nname = \"broken\"\npreset = \"broken\"\n",
+            shared_cache()
+        ),
+    )
+    .unwrap();
+    let c = Cli(Server::start(a2a_edge::config::Config::load(&config).unwrap()).await);
+    let card = format!("{}/a2a/lines/agent-card.json", c.base());
+    let streamed = c.ok(&["send", &card, "go", "--stream"]).await;
+    assert_eq!(streamed, "one\ntwo\nthree\n", "each chunk's newline kept");
+    let whole = c.ok(&["send", &card, "go"]).await;
+    assert_eq!(whole, "one\ntwo\nthree\n");
+
+    // `task get` shows the operator's reason beside the caller's.
+    let broken = format!("{}/a2a/broken/agent-card.json", c.base());
+    c.fails(&["send", &broken, "go"]).await;
+    let page: Value =
+        serde_json::from_str(&c.ok(&["task", "list", "--json", "--state", "failed"]).await)
+            .unwrap();
+    let id = page["tasks"][0]["taskId"].as_str().unwrap().to_owned();
+    let shown = c.ok(&["task", "get", &id]).await;
+    let why = shown
+        .lines()
+        .find(|l| l.starts_with("why"))
+        .unwrap_or_else(|| panic!("no reason for the operator: {shown}"));
+    assert!(why.contains("the disk is full"), "{shown}");
+
+    // A failed update check (the tests' registry is nowhere) is one JSON document with --json.
+    let out = c.run_with(&["update", "--json"], "").await;
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(!out.status.success(), "{stdout}");
+    let docs: Vec<Value> = serde_json::Deserializer::from_str(&stdout)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(docs.len(), 1, "{stdout}");
+    assert_eq!(docs[0]["ok"], false);
+
+    // Bash completes every word, not only the first.
+    let script = c.ok(&["completions", "bash"]).await;
+    let complete = |line: &str| {
+        let words: Vec<&str> = line.split(' ').collect();
+        let program = format!(
+            "{script}\nCOMP_WORDS=({words})\nCOMP_CWORD={cword}\nCOMP_LINE='{line}'\nCOMP_POINT=${{#COMP_LINE}}\n\
+             \"$(complete -p a2a-edge | sed 's/.*-F \\([^ ]*\\).*/\\1/')\" a2a-edge '{last}' '{prev}'\n\
+             echo \"${{COMPREPLY[@]}}\"\n",
+            words = words.join(" "),
+            cword = words.len() - 1,
+            last = words[words.len() - 1],
+            prev = words[words.len() - 2],
+        );
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(program)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert!(complete("a2a-edge inb").contains("inbound"));
+    let second = complete("a2a-edge inbound ena");
+    assert_eq!(second, "enable", "the second word completes too");
+    assert!(complete("a2a-edge task get --js").contains("--json"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_pointed_at_the_public_listener_is_told_where_the_control_api_is() {
+    let s = Server::start_split(a2a_edge::config::Config::default()).await;
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .args(["inbound", "list"])
+        .env("A2A_EDGE_API", format!("{}/a2a/api", s.base()))
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("--control-listen") && said.contains("--api"),
+        "{said}"
+    );
 }

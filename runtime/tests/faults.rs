@@ -255,6 +255,124 @@ async fn a_graceful_stop_leaves_one_consistent_file_and_a_backup_copies_a_live_d
     assert_eq!(n, 20);
 }
 
+/// `a2a-edge backup DEST --data-dir DIR [ARGS]`, killed if it has not ended after a minute; its
+/// output, or none if it had to be killed.
+fn backup_within_a_minute(
+    dir: &std::path::Path,
+    dest: &std::path::Path,
+    args: &[&str],
+) -> Option<std::process::Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .arg("backup")
+        .arg(dest)
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if exited(&mut child, 60).is_none() {
+        child.kill().unwrap();
+        child.wait().unwrap();
+        return None;
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_finishes_under_a_steady_write_load_and_leaves_no_partial_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_in(dir.path()).await.unwrap();
+    let base = format!("http://{}", running.addr);
+    // About 40 MB: ten thousand pages, many steps of the copy.
+    let big = "x".repeat(512 * 1024);
+    for i in 0..80 {
+        call(
+            &base,
+            "tck",
+            "SendMessage",
+            message(&format!("seed-{i}"), &big),
+        )
+        .await;
+    }
+    // The server writes steadily while the copy runs (one task every few milliseconds).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (base, stop) = (base.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut sent = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                call(
+                    &base,
+                    "tck",
+                    "SendMessage",
+                    message(&format!("load-{sent}"), "hello"),
+                )
+                .await;
+                sent += 1;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            sent
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // What a killed run left: a partial copy and its journal, removed by the next run.
+    let copy = dir.path().join("copy.db");
+    let partial = dir.path().join("copy.db.partial");
+    let journal = dir.path().join("copy.db.partial-journal");
+    std::fs::write(&partial, b"half a database").unwrap();
+    std::fs::write(&journal, b"its journal").unwrap();
+    let started = Instant::now();
+    let dest = copy.clone();
+    let data = dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || backup_within_a_minute(&data, &dest, &[]))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = writer.await.unwrap();
+    let out = out.unwrap_or_else(|| {
+        panic!("the backup did not finish within a minute while the server wrote {sent} tasks")
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        sent > 10,
+        "the server wrote during the copy ({sent} tasks, {took:?})"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let copied: u64 = stdout
+        .trim()
+        .strip_prefix("backed up ")
+        .and_then(|s| s.strip_suffix(" tasks"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(copied >= 80, "{stdout}");
+    assert!(
+        !partial.exists() && !journal.exists(),
+        "the partial files are gone"
+    );
+    let db = rusqlite::Connection::open(&copy).unwrap();
+    let ok: String = db
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    // A run that gives up removes what it wrote and says how to give it longer.
+    let late = dir.path().join("late.db");
+    let out = backup_within_a_minute(dir.path(), &late, &["--timeout", "0"]).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("--timeout"),
+        "{stderr}"
+    );
+    assert!(!late.exists() && !dir.path().join("late.db.partial").exists());
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_settles_every_acknowledged_task_once_it_has_room_again() {
     if !can_mount() {

@@ -693,6 +693,19 @@ async fn a_node_that_lost_its_lease_stops_the_turn_and_logs_nothing_after_the_fi
     });
     let b = Server::start(on_b).await;
     let task = start_task(&a_base, "zombie", "zombie-1").await;
+    // And a blocking send, waiting on A for its answer.
+    let blocking = tokio::spawn({
+        let a_base = a_base.clone();
+        async move {
+            call(
+                &a_base,
+                "zombie",
+                "SendMessage",
+                json!({"message": {"messageId": "zombie-2", "role": "ROLE_USER", "parts": [{"text": "go"}]}}),
+            )
+            .await
+        }
+    });
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let running = || {
         Command::new("pgrep")
@@ -706,6 +719,17 @@ async fn a_node_that_lost_its_lease_stops_the_turn_and_logs_nothing_after_the_fi
     let lost = settled(&b.base(), "zombie", &task, 30).await;
     assert!(lost.to_string().contains("node lost"), "{lost}");
     unsafe { libc::kill(a.id() as i32, libc::SIGCONT) };
+    // The blocking send answers the task as B settled it.
+    let answer = tokio::time::timeout(Duration::from_secs(20), blocking)
+        .await
+        .expect("the blocking send is answered after the thaw")
+        .unwrap();
+    let settled_task = &answer["result"]["task"];
+    assert_eq!(
+        settled_task["status"]["state"], "TASK_STATE_FAILED",
+        "{answer}"
+    );
+    assert!(answer.to_string().contains("node lost"), "{answer}");
     // A wakes up: its next writes are refused and it stops the turn.
     let deadline = Instant::now() + Duration::from_secs(20);
     while running() {

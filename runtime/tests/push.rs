@@ -423,6 +423,52 @@ async fn every_write_is_delivered_once_in_order_with_its_headers_through_failure
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_webhooks_of_one_instance_never_delay_another_instances_deliveries() {
+    let s = Server::start(config(true)).await;
+    let c = Client::of(&s);
+    // A receiver that takes every connection and never answers.
+    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = hanging.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((tcp, _)) = hanging.accept().await {
+            open.push(tcp);
+        }
+    });
+    for i in 0..100 {
+        let push = json!({"taskPushNotificationConfig": {"url": format!("http://{at}/hook/{i}")}});
+        c.send("a", &format!("hang-{i}"), push).await;
+    }
+    // Instance `b`'s deliveries go to a receiver that answers, at once.
+    let hook = Webhook::start().await;
+    let mut tasks = std::collections::HashSet::new();
+    for i in 0..10 {
+        let push = json!({"taskPushNotificationConfig": {"url": hook.url()}});
+        let task = c.send("b", &format!("fine-{i}"), push).await;
+        tasks.insert(task["id"].as_str().unwrap().to_owned());
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let done: std::collections::HashSet<String> = hook
+            .delivered()
+            .iter()
+            .filter(|b| b["task"]["status"]["state"] == "TASK_STATE_COMPLETED")
+            .filter_map(|b| b["task"]["id"].as_str().map(str::to_owned))
+            .collect();
+        if done == tasks {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "instance b's deliveries waited behind a's hanging webhooks: {} of 10 within 15 s",
+            done.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    held.abort();
+}
+
 async fn text(s: &Server, path: &str) -> (u16, String) {
     let r = reqwest::get(format!("{}{path}", s.base())).await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())

@@ -134,6 +134,8 @@ async fn a_clients_trace_runs_through_both_servers_their_model_tools_stores_and_
     .await;
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let client_span = "00f067aa0ba902b7";
+    // The receiver refuses the first notification: its attempt's span is drawn failed.
+    hook.fail_next(1);
     let task = send(
         &format!("http://127.0.0.1:{a_port}/a2a/front"),
         Some(&format!("00-{trace}-{client_span}-01")),
@@ -242,6 +244,18 @@ async fn a_clients_trace_runs_through_both_servers_their_model_tools_stores_and_
     ] {
         assert!(kept.contains(&name), "{name} not kept: {kept:?}");
     }
+    let refused: Vec<&Value> = view["trace"]["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"] == "push delivery" && s["error"] == "HTTP 503")
+        .collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "the refused delivery is drawn failed, saying why: {}",
+        view["trace"]
+    );
 
     // A's log lines carry the trace.
     let log = std::fs::read_to_string(a_dir.path().join("log")).unwrap();

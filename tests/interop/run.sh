@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Interop with third-party A2A clients from the registries: the Python a2a-sdk 1.3 client over
 # JSON-RPC, HTTP+JSON and gRPC (also with its auth interceptor and over mutual TLS), the Python
-# a2a-sdk 0.3 client (A2A 0.3, in its own venv),
+# a2a-sdk 0.3 client (A2A 0.3, in its own venv), Google ADK's RemoteA2aAgent (in its own venv),
 # the JS @a2a-js/sdk 1.3 client and the Rust a2a-cli, each against a running a2a-edge whose
-# `tck` instance runs the scripted preset. Installs what it needs (a venv and node_modules under
+# `tck` instance runs the scripted preset. Installs what it needs (venvs and node_modules under
 # target/interop, a2a-cli under target/interop/bin), starts the release binary on a free port,
-# and exits non-zero if any client fails.
+# and exits non-zero if any client fails. Needs python3 3.11 or newer (Google ADK's minimum),
+# node/npm and curl.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 work="$root/target/interop"
 mkdir -p "$work"
 cd "$root"
+
+# Before anything is built or started: the ADK client installs only on Python 3.11 or newer.
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "tests/interop/run.sh needs python3 3.11 or newer (Google ADK requires it); python3 here is $(python3 --version 2>&1 || echo missing)" >&2
+  exit 1
+fi
 
 # A2A_EDGE_BIN names a binary built already (CI passes the one its test run built, so this
 # script does not build it again with another feature set); otherwise the release build.
@@ -53,6 +60,14 @@ if [ ! -x "$work/venv03/bin/pytest" ] || ! cmp -s "$root/tests/interop/python03/
 fi
 "$work/venv03/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/python03" | tee "$work/python03.out"
 
+echo "== Google ADK RemoteA2aAgent (two turns of one ADK session, on the a2a-sdk 1.3 client)"
+if [ ! -x "$work/venv-adk/bin/pytest" ] || ! cmp -s "$root/tests/interop/adk/requirements.txt" "$work/venv-adk/requirements.txt"; then
+  python3 -m venv "$work/venv-adk"
+  "$work/venv-adk/bin/pip" install -q -r "$root/tests/interop/adk/requirements.txt"
+  cp "$root/tests/interop/adk/requirements.txt" "$work/venv-adk/requirements.txt"
+fi
+"$work/venv-adk/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/adk" | tee "$work/adk.out"
+
 echo "== JS @a2a-js/sdk client"
 mkdir -p "$work/js"
 cp "$root/tests/interop/js/package.json" "$root/tests/interop/js/package-lock.json" "$root/tests/interop/js/"*.test.mjs "$work/js/"
@@ -66,6 +81,7 @@ echo "== Rust a2a-cli"
 # Every step above stops the script on a failure; this line sums what actually ran.
 py=$(grep -oE '[0-9]+ passed' "$work/python.out" | grep -oE '[0-9]+' | tail -1)
 py03=$(grep -oE '[0-9]+ passed' "$work/python03.out" | grep -oE '[0-9]+' | tail -1)
+adk=$(grep -oE '[0-9]+ passed' "$work/adk.out" | grep -oE '[0-9]+' | tail -1)
 js=$(awk '/^# pass / {n += $3} END {print n}' "$work/js.out")
 cli=$(grep -c ': ok' "$work/cli.out")
-echo "interop: $((py + py03 + js + cli)) passed, 0 failed"
+echo "interop: $((py + py03 + adk + js + cli)) passed, 0 failed"

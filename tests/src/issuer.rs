@@ -1,9 +1,9 @@
-//! An OpenID Connect issuer on loopback: its discovery document, a key set it can rotate, and
-//! ES256 tokens signed with its keys (made by rcgen for each test); also an OAuth 2.0 token
-//! endpoint granting client credentials (RFC 6749 §4.4), which counts its grants.
+//! An OpenID Connect issuer on loopback: its discovery document, a key set it can rotate (or
+//! make hang), and ES256 tokens signed with its keys (made by rcgen for each test); also an
+//! OAuth 2.0 token endpoint granting client credentials (RFC 6749 §4.4), which counts its grants.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -38,8 +38,11 @@ pub struct Issuer {
     fetches: Arc<AtomicU32>,
     client: Arc<Mutex<TokenClient>>,
     grants: Arc<Mutex<Vec<Instant>>>,
-    down: Arc<std::sync::atomic::AtomicBool>,
+    down: Arc<AtomicBool>,
+    hang: Arc<AtomicBool>,
+    hung: Arc<AtomicU32>,
     task: tokio::task::JoinHandle<()>,
+    silent: tokio::task::JoinHandle<()>,
 }
 
 impl Issuer {
@@ -51,8 +54,24 @@ impl Issuer {
         let fetches = Arc::new(AtomicU32::new(0));
         let client: Arc<Mutex<TokenClient>> = Arc::default();
         let grants: Arc<Mutex<Vec<Instant>>> = Arc::default();
-        let down: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let down: Arc<AtomicBool> = Arc::default();
         let url: Arc<Mutex<String>> = Arc::default();
+        // A key-set URL that takes connections and never answers, counting them.
+        let hang: Arc<AtomicBool> = Arc::default();
+        let hung = Arc::new(AtomicU32::new(0));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let silent_jwks = format!("http://{}/jwks", listener.local_addr().unwrap());
+        let counted = hung.clone();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((tcp, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                held.push(tcp);
+            }
+        });
+        let hanging = hang.clone();
         let (s, f, u, k, c, g, d) = (
             set.clone(),
             fetches.clone(),
@@ -65,10 +84,17 @@ impl Issuer {
         let handler = move |parts: hyper::http::request::Parts, body: bytes::Bytes| {
             let issuer = u.lock().unwrap().clone();
             match parts.uri.path() {
-                "/.well-known/openid-configuration" => crate::loopback::json(
-                    200,
-                    &json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"), "token_endpoint": format!("{issuer}/token"), "id_token_signing_alg_values_supported": ["ES256"]}),
-                ),
+                "/.well-known/openid-configuration" => {
+                    let jwks = if hanging.load(Ordering::SeqCst) {
+                        silent_jwks.clone()
+                    } else {
+                        format!("{issuer}/jwks")
+                    };
+                    crate::loopback::json(
+                        200,
+                        &json!({"issuer": issuer, "jwks_uri": jwks, "token_endpoint": format!("{issuer}/token"), "id_token_signing_alg_values_supported": ["ES256"]}),
+                    )
+                }
                 "/jwks" => {
                     f.fetch_add(1, Ordering::SeqCst);
                     let keys = JwkSet {
@@ -114,7 +140,10 @@ impl Issuer {
             client,
             grants,
             down,
+            hang,
+            hung,
             task,
+            silent,
         };
         issuer.publish(published);
         issuer
@@ -134,6 +163,17 @@ impl Issuer {
     /// Makes the token endpoint answer 503 (`true`) or grant again.
     pub fn token_endpoint_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Makes its discovery document name a key-set URL that takes connections and never answers
+    /// (`true`), or its own key set again.
+    pub fn hang_key_set(&self, hang: bool) {
+        self.hang.store(hang, Ordering::SeqCst);
+    }
+
+    /// How many fetches of the key set that never answers were begun.
+    pub fn hung_fetches(&self) -> u32 {
+        self.hung.load(Ordering::SeqCst)
     }
 
     /// When the token endpoint granted tokens.
@@ -253,5 +293,6 @@ fn key(kid: &str) -> Key {
 impl Drop for Issuer {
     fn drop(&mut self) {
         self.task.abort();
+        self.silent.abort();
     }
 }

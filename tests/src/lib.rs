@@ -4,6 +4,7 @@
 pub mod binary;
 pub mod events;
 pub mod faults;
+pub mod grpc;
 pub mod issuer;
 pub mod jsonrpc;
 pub mod loopback;

@@ -299,6 +299,8 @@ async fn idle_and_slow_connections_are_closed_and_connections_are_capped() {
     let mut config = scripted(|_| {});
     config.runtime.idle_timeout_ms = 400;
     config.runtime.max_connections = 3;
+    // The cap of all connections, not of one address's (below).
+    config.runtime.max_connections_per_peer = Some(3);
     let s = Server::start(config).await;
     let addr = s.running.as_ref().unwrap().addr;
     let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -337,6 +339,52 @@ async fn idle_and_slow_connections_are_closed_and_connections_are_capped() {
     assert!(!waiting.is_finished(), "the fourth connection waits");
     drop(held);
     assert_eq!(waiting.await.unwrap().unwrap(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_never_holds_every_connection_slot() {
+    let mut config = scripted(|_| {});
+    config.runtime.max_connections = 8;
+    let s = Server::start(config).await;
+    let addr = s.running.as_ref().unwrap().addr;
+    let from = |ip: &str| {
+        let ip: std::net::IpAddr = ip.parse().unwrap();
+        async move {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind((ip, 0).into()).unwrap();
+            socket.connect(addr).await.unwrap()
+        }
+    };
+    // A quarter of maxConnections by default: two from one address (one the harness never uses).
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(from("127.0.0.3").await);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut third = from("127.0.0.3").await;
+    assert!(
+        read_until_closed(&mut third, Duration::from_secs(2))
+            .await
+            .is_some(),
+        "the address's third connection is closed at once"
+    );
+    // Another client is served at once.
+    let mut other = from("127.0.0.2").await;
+    other
+        .write_all(b"GET /a2a/tck/agent-card.json HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(2), async {
+        let mut buf = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut other, &mut buf)
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+    .await
+    .expect("another address is served at once");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(held);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,6 +180,134 @@ async fn a_0_3_rest_caller_is_served_at_the_v1_paths_in_the_0_3_proto_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_request_naming_1_x_gets_the_clean_1_0_card_and_the_answer_varies() {
+    let s = Server::start(scripted(|_| {})).await;
+    let url = format!("{}/a2a/tck/agent-card.json", s.base());
+    let card = |version: Option<&'static str>, accept: Option<&'static str>| {
+        let mut r = s.http.get(&url);
+        if let Some(v) = version {
+            r = r.header("a2a-version", v);
+        }
+        if let Some(a) = accept {
+            r = r.header("accept", a);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            let header = |n: &str| {
+                r.headers()
+                    .get(n)
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default()
+            };
+            let (etag, vary, media) = (header("etag"), header("vary"), header("content-type"));
+            (r.json::<Value>().await.unwrap(), etag, vary, media)
+        }
+    };
+    // Twice each, in turns: the second answers come from the runtime's card cache.
+    for _ in 0..2 {
+        let (both, both_etag, vary, media) = card(None, None).await;
+        assert_eq!(both["protocolVersion"], "0.3.0", "{both}");
+        assert_eq!(vary, "A2A-Version, Accept");
+        assert_eq!(media, "application/json");
+        for v in ["1.0", "1.0.1"] {
+            let (clean, etag, vary, _) = card(Some(v), None).await;
+            for field in [
+                "protocolVersion",
+                "url",
+                "preferredTransport",
+                "additionalInterfaces",
+            ] {
+                assert!(clean.get(field).is_none(), "{v}: {field} in {clean}");
+            }
+            assert!(
+                clean["supportedInterfaces"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|i| i["protocolVersion"] == "1.0"),
+                "{clean}"
+            );
+            assert_ne!(etag, both_etag, "each card its own ETag");
+            assert_eq!(vary, "A2A-Version, Accept");
+        }
+        let (old, etag, _, _) = card(Some("0.3"), None).await;
+        assert_eq!(
+            (old["protocolVersion"].as_str(), etag),
+            (Some("0.3.0"), both_etag)
+        );
+        let (_, _, _, media) = card(Some("1.0"), Some("application/a2a+json")).await;
+        assert_eq!(media, "application/a2a+json");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_3_streaming_call_gets_its_error_as_the_streams_one_event() {
+    let s = Server::start(scripted(|_| {})).await;
+    let (_, done) = s
+        .rpc(TCK, "message/send", old_message("tck-complete-task-e1"))
+        .await;
+    let id = done["result"]["id"].as_str().unwrap().to_owned();
+    let mut onto_done = old_message("tck-complete-task-e2");
+    onto_done["message"]["taskId"] = json!(id);
+    let url = format!("{}{TCK}", s.base());
+    for (method, params, code) in [
+        ("tasks/resubscribe", json!({"id": "nope"}), -32001),
+        ("tasks/resubscribe", json!({"id": id}), -32004),
+        ("message/stream", onto_done, -32004),
+    ] {
+        let r = a2a_edge_tests::jsonrpc::stream_request(&s.http, &url, method, params, None)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{method}");
+        assert_eq!(r.headers()["content-type"], "text/event-stream", "{method}");
+        let events = Events::of(r).all().await;
+        assert_eq!(events.len(), 1, "{method}: {events:?}");
+        assert_eq!(events[0].1["error"]["code"], code, "{method}: {events:?}");
+    }
+    // 1.0 keeps the plain JSON error.
+    let r = a2a_edge_tests::jsonrpc::stream_request(
+        &s.http,
+        &url,
+        "SubscribeToTask",
+        json!({"id": "nope"}),
+        None,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let plain: Value = r.json().await.unwrap();
+    assert_eq!(plain["error"]["code"], -32001);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_3_push_config_get_may_name_the_task_alone() {
+    let s = Server::start(scripted(|_| {})).await;
+    let (_, sent) = s
+        .rpc(TCK, "message/send", old_message("tck-input-required-o3"))
+        .await;
+    let id = sent["result"]["id"].as_str().unwrap().to_owned();
+    let (_, set) = s
+        .rpc(
+            TCK,
+            "tasks/pushNotificationConfig/set",
+            json!({"taskId": id, "pushNotificationConfig": {"url": "https://example.com/hook"}}),
+        )
+        .await;
+    assert!(set.get("result").is_some(), "{set}");
+    let (_, got) = s
+        .rpc(TCK, "tasks/pushNotificationConfig/get", json!({"id": id}))
+        .await;
+    let got = &got["result"];
+    assert_eq!(got["taskId"], id.as_str(), "{got}");
+    assert_eq!(
+        got["pushNotificationConfig"]["url"],
+        "https://example.com/hook"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compat03_off_serves_a_clean_1_0_card_and_names_the_successor() {
     let s = Server::start(scripted(|d| d.compat03 = Some(false))).await;
     let (_, card) = s.get("/a2a/tck/agent-card.json").await;

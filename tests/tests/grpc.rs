@@ -12,7 +12,7 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
-/// A client of the server's gRPC service over plaintext HTTP/2 (the card's `host:port`).
+/// A client of the server's gRPC service over plaintext HTTP/2, at the URL the card announces.
 async fn client(s: &Server) -> A2aServiceClient<Channel> {
     let card = s.get("/a2a/tck/agent-card.json").await.1;
     let grpc = card["supportedInterfaces"]
@@ -24,10 +24,8 @@ async fn client(s: &Server) -> A2aServiceClient<Channel> {
         .clone();
     assert_eq!(grpc["tenant"], "tck", "{grpc}");
     let url = grpc["url"].as_str().unwrap();
-    assert!(!url.contains("://"), "host:port, no scheme: {url}");
-    A2aServiceClient::connect(format!("http://{url}"))
-        .await
-        .unwrap()
+    assert_eq!(url, s.base(), "an absolute URL with the port named");
+    A2aServiceClient::connect(url.to_owned()).await.unwrap()
 }
 
 fn send(tenant: &str, id: &str, text: &str) -> pb::SendMessageRequest {
@@ -326,11 +324,96 @@ async fn credentials_are_checked_before_any_component_and_tenants_route() {
     let got = s.ok("/a2a/tck", "GetTask", json!({"id": task.id})).await;
     assert_eq!(got["id"], task.id.as_str());
 
-    // The version metadata goes through the same check as the header.
-    let mut req = tonic::Request::new(send("tck", "tck-complete-task-v", "hi"));
+    // The version metadata goes through the same check as the header; gRPC is 1.0 only, so
+    // 0.3 (which JSON-RPC takes on a compat03 instance) is refused too.
+    for v in ["9.0", "0.3", "0.3.0"] {
+        let mut req = tonic::Request::new(send("tck", &format!("tck-complete-task-v{v}"), "hi"));
+        req.metadata_mut().insert("a2a-version", v.parse().unwrap());
+        let e = c.send_message(req).await.unwrap_err();
+        assert_eq!(info(&e).0, "VERSION_NOT_SUPPORTED", "{v}: {e:?}");
+        assert_eq!(e.code(), Code::FailedPrecondition, "{v}");
+    }
+    let mut req = tonic::Request::new(send("tck", "tck-complete-task-v1", "hi"));
     req.metadata_mut()
-        .insert("a2a-version", "9.0".parse().unwrap());
-    let e = c.send_message(req).await.unwrap_err();
-    assert_eq!(info(&e).0, "VERSION_NOT_SUPPORTED", "{e:?}");
-    assert_eq!(e.code(), Code::FailedPrecondition);
+        .insert("a2a-version", "1.0.1".parse().unwrap());
+    c.send_message(req).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_nests_to_the_same_bound_on_every_binding() {
+    use prost::Message as _;
+    let s = Server::start(scripted(|_| {})).await;
+    let mut c = client(&s).await;
+    // `levels` objects of metadata: the params nest two more (params, message).
+    let params = |levels: usize, id: &str| {
+        let metadata = (1..levels).fold(json!({"leaf": 1}), |v, _| json!({ "k": v }));
+        json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "hi"}], "metadata": metadata}})
+    };
+    let deepest = a2a_protocol::bounds::MAX_DEPTH - 2;
+    for (levels, taken) in [(deepest, true), (deepest + 1, false), (deepest + 2, false)] {
+        let (_, answer) = s
+            .rpc(
+                "/a2a/tck",
+                "SendMessage",
+                params(levels, &format!("tck-complete-task-d{levels}")),
+            )
+            .await;
+        assert_eq!(
+            answer.get("result").is_some(),
+            taken,
+            "JSON-RPC, {levels} levels: {answer}"
+        );
+        if !taken {
+            assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        }
+        let mut request = params(levels, &format!("tck-complete-task-g{levels}"));
+        request["tenant"] = json!("tck");
+        let protojson: a2a_pb::protojson::SendMessageRequest =
+            serde_json::from_value(request).unwrap();
+        let request = pb::SendMessageRequest::decode(protojson.encode_to_vec().as_slice()).unwrap();
+        match c.send_message(request).await {
+            Ok(_) => assert!(taken, "gRPC took {levels} levels"),
+            Err(e) => {
+                assert!(!taken, "gRPC, {levels} levels: {e:?}");
+                assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sets_the_cards_grpc_url_or_leaves_grpc_out() {
+    let grpc_interfaces = |card: &serde_json::Value| -> Vec<serde_json::Value> {
+        card["supportedInterfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["protocolBinding"] == "GRPC")
+            .cloned()
+            .collect()
+    };
+    let mut config = scripted(|_| {});
+    config.grpc.url = Some("grpcs://grpc.example.com:8443".into());
+    let s = Server::start(config).await;
+    let card = s.get("/a2a/tck/agent-card.json").await.1;
+    let grpc = grpc_interfaces(&card);
+    assert_eq!(grpc.len(), 1, "{card}");
+    assert_eq!(
+        grpc[0]["url"], "grpcs://grpc.example.com:8443",
+        "as written"
+    );
+
+    let mut config = scripted(|_| {});
+    config.grpc.announce = false;
+    let s = Server::start(config).await;
+    let card = s.get("/a2a/tck/agent-card.json").await.1;
+    assert!(grpc_interfaces(&card).is_empty(), "{card}");
+    // The binding is still served to whoever knows it.
+    let mut c = A2aServiceClient::connect(s.base()).await.unwrap();
+    task_of(
+        c.send_message(send("tck", "tck-complete-task-x", "hi"))
+            .await
+            .unwrap()
+            .into_inner(),
+    );
 }

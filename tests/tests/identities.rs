@@ -549,6 +549,114 @@ async fn oidc_tokens_of_a_loopback_issuer_pass_only_when_valid_and_its_rotated_k
     assert_eq!(instance["oidc"]["issuer"], issuer.url(), "{instance}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_oidc_key_answers_at_once_while_the_issuers_keys_are_refetched() {
+    use a2a_edge_tests::issuer::Issuer;
+    use std::time::{Duration, Instant};
+    let issuer = Issuer::start(&["k1", "k2"], &["k1"]).await;
+    let mut config = scripted(|d| {
+        d.oidc = Some(a2a_edge::records::OidcSettings::new(&issuer.url(), "edge"));
+    });
+    config.identity.jwks_min_refresh_ms = 200;
+    let s = Server::start(config).await;
+    let token = |kid: &str, sub: &str| issuer.sign(kid, &issuer.claims("edge", sub, "a2a:call"));
+    let (alice, mallory) = (token("k1", "alice"), token("k2", "mallory"));
+    assert_eq!(
+        challenge(&s, &alice).await,
+        None,
+        "the first call loads the keys"
+    );
+    assert_eq!(issuer.fetches(), 1);
+
+    // The key set stops answering; past jwksMinRefreshMs a token naming a kid the edge lacks
+    // starts a refetch that hangs until it times out (5 s). Meanwhile a known kid answers at
+    // once, and another unknown kid waits for that fetch instead of starting its own.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    issuer.hang_key_set(true);
+    let invalid = Some("Bearer realm=\"tck\", error=\"invalid_token\"".to_owned());
+    let unknown = async {
+        let started = Instant::now();
+        assert_eq!(challenge(&s, &mallory).await, invalid, "an unknown kid");
+        started.elapsed()
+    };
+    let meanwhile = async {
+        let started = Instant::now();
+        while issuer.hung_fetches() == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "the refetch never began"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut slowest = Duration::ZERO;
+        for _ in 0..3 {
+            let call = Instant::now();
+            assert_eq!(challenge(&s, &alice).await, None, "a known kid");
+            slowest = slowest.max(call.elapsed());
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        assert_eq!(
+            challenge(&s, &mallory).await,
+            invalid,
+            "a second unknown kid"
+        );
+        slowest
+    };
+    let (waited, slowest) = tokio::join!(unknown, meanwhile);
+    assert!(
+        slowest < Duration::from_millis(1500),
+        "a known kid waited {slowest:?} for the refetch of the keys"
+    );
+    assert!(
+        waited < Duration::from_secs(8),
+        "an unknown kid waited {waited:?}: at most a fetch's 5 s"
+    );
+    assert_eq!(issuer.hung_fetches(), 1, "one fetch at a time");
+
+    // The key set answers again: the next unknown kid fetches it, and the rotated-in key passes.
+    issuer.hang_key_set(false);
+    issuer.publish(&["k1", "k2"]);
+    assert_eq!(challenge(&s, &mallory).await, None, "the rotated-in key");
+    assert_eq!(issuer.fetches(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oidc_issuer_over_plain_http_is_refused_unless_on_loopback() {
+    let s = Server::start(scripted(|_| {})).await;
+    let set_oidc = |more: Value| {
+        let mut body = json!({"action": "inbound.setOidc", "id": "tck",
+            "issuer": "https://issuer.example.com", "audience": "edge"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(more.as_object().cloned().unwrap_or_default());
+        s.action(body)
+    };
+    for (bad, field) in [
+        (json!({"issuer": "http://issuer.example.com"}), "issuer"),
+        (json!({"issuer": "http://10.0.0.7:8080"}), "issuer"),
+        (
+            json!({"jwksUrl": "http://keys.example.com/jwks"}),
+            "jwksUrl",
+        ),
+    ] {
+        let (status, v) = set_oidc(bad.clone()).await;
+        assert_eq!(status, 409, "{bad}: {v}");
+        let m = v["message"].as_str().unwrap();
+        assert!(
+            m.starts_with(field) && m.contains("must use https://"),
+            "{bad}: {m}"
+        );
+    }
+    for fine in [
+        json!({}),
+        json!({"issuer": "http://127.0.0.1:9"}),
+        json!({"issuer": "http://localhost:9", "jwksUrl": "http://127.0.0.1:9/jwks"}),
+    ] {
+        let (status, v) = set_oidc(fine.clone()).await;
+        assert_eq!(status, 200, "{fine}: {v}");
+    }
+}
+
 /// Every file under `dir`, read whole (the data directory, checked for secrets in clear).
 fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let mut out = Vec::new();

@@ -167,7 +167,7 @@ async fn a_polling_python_agent_with_a_token_retries_and_cancels_on_abort() {
     )
     .await;
     assert!(
-        m.contains("refused the credentials") && m.contains("outbound.setAuth"),
+        m.contains("refused the credentials") && m.contains("a2a-edge outbound auth"),
         "a wrong or missing token is a clear error: {m}"
     );
     ok(

@@ -199,6 +199,67 @@ async fn last_event_id_replays_status_frames_only() {
     );
 }
 
+/// The text of a task's first artifact.
+fn first_text(task: &Value) -> &str {
+    task["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_mid_stream_ends_the_stream_canceled_and_keeps_what_was_streamed() {
+    let s = Server::start(scripted(|_| {})).await;
+    let mut events = s
+        .stream(
+            TCK,
+            "SendStreamingMessage",
+            json!({"message": message("tck-long-running-sc", "x")}),
+            None,
+        )
+        .await;
+    let first = events.next().await.unwrap();
+    let id = first.1["result"]["task"]["id"].as_str().unwrap().to_owned();
+    // "step 1 " after about a second, the next chunk a second later.
+    while kind(&events.next().await.expect("the stream stays open")) != "artifactUpdate" {}
+    let canceled = s.ok(TCK, "CancelTask", json!({"id": id})).await;
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+    let rest = events.all().await;
+    assert!(
+        rest.iter().any(|e| kind(e) == "statusUpdate"
+            && e.1["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"),
+        "the stream hears the cancel: {rest:?}"
+    );
+    let last = &rest.last().unwrap().1["result"]["task"];
+    assert_eq!(last["status"]["state"], "TASK_STATE_CANCELED", "{rest:?}");
+    assert_eq!(first_text(last), "step 1 ", "{last}");
+    let t = s.ok(TCK, "GetTask", json!({"id": id})).await;
+    assert_eq!(t["status"]["state"], "TASK_STATE_CANCELED");
+    assert_eq!(first_text(&t), "step 1 ", "what was streamed stays: {t}");
+
+    // returnImmediately, then a cancel after the first chunk, seen on a subscription.
+    let id = start_long(&s, "tck-long-running-ri").await;
+    let mut sub = s
+        .stream(TCK, "SubscribeToTask", json!({"id": id}), None)
+        .await;
+    while kind(&sub.next().await.expect("open")) != "artifactUpdate" {}
+    s.ok(TCK, "CancelTask", json!({"id": id})).await;
+    sub.drain().await;
+    // The run writes what it streamed back as soon as it hears of the cancel.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let t = s.ok(TCK, "GetTask", json!({"id": id})).await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_CANCELED");
+        if first_text(&t) == "step 1 " {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "what was streamed is lost: {t}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_reaches_the_running_turn_and_is_never_overwritten() {
     let s = Server::start(scripted(|_| {})).await;

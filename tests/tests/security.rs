@@ -848,3 +848,39 @@ async fn every_surface_answers_failures_in_one_shape() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtimes_refusals_come_in_the_json_type_the_request_used() {
+    // SAFETY: set before the server reads it; no other test reads this variable.
+    unsafe { std::env::set_var("A2A_TEST_TOKEN_MEDIA", "s3cret-media-0123456789") };
+    let mut keyed = instance("keyed", "echo");
+    keyed.auth_token_env = Some("A2A_TEST_TOKEN_MEDIA".into());
+    let mut open = instance("open", "echo");
+    open.limits = Some(a2a_edge::records::Limits {
+        max_body_bytes: 1024,
+        ..Default::default()
+    });
+    let s = Server::start(Config {
+        instances: vec![keyed, open],
+        ..Config::default()
+    })
+    .await;
+    let post = |id: &str, media: &str, body: String| {
+        s.http
+            .post(format!("{}/a2a/{id}", s.base()))
+            .header("content-type", media)
+            .body(body)
+    };
+    let send = serde_json::to_string(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": message("m-media", "hi")}}))
+    .unwrap();
+    let huge = "x".repeat(4000);
+    for media in ["application/a2a+json", "application/json"] {
+        let unauthorized = post("keyed", media, send.clone()).send().await.unwrap();
+        assert_eq!(unauthorized.status(), 401);
+        assert_eq!(unauthorized.headers()["content-type"], media, "401");
+        let too_large = post("open", media, huge.clone()).send().await.unwrap();
+        assert_eq!(too_large.status(), 413);
+        assert_eq!(too_large.headers()["content-type"], media, "413");
+    }
+}

@@ -1,6 +1,7 @@
-//! `GET <endpoint>/agent-card.json`: the instance's AgentCard with caching headers.
+//! `GET <endpoint>/agent-card.json`: the instance's AgentCard with caching headers, for the
+//! version and media type the request names.
 
-use a2a_protocol::card;
+use a2a_protocol::{card, methods};
 use wasip2::http::types::ResponseOutparam;
 
 use a2a_guest::server::a2a::edge::request_context;
@@ -10,12 +11,23 @@ use crate::http::{self, Request};
 /// Serves the card; `If-None-Match` with the current ETag answers 304.
 pub fn serve(req: &Request, out: ResponseOutparam) {
     let instance = request_context::instance();
-    let body = card::build(&(&instance).into()).to_string();
+    let mut input: card::CardInput = (&instance).into();
+    // With 0.3 callers served, the card depends on the version the request names.
+    let vary = if input.compat03 {
+        "A2A-Version, Accept"
+    } else {
+        "Accept"
+    };
+    input.compat03 = card::with_03_fields(input.compat03, req.header("a2a-version"));
+    let media = methods::answer_type(None, req.header_list("accept").as_deref())
+        .unwrap_or("application/json");
+    let body = card::build(&input).to_string();
     let etag = card::etag(body.as_bytes());
     let modified = a2a_protocol::time::http_date(instance.updated_at);
     let headers = [
-        ("content-type", "application/json"),
+        ("content-type", media),
         ("cache-control", "public, max-age=300"),
+        ("vary", vary),
         ("etag", etag.as_str()),
         ("last-modified", modified.as_str()),
     ];

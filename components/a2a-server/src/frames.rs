@@ -40,6 +40,16 @@ pub fn publish(task_id: &str, frames: &[StreamResponse], mut sink: Option<&mut S
     }
 }
 
+/// Writes frames that have no place in the log (another request logged them) to `sink`,
+/// without ids.
+pub fn unlogged(frames: &[StreamResponse], sink: Option<&mut Sse>) {
+    if let Some(sse) = sink {
+        for f in encode(frames) {
+            sse.frame(None, Member::from(f.kind).name(), &f.json);
+        }
+    }
+}
+
 /// Writes frames a task write logged, from the first one's sequence id, to `sink`.
 pub fn logged(first_seq: u64, frames: &[NewFrame], sink: Option<&mut Sse>) {
     if let Some(sse) = sink {

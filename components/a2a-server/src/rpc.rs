@@ -45,6 +45,25 @@ impl Reply {
         self.refuse(out, status, e, extra);
     }
 
+    /// An error as the one event of an SSE stream (HTTP 200, `text/event-stream`).
+    fn frame(&self, out: ResponseOutparam, e: RpcError) {
+        request_context::record_call(self.called(), e.kind.reason());
+        let mut sse = Sse::start(out, self.envelope());
+        sse.error(&e, self.legacy);
+        sse.end()
+    }
+
+    /// A streaming method's error before its stream starts: plain JSON for A2A 1.0 (what its
+    /// SDKs and the TCK read) and HTTP+JSON, but for a 0.3 JSON-RPC caller the stream's one
+    /// event, as 0.3 has it (its SDK reads nothing else there); an error whose HTTP status says
+    /// something (429 with `Retry-After`, 503) keeps it.
+    fn fail_stream(&self, out: ResponseOutparam, e: RpcError) {
+        if self.v03 && self.binding == Binding::JsonRpc && e.kind.http_status() == 200 {
+            return self.frame(out, e);
+        }
+        self.fail(out, e, &[])
+    }
+
     /// An error answer with `status`.
     fn refuse(&self, out: ResponseOutparam, status: u16, e: RpcError, extra: &[(&str, &str)]) {
         request_context::record_call(self.called(), e.kind.reason());
@@ -135,16 +154,16 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
         Err(Early::Notification) => return http::respond(out, 204, &[], b""),
     };
     reply.method = call.name;
+    // One bound on nesting for every binding (gRPC's decoder would stop deeper anyway).
+    if let Err(why) = a2a_protocol::bounds::check_depth("params", &call.params) {
+        let e = RpcError::new(ErrorKind::InvalidParams, why);
+        return reply.fail(out, e, &[]);
+    }
     let name = reply.method.as_str();
     match methods::dispatch(name, call.accepts_sse, instance.push_notifications) {
         Dispatch::Serve(method) => run(method, &call.params, req, &instance, reply, out),
         Dispatch::Json(e) => reply.fail(out, e, &[]),
-        Dispatch::Frame(e) => {
-            request_context::record_call(reply.called(), e.kind.reason());
-            let mut sse = Sse::start(out, reply.envelope());
-            sse.error(&e, reply.legacy);
-            sse.end()
-        }
+        Dispatch::Frame(e) => reply.frame(out, e),
     }
 }
 
@@ -279,7 +298,7 @@ fn run(
                     request_context::record_call(reply.called(), "ok");
                     return stream::send(begun, out, reply.envelope());
                 }
-                Err(e) => Err(e),
+                Err(e) => return reply.fail_stream(out, e),
             }
         }
         Method::SubscribeToTask => match stream::open(params, req.header("last-event-id")) {
@@ -287,7 +306,7 @@ fn run(
                 request_context::record_call(reply.called(), "ok");
                 return stream::subscribe(sub, out, reply.envelope());
             }
-            Err(e) => Err(e),
+            Err(e) => return reply.fail_stream(out, e),
         },
         Method::GetTask => tasks::get(params),
         Method::ListTasks => tasks::list(params),

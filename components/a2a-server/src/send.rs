@@ -53,6 +53,8 @@ pub struct Run {
     /// The task was held: nobody heard of it before it settled, so nobody listens to its log
     /// and its frames are not published.
     quiet: bool,
+    /// The stored copy a compare-and-swap lost to (its `updated-at`, the task).
+    elsewhere: Option<(u64, Task)>,
 }
 
 /// What a run waits on, once it first has to: the turn, the deadline, the keep-alive interval
@@ -261,6 +263,7 @@ impl Start {
             unwritten,
             lost: None,
             quiet: hold,
+            elsewhere: None,
         }
         .begin()))
     }
@@ -330,6 +333,7 @@ impl Start {
             unwritten: false,
             lost: None,
             quiet: false,
+            elsewhere: None,
         };
         match run.persist(Some(&claim), frame.as_slice(), now) {
             Ok(true) => {}
@@ -541,6 +545,9 @@ impl Run {
                 match before {
                     Some(before) if !matches!(self.persist(None, &frames, now), Ok(true)) => {
                         self.ex = before;
+                        if let Some((updated_at, stored)) = self.elsewhere.take() {
+                            self.adopt(stored, updated_at);
+                        }
                         return false;
                     }
                     Some(_) => {}
@@ -589,14 +596,35 @@ impl Run {
             }
             Err(StoreError::Conflict(current)) => {
                 self.version = current.version;
-                if let Ok(t) = stored_task(&current) {
-                    self.ex.reload(t);
-                }
+                self.elsewhere = stored_task(&current).ok().map(|t| (current.updated_at, t));
                 Ok(false)
             }
             Err(e @ StoreError::DuplicateMessage(_)) => Err(e),
             Err(_) => Ok(false),
         }
+    }
+
+    /// The task was settled by another writer while this run drove it (CancelTask, the runtime's
+    /// settlement): its status stands, what this run streamed stays in it (written back once,
+    /// compare-and-swap on the version just read, the state unchanged, so a cancel is never
+    /// overwritten), and this run's stream hears the settled status before the settled task.
+    fn adopt(&mut self, stored: Task, updated_at: u64) {
+        let Some(settled) = self.ex.settled_elsewhere(stored) else {
+            return;
+        };
+        if settled.rewrite
+            && let Ok(next) = row(
+                self.ex.task(),
+                &self.skill,
+                self.created_at,
+                updated_at,
+                self.version + 1,
+            )
+            && let Ok(w) = storage::update_task(&next, self.version, None, &[])
+        {
+            self.version = w.version;
+        }
+        frames::unlogged(&settled.frames, self.sink());
     }
 
     /// Logs and streams frames that come with no status change.

@@ -137,6 +137,7 @@ impl From<&InstanceInfo> for card::CardInput {
             version: i.version.clone(),
             endpoint_url: i.endpoint_url.clone(),
             tenant: i.id.clone(),
+            grpc_url: i.grpc_url.clone(),
             skills: i
                 .skills
                 .iter()

@@ -17,6 +17,31 @@ pub const MAX_LIST_ITEMS: usize = 64;
 /// Most skills one preset announces.
 pub const MAX_SKILLS: usize = 64;
 
+/// Deepest nesting of a request's params (objects and arrays), on every binding: JSON-RPC,
+/// HTTP+JSON and gRPC, whose protobuf decoder stops at 100 nested messages (about 33 levels of
+/// `Struct` metadata: a level is a `Struct`, its map entry and a `Value`), so this bound is what
+/// every binding answers first.
+pub const MAX_DEPTH: usize = 32;
+
+/// Refuses `value` nesting objects and arrays deeper than [`MAX_DEPTH`], naming `field`.
+pub fn check_depth(field: &str, value: &serde_json::Value) -> Result<(), String> {
+    let mut open = vec![(value, 1usize)];
+    while let Some((v, depth)) = open.pop() {
+        let inner: Box<dyn Iterator<Item = &serde_json::Value>> = match v {
+            serde_json::Value::Object(o) => Box::new(o.values()),
+            serde_json::Value::Array(a) => Box::new(a.iter()),
+            _ => continue,
+        };
+        if depth > MAX_DEPTH {
+            return Err(format!(
+                "{field} nests more than {MAX_DEPTH} levels of objects and arrays; the most is {MAX_DEPTH}"
+            ));
+        }
+        open.extend(inner.map(|i| (i, depth + 1)));
+    }
+    Ok(())
+}
+
 /// Refuses `value` longer than `max` characters, naming `field`.
 pub fn check(field: &str, value: &str, max: usize) -> Result<(), String> {
     let n = value.chars().count();
@@ -75,6 +100,29 @@ impl crate::Message {
 mod tests {
     use super::*;
     use crate::{Message, Part};
+
+    /// `depth` levels of objects (and arrays, every other level), a scalar at the bottom.
+    fn nested(depth: usize) -> serde_json::Value {
+        (1..depth).fold(serde_json::json!({"leaf": 1}), |v, n| {
+            if n % 2 == 0 {
+                serde_json::json!([v])
+            } else {
+                serde_json::json!({ "k": v })
+            }
+        })
+    }
+
+    #[test]
+    fn nesting_is_bounded_at_max_depth() {
+        assert!(check_depth("params", &nested(MAX_DEPTH)).is_ok());
+        assert!(check_depth("params", &serde_json::json!("flat")).is_ok());
+        assert!(check_depth("params", &serde_json::json!({})).is_ok());
+        let e = check_depth("params", &nested(MAX_DEPTH + 1)).unwrap_err();
+        assert!(e.contains("params") && e.contains("32"), "{e}");
+        // Wide is not deep.
+        let wide = serde_json::Value::Array(vec![nested(MAX_DEPTH - 1); 1000]);
+        assert!(check_depth("params", &wide).is_ok());
+    }
 
     #[test]
     fn long_ids_and_too_many_parts_are_refused() {

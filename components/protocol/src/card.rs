@@ -78,6 +78,9 @@ pub struct CardInput {
     /// What gRPC requests name to reach this agent (its instance id): several share the
     /// listener's one gRPC service.
     pub tenant: String,
+    /// The gRPC interface's URL, if the card announces one ([`crate::grpc::url`] of the
+    /// endpoint, or what the operator set).
+    pub grpc_url: Option<String>,
     /// Announced skills (a default `chat` skill when empty).
     pub skills: Vec<Skill>,
     /// How callers authenticate (none: anyone may call).
@@ -116,6 +119,17 @@ pub fn default_skill() -> Skill {
     }
 }
 
+/// Whether a card answer carries the 0.3 fields beside the 1.0 ones: when the instance serves
+/// 0.3 callers and the request's `A2A-Version` names none (0.3 clients send none, §3.6.2) or
+/// 0.3. A request naming 1.x (or any other version) gets the clean 1.0 card.
+pub fn with_03_fields(compat03: bool, asked: Option<&str>) -> bool {
+    compat03
+        && asked
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .is_none_or(crate::compat03::is_v03)
+}
+
 /// Builds the AgentCard JSON. Never includes a secret: only whether one is required.
 pub fn build(input: &CardInput) -> Value {
     let skills: Vec<Skill> = if input.skills.is_empty() {
@@ -150,9 +164,9 @@ pub fn build(input: &CardInput) -> Value {
             { "url": input.endpoint_url, "protocolBinding": "HTTP+JSON", "protocolVersion": crate::version::SUPPORTED },
         ],
     });
-    if let Some(address) = crate::grpc::address(&input.endpoint_url) {
+    if let Some(url) = &input.grpc_url {
         card["supportedInterfaces"].as_array_mut().expect("built above").push(json!(
-            { "url": address, "protocolBinding": "GRPC", "protocolVersion": crate::version::SUPPORTED, "tenant": input.tenant }
+            { "url": url, "protocolBinding": "GRPC", "protocolVersion": crate::version::SUPPORTED, "tenant": input.tenant }
         ));
     }
     if input.provider_organization.is_some() || input.provider_url.is_some() {
@@ -395,6 +409,7 @@ mod tests {
             version: "0.1.0".into(),
             endpoint_url: "http://127.0.0.1:3080/a2a/reports-1a2b3c4d".into(),
             tenant: "reports-1a2b3c4d".into(),
+            grpc_url: Some("http://127.0.0.1:3080".into()),
             skills: vec![],
             security: Vec::new(),
             attachments: false,
@@ -418,10 +433,25 @@ mod tests {
                 "supportedInterfaces": [
                     { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
                     { "url": "http://127.0.0.1:3080/a2a/reports-1a2b3c4d", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" },
-                    { "url": "127.0.0.1:3080", "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "reports-1a2b3c4d" }
+                    { "url": "http://127.0.0.1:3080", "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "reports-1a2b3c4d" }
                 ]
             })
         );
+    }
+
+    #[test]
+    fn grpc_is_announced_only_with_its_url() {
+        let without = build(&CardInput {
+            grpc_url: None,
+            ..input()
+        });
+        let bindings: Vec<&str> = without["supportedInterfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["protocolBinding"].as_str().unwrap())
+            .collect();
+        assert_eq!(bindings, ["JSONRPC", "HTTP+JSON"]);
     }
 
     #[test]
@@ -627,6 +657,29 @@ mod tests {
         });
         assert_eq!(c["provider"], json!({"organization":"Acme","url":""}));
         assert_eq!(c["skills"][0]["tags"], json!(["sum"]));
+    }
+
+    #[test]
+    fn the_03_fields_go_to_callers_naming_no_version_or_0_3() {
+        for (compat03, asked, want) in [
+            (true, None, true),
+            (true, Some(""), true),
+            (true, Some(" "), true),
+            (true, Some("0.3"), true),
+            (true, Some("0.3.0"), true),
+            (true, Some("1.0"), false),
+            (true, Some("1.0.1"), false),
+            (true, Some("1"), false),
+            (true, Some("2.0"), false),
+            (false, None, false),
+            (false, Some("0.3"), false),
+        ] {
+            assert_eq!(
+                with_03_fields(compat03, asked),
+                want,
+                "{compat03} {asked:?}"
+            );
+        }
     }
 
     #[test]

@@ -79,6 +79,16 @@ impl Progress {
     }
 }
 
+/// What a run does with its task when another writer settled it.
+#[derive(Debug)]
+pub struct SettledElsewhere {
+    /// The stored copy lacks content this run streamed: write the task back.
+    pub rewrite: bool,
+    /// What the run's own stream still needs: the open text artifact's last chunk, then the
+    /// settled status (the other writer logged its frame, which this stream never reads).
+    pub frames: Vec<StreamResponse>,
+}
+
 /// A task being driven.
 #[derive(Clone, Debug)]
 pub struct Execution {
@@ -107,9 +117,42 @@ impl Execution {
         self.direct_message.as_ref()
     }
 
-    /// Replaces the task with a newer stored copy (after a compare-and-swap conflict).
-    pub fn reload(&mut self, task: Task) {
-        self.task = task;
+    /// Takes `stored`, this task as another writer settled it (a cancel, the runtime's
+    /// settlement), keeping the artifacts this run streamed: that writer wrote the task as it
+    /// last read it, and content is written only with a status change. Its status and history
+    /// stand. None while the stored copy still runs.
+    pub fn settled_elsewhere(&mut self, stored: Task) -> Option<SettledElsewhere> {
+        if stored.status.state.is_running() {
+            return None;
+        }
+        let streamed = std::mem::replace(&mut self.task, stored).artifacts;
+        let mut rewrite = false;
+        for a in streamed {
+            match self
+                .task
+                .artifacts
+                .iter_mut()
+                .find(|s| s.artifact_id == a.artifact_id)
+            {
+                Some(s) if *s == a => {}
+                Some(s) => {
+                    *s = a;
+                    rewrite = true;
+                }
+                None => {
+                    self.task.artifacts.push(a);
+                    rewrite = true;
+                }
+            }
+        }
+        let mut frames: Vec<StreamResponse> = self.close_text().into_iter().collect();
+        frames.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: self.task.id.clone(),
+            context_id: self.task.context_id.clone(),
+            status: self.task.status.clone(),
+            metadata: None,
+        }));
+        Some(SettledElsewhere { rewrite, frames })
     }
 
     /// Moves the task to `state` with an optional agent text (its message id is drawn only when
@@ -400,6 +443,33 @@ mod tests {
             all.extend(kinds(&ex.apply(e, 1000, || "m".into()).unwrap()));
         }
         all
+    }
+
+    #[test]
+    fn a_task_settled_elsewhere_keeps_its_status_and_what_the_run_streamed() {
+        let mut ex = Execution::new(task(TaskState::Working));
+        ex.apply(Progress::TextDelta("step 1 ".into()), 1, || "m".into())
+            .unwrap();
+        let stored = task(TaskState::Canceled);
+        let settled = ex.settled_elsewhere(stored.clone()).unwrap();
+        assert!(settled.rewrite);
+        assert_eq!(
+            kinds(&settled.frames),
+            ["artifact(append=true,last=true)", "TASK_STATE_CANCELED"]
+        );
+        assert_eq!(ex.task().status, stored.status);
+        assert_eq!(ex.task().artifacts[0].parts, vec![Part::text("step 1 ")]);
+        let again = ex.task().clone();
+        let settled = Execution::new(again.clone())
+            .settled_elsewhere(again)
+            .unwrap();
+        assert!(!settled.rewrite, "nothing new: no write");
+        assert_eq!(kinds(&settled.frames), ["TASK_STATE_CANCELED"]);
+        assert!(
+            Execution::new(task(TaskState::Working))
+                .settled_elsewhere(task(TaskState::Working))
+                .is_none()
+        );
     }
 
     #[test]

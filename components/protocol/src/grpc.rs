@@ -60,6 +60,24 @@ pub enum Code {
     Unauthenticated = 16,
 }
 
+impl Code {
+    /// The HTTP status a status of this code stands for: what the log reads of a gRPC answer,
+    /// which travels in an HTTP 200.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Code::Ok => 200,
+            Code::InvalidArgument | Code::FailedPrecondition => 400,
+            Code::Unauthenticated => 401,
+            Code::PermissionDenied => 403,
+            Code::NotFound | Code::Unimplemented => 404,
+            Code::DeadlineExceeded => 408,
+            Code::ResourceExhausted => 429,
+            Code::Internal => 500,
+            Code::Unavailable => 503,
+        }
+    }
+}
+
 /// The status an error travels as: the A2A errors by the v1.0.1 table (TaskNotFound →
 /// NOT_FOUND, ContentTypeNotSupported → INVALID_ARGUMENT, InvalidAgentResponse → INTERNAL, the
 /// others FAILED_PRECONDITION), the JSON-RPC and transport ones by what they mean.
@@ -144,9 +162,17 @@ pub fn timeout_ms(value: &str) -> Option<u64> {
     Some(ms.clamp(1, MAX_TIMEOUT_MS))
 }
 
-/// The card's gRPC address for an endpoint URL: its `host:port`, with the scheme's default port
-/// when the URL names none (the form the SDKs and the TCK dial, A2A #1997).
-pub fn address(endpoint_url: &str) -> Option<String> {
+/// The card's gRPC interface URL for an endpoint URL: its scheme and authority with the port
+/// always named (`http://127.0.0.1:3080`, `https://agents.example.com:443`), as A2A 1.0.1's
+/// `AgentInterface.url` is an absolute URL (and clients such as Google ADK check it is one); a
+/// client that dials the authority alone (`urlsplit(url).netloc`) reaches the right port.
+pub fn url(endpoint_url: &str) -> Option<String> {
+    let scheme = endpoint_url.split_once("://")?.0;
+    Some(format!("{scheme}://{}", address(endpoint_url)?))
+}
+
+/// An endpoint URL's `host:port`, with the scheme's default port when the URL names none.
+fn address(endpoint_url: &str) -> Option<String> {
     let (scheme, rest) = endpoint_url.split_once("://")?;
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
@@ -222,6 +248,13 @@ mod tests {
         for (kind, want) in table {
             assert_eq!(code(kind), want, "{kind:?}");
         }
+        for status in [400, 401, 403, 404, 408, 429, 500, 503] {
+            assert_eq!(
+                code_of_http(status).http_status(),
+                status,
+                "a host refusal is logged with the status it had"
+            );
+        }
         assert_eq!(code_of_http(413), Code::ResourceExhausted);
         assert_eq!(code_of_http(401), Code::Unauthenticated);
         assert_eq!(code_of_http(404), Code::NotFound);
@@ -287,5 +320,22 @@ mod tests {
         assert_eq!(address("http://u:p@h:1/a").as_deref(), Some("h:1"));
         assert_eq!(address("ftp://h/a"), None);
         assert_eq!(address("not a url"), None);
+    }
+
+    #[test]
+    fn urls_are_absolute_with_the_port_named() {
+        for (endpoint, want) in [
+            ("http://127.0.0.1:3080/a2a/x", Some("http://127.0.0.1:3080")),
+            (
+                "https://agents.example.com/a2a/x",
+                Some("https://agents.example.com:443"),
+            ),
+            ("http://[::1]/a", Some("http://[::1]:80")),
+            ("http://u:p@h:1/a", Some("http://h:1")),
+            ("ftp://h/a", None),
+            ("not a url", None),
+        ] {
+            assert_eq!(url(endpoint).as_deref(), want, "{endpoint}");
+        }
     }
 }

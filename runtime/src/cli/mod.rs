@@ -185,11 +185,11 @@ impl Control {
                 "/update"
             })
             .await?;
-        let ok = v["ok"] == true;
+        // A failed check is the command's error, printed once (as JSON with --json).
+        if v["ok"] != true {
+            bail!("the update check failed: {}", s(&v["error"]));
+        }
         self.print(&v, |u| {
-            if !ok {
-                return; // reported as the error below
-            }
             if u["hasUpdate"] == true {
                 println!(
                     "a2a-edge {} → {} is available ({}; {})",
@@ -208,9 +208,6 @@ impl Control {
                 println!("a2a-edge {} is up to date", s(&u["current"]));
             }
         });
-        if v["ok"] != true {
-            bail!("the update check failed: {}", s(&v["error"]));
-        }
         Ok(())
     }
 }
@@ -227,14 +224,50 @@ async fn read(r: reqwest::Response) -> anyhow::Result<Value> {
         let why = v["message"]
             .as_str()
             .or_else(|| v["error"].as_str())
+            .or_else(|| v["error"]["message"].as_str())
             .unwrap_or("the control API refused without saying why");
         return Err(Refused {
-            message: why.to_owned(),
+            message: in_cli_terms(why),
             status: status.as_u16(),
         }
         .into());
     }
     Ok(v)
+}
+
+/// The control API's words for what the CLI names otherwise (its fields, actions and reads), as
+/// a refusal may use them, and the CLI's flags and commands for them.
+const CLI_TERMS: [(&str, &str); 8] = [
+    (
+        "GET /a2a/api lists the instances",
+        "`a2a-edge inbound list` lists them",
+    ),
+    (
+        "GET /a2a/api lists the connections",
+        "`a2a-edge outbound list` lists them",
+    ),
+    ("send \"allowWeak\": true", "pass --allow-weak"),
+    ("send \"clear\": true", "pass --clear"),
+    (
+        "give either \"token\" or \"clear\": true, not both",
+        "give either a token or --clear, not both",
+    ),
+    (
+        "set tokenUrl and clientId (or clear: true to remove the client)",
+        "pass --oauth-token-url and --client-id (or --clear-oauth to remove the client)",
+    ),
+    (
+        "set issuer and audience (or clear: true to remove the scheme)",
+        "pass --issuer and --audience (or --clear to remove the scheme)",
+    ),
+    ("field \"token\"", "the token"),
+];
+
+/// A control API refusal in the CLI's words ([`CLI_TERMS`]).
+fn in_cli_terms(message: &str) -> String {
+    CLI_TERMS
+        .iter()
+        .fold(message.to_owned(), |m, (api, cli)| m.replace(api, cli))
 }
 
 /// A refusal of the control API: its message (what a person reads) and its HTTP status (which
@@ -282,4 +315,31 @@ fn short_state(v: &Value) -> String {
 fn time(v: &Value) -> String {
     v.as_u64()
         .map_or_else(|| "-".into(), a2a_protocol::time::rfc3339_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use control_api::{Flag, Str};
+
+    #[test]
+    fn token_refusals_name_the_cli_flags() {
+        let token = |t: &str| Str(t.into());
+        for (token, clear, flag) in [
+            (Some(token("short")), None, "--allow-weak"),
+            (Some(token(" ")), None, "--clear"),
+            (
+                Some(token("long-enough-token")),
+                Some(Flag(true)),
+                "--clear",
+            ),
+        ] {
+            let refused = control_api::auth_change(token.as_ref(), clear, None, 16).unwrap_err();
+            let said = in_cli_terms(&refused);
+            assert!(
+                said.contains(flag) && !said.contains('"'),
+                "{refused} -> {said}"
+            );
+        }
+    }
 }

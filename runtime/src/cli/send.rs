@@ -96,6 +96,15 @@ async fn send(a: SendArgs, json: bool) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot reach {endpoint}"))?;
     if r.status().as_u16() == 401 {
+        if a.token.is_some() || a.api_key.is_some() {
+            let said: Value = r.json().await.unwrap_or_default();
+            let why = said["error"]["message"]
+                .as_str()
+                .unwrap_or("invalid credentials");
+            bail!(
+                "{endpoint} refused the credentials given ({why}): check the --token or --api-key (or A2A_TOKEN, A2A_API_KEY)"
+            );
+        }
         bail!(
             "{endpoint} wants a bearer token or an API key: pass --token (or set A2A_TOKEN) or --api-key (or set A2A_API_KEY)"
         );
@@ -114,6 +123,7 @@ async fn send(a: SendArgs, json: bool) -> anyhow::Result<()> {
     let mut out = Printer {
         json,
         printed: false,
+        at_line_start: true,
         save: a.save.clone(),
     };
     let last = if is_sse {
@@ -168,6 +178,8 @@ async fn endpoint(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {
 struct Printer {
     json: bool,
     printed: bool,
+    /// What was printed ends with a newline (or nothing was).
+    at_line_start: bool,
     /// Where files are written.
     save: Option<PathBuf>,
 }
@@ -188,11 +200,13 @@ impl Printer {
             return Ok(result);
         }
         if let Some(a) = result.get("artifactUpdate") {
+            // A chunk as it came, its newlines included.
             let text = render(&a["artifact"]["parts"], self.save.as_deref())?;
             if !text.is_empty() {
                 print!("{text}");
                 let _ = std::io::stdout().flush();
                 self.printed = true;
+                self.at_line_start = text.ends_with('\n');
             }
         }
         Ok(result)
@@ -210,7 +224,8 @@ impl Printer {
         let state = task["status"]["state"].as_str().unwrap_or("").to_owned();
         if !self.json {
             match (self.printed, output(task, self.save.as_deref())?) {
-                (true, _) => println!(),
+                (true, _) if !self.at_line_start => println!(),
+                (true, _) => {}
                 (false, Some(t)) => println!("{t}"),
                 (false, None) => {}
             }
@@ -248,8 +263,9 @@ fn output(task: &Value, save: Option<&std::path::Path>) -> anyhow::Result<Option
     let mut shown = Vec::new();
     for a in artifacts {
         let t = render(&a["parts"], save)?;
+        let t = t.trim_end_matches('\n');
         if !t.is_empty() {
-            shown.push(t);
+            shown.push(t.to_owned());
         }
     }
     Ok((!shown.is_empty()).then(|| shown.join("\n")))
@@ -292,7 +308,7 @@ fn render(parts: &Value, save: Option<&std::path::Path>) -> anyhow::Result<Strin
             line(&mut out, format!("[file {name} ({media}) at {url}]"));
         }
     }
-    Ok(out.trim_end_matches('\n').to_owned())
+    Ok(out)
 }
 
 /// Writes `bytes` into `dir` under the last component of `name` (never a path the agent

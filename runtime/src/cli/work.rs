@@ -133,6 +133,10 @@ impl Control {
                     println!("{:<10} {}", "updated", time(&t["updatedAt"]));
                     if let Some(e) = t["error"].as_object() {
                         println!("{:<10} {}", "error", s(&e["message"].clone()));
+                        // The operator's reason, which the caller never sees.
+                        if let Some(detail) = e.get("detail") {
+                            println!("{:<10} {}", "why", s(detail));
+                        }
                     }
                     if let Some(out) = send::output_text(&json!({ "artifacts": t["artifacts"] })) {
                         println!("\n{out}");

@@ -1,6 +1,7 @@
 //! `inbound.setOidc` and `inbound.setMtls` (README "Authentication"): an instance's OpenID
 //! Connect and mutual-TLS schemes, set or cleared; settings are checked before they are kept
-//! (only asymmetric algorithms; client certificates only where the listener asks for them).
+//! (only asymmetric algorithms, keys over https unless on loopback; client certificates only
+//! where the listener asks for them).
 
 use std::sync::Arc;
 
@@ -62,6 +63,7 @@ pub async fn set_oidc(app: &Arc<App>, a: &InboundSetOidc) -> Result<Value, Refus
             s.principal_claim = c.as_str().to_owned();
         }
         s.check()?;
+        crate::identity::oidc::check_https(&s)?;
         let message = format!(
             "inbound {id:?}: accepts OpenID Connect tokens from {} for {} (principal: the {} claim)",
             s.issuer, s.audience, s.principal_claim

@@ -33,6 +33,7 @@ pub fn inbound(app: &App, r: &InstanceRecord, assembled: Option<&Instance>) -> V
         "cardUrl": format!("{}{}/agent-card.json", app.base_url, r.endpoint_path), "endpointUrl": format!("{}{}", app.base_url, r.endpoint_path), "preset": r.preset,
         "authTokenEnv": r.auth_token_env, "apiKeys": keys(r), "oidc": r.oidc, "mtls": r.mtls, "schemes": crate::identity::schemes(r).map(Scheme::name).collect::<Vec<_>>(), "enabled": r.enabled, "skills": skills,
         "component": r.component, "maxBodyBytes": r.limits.max_body_bytes, "limits": r.limits,
+        "pushNotifications": r.push_notifications, "compat03": r.compat03, "reuseInstances": r.reuse_instances,
         "served": assembled.is_some_and(|i| i.record.enabled),
         "createdAt": r.created_at, "updatedAt": r.updated_at,
     })

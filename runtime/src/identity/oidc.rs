@@ -1,27 +1,31 @@
 //! OpenID Connect bearer tokens (README "Authentication"): JWTs the instance's issuer signed,
 //! checked with the `jsonwebtoken` crate against the issuer's published keys. The keys come
 //! through the egress guard (the issuer's host is trusted as the operator gave it; a `jwks_uri`
-//! elsewhere must be public), are cached per issuer, refetched when older than
-//! `MAX_KEYS_AGE`, and refetched on an unknown `kid` at most once per `min_refresh`.
-//! Only asymmetric algorithms are ever accepted: never `none`, never an HMAC keyed with a public
-//! key.
+//! elsewhere must be public), over https unless from loopback, are cached per issuer, refetched
+//! when older than `MAX_KEYS_AGE`, and refetched on an unknown `kid` at most once per
+//! `min_refresh`. A fetch runs on a task of its own, one at a time per issuer: a token whose key
+//! is cached never waits for it. Only asymmetric algorithms are ever accepted: never `none`,
+//! never an HMAC keyed with a public key.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::egress::{Exit, Reach};
 use crate::records::{OIDC_ALGORITHMS, OidcSettings};
 
 /// The most a discovery document or key set may weigh.
 const MAX_DOCUMENT_BYTES: u64 = 256 * 1024;
-/// How long a key fetch may take.
+/// How long a key fetch may take, and the longest a caller waits for one.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
-/// Keys older than this are refetched on their next use (so a removed key stops working).
+/// Keys older than this are refetched on their next use (so a removed key stops working once
+/// that fetch ends).
 const MAX_KEYS_AGE: Duration = Duration::from_secs(15 * 60);
 /// Clock skew allowed on `exp` and `nbf`, seconds.
 const LEEWAY_SECONDS: u64 = 30;
@@ -36,19 +40,28 @@ pub enum Refusal {
     Scope,
 }
 
-/// One key source's keys as last fetched, and when a fetch was last tried.
+/// One key source's keys as last fetched, when a fetch last started, and the fetch under way
+/// (whose sender is dropped when it ends).
 #[derive(Default)]
 struct Keys {
     set: Option<(Arc<JwkSet>, Instant)>,
     tried: Option<Instant>,
+    fetching: Option<watch::Receiver<()>>,
+}
+
+impl Keys {
+    /// The fetch under way, if one is.
+    fn fetching(&self) -> Option<watch::Receiver<()>> {
+        self.fetching.clone().filter(|f| f.has_changed().is_ok())
+    }
 }
 
 /// Verifies tokens; shared by every instance (keys are cached per issuer and key-set URL).
 pub struct Verifier {
     exit: Exit,
     min_refresh: Duration,
-    /// Per key source, a lock held while fetching, so concurrent misses fetch once.
-    keys: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Keys>>>>,
+    /// Per key source, its keys: locked only to read or swap them, never across a fetch.
+    keys: Mutex<HashMap<String, Arc<Mutex<Keys>>>>,
 }
 
 impl Verifier {
@@ -96,81 +109,132 @@ impl Verifier {
         }
     }
 
-    /// The key `kid` names (or the only signing key when the token names none), fetching the
-    /// set when it is missing, stale, or lacks `kid` and was not fetched within `min_refresh`.
+    /// The key `kid` names (or the only signing key when the token names none). The set is
+    /// fetched when it is missing, stale, or lacks `kid`, unless a fetch is under way or started
+    /// within `min_refresh`. A key the set holds answers at once, even while a fetch runs; a
+    /// caller without one waits for the fetch under way, at most [`FETCH_TIMEOUT`].
     async fn key(&self, s: &OidcSettings, kid: Option<&str>) -> Result<Jwk, Refusal> {
         let source = format!(
             "{}\n{}",
             s.issuer,
             s.jwks_url.as_deref().unwrap_or_default()
         );
-        let slot = self
-            .keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(source)
-            .or_default()
-            .clone();
-        let mut keys = slot.lock().await;
-        let wanted = match &keys.set {
-            None => true,
-            Some((set, fetched)) => fetched.elapsed() >= MAX_KEYS_AGE || pick(set, kid).is_none(),
+        let slot = lock(&self.keys).entry(source).or_default().clone();
+        let (held, start, fetching) = {
+            let mut keys = lock(&slot);
+            let (held, fresh) = match &keys.set {
+                Some((set, fetched)) => (pick(set, kid), fetched.elapsed() < MAX_KEYS_AGE),
+                None => (None, false),
+            };
+            let may_try = keys.tried.is_none_or(|t| t.elapsed() >= self.min_refresh);
+            let wanted = !fresh || held.is_none();
+            let start = (wanted && may_try && keys.fetching().is_none()).then(|| {
+                let (done, fetching) = watch::channel(());
+                keys.tried = Some(Instant::now());
+                keys.fetching = Some(fetching);
+                done
+            });
+            (held, start, keys.fetching())
         };
-        let may_try = keys.tried.is_none_or(|t| t.elapsed() >= self.min_refresh);
-        if wanted && may_try {
-            keys.tried = Some(Instant::now());
-            match self.fetch(s).await {
-                Ok(set) => keys.set = Some((Arc::new(set), Instant::now())),
-                // A stale set still serves until the next try.
-                Err(why) => {
-                    tracing::warn!(issuer = %s.issuer, %why, "could not fetch the issuer's keys")
-                }
-            }
+        if let Some(done) = start {
+            self.refetch(s, slot.clone(), done);
         }
+        if let Some(jwk) = held {
+            return Ok(jwk);
+        }
+        if let Some(mut fetching) = fetching {
+            // Ends when the fetch does (its sender is dropped), or when it should have.
+            let _ = tokio::time::timeout(FETCH_TIMEOUT, fetching.changed()).await;
+        }
+        let keys = lock(&slot);
         match &keys.set {
             None => Err(Refusal::Invalid("oidc_issuer_keys_unavailable")),
             Some((set, _)) => pick(set, kid).ok_or(Refusal::Invalid("oidc_unknown_kid")),
         }
     }
 
-    /// The issuer's key set, from `jwksUrl` or from the URL its discovery document names.
-    async fn fetch(&self, s: &OidcSettings) -> Result<JwkSet, String> {
-        let reach = Reach {
-            trusted_host: crate::egress::url_host(&s.issuer),
-            allow_private: false,
-            allow_with: "serve the key set from the issuer's host",
-        };
-        let jwks_url = match &s.jwks_url {
-            Some(u) => u.clone(),
-            None => {
-                let url = discovery_url(&s.issuer);
-                let doc = crate::egress::fetch_json(
-                    &self.exit,
-                    &url,
-                    &reach,
-                    FETCH_TIMEOUT,
-                    MAX_DOCUMENT_BYTES,
-                )
-                .await?;
-                if doc["issuer"].as_str() != Some(s.issuer.as_str()) {
-                    return Err(format!("{url} names another issuer ({})", doc["issuer"]));
+    /// Fetches `s`'s keys into `slot` on a task of its own (a caller going away never cancels
+    /// it); dropping `done` at its end wakes the callers waiting for it.
+    fn refetch(&self, s: &OidcSettings, slot: Arc<Mutex<Keys>>, done: watch::Sender<()>) {
+        let (exit, s) = (self.exit.clone(), s.clone());
+        tokio::spawn(async move {
+            let fetched = fetch(&exit, &s).await;
+            let mut keys = lock(&slot);
+            match fetched {
+                Ok(set) => keys.set = Some((Arc::new(set), Instant::now())),
+                // A stale set still serves until the next try.
+                Err(why) => {
+                    tracing::warn!(issuer = %s.issuer, %why, "could not fetch the issuer's keys")
                 }
-                doc["jwks_uri"]
-                    .as_str()
-                    .ok_or_else(|| format!("{url} has no jwks_uri"))?
-                    .to_owned()
             }
-        };
-        let set = crate::egress::fetch_json(
-            &self.exit,
-            &jwks_url,
-            &reach,
-            FETCH_TIMEOUT,
-            MAX_DOCUMENT_BYTES,
-        )
-        .await?;
-        serde_json::from_value(set).map_err(|e| format!("{jwks_url} is not a JWK set: {e}"))
+            drop(keys);
+            drop(done);
+        });
     }
+}
+
+/// The issuer's key set, from `jwksUrl` or from the URL its discovery document names.
+async fn fetch(exit: &Exit, s: &OidcSettings) -> Result<JwkSet, String> {
+    check_https(s)?;
+    let reach = Reach {
+        trusted_host: crate::egress::url_host(&s.issuer),
+        allow_private: false,
+        allow_with: "serve the key set from the issuer's host",
+    };
+    let jwks_url = match &s.jwks_url {
+        Some(u) => u.clone(),
+        None => {
+            let url = discovery_url(&s.issuer);
+            let doc =
+                crate::egress::fetch_json(exit, &url, &reach, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES)
+                    .await?;
+            if doc["issuer"].as_str() != Some(s.issuer.as_str()) {
+                return Err(format!("{url} names another issuer ({})", doc["issuer"]));
+            }
+            let jwks_uri = doc["jwks_uri"]
+                .as_str()
+                .ok_or_else(|| format!("{url} has no jwks_uri"))?;
+            over_https(&format!("jwks_uri (in {url})"), jwks_uri)?;
+            jwks_uri.to_owned()
+        }
+    };
+    let set = crate::egress::fetch_json(exit, &jwks_url, &reach, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES)
+        .await?;
+    serde_json::from_value(set).map_err(|e| format!("{jwks_url} is not a JWK set: {e}"))
+}
+
+/// Refuses an issuer or `jwksUrl` that is plain `http://` to a host that is not loopback (local
+/// issuers and tests may use http on loopback); `Err` says which and to use https.
+pub fn check_https(s: &OidcSettings) -> Result<(), String> {
+    over_https("issuer", &s.issuer)?;
+    s.jwks_url
+        .as_deref()
+        .map_or(Ok(()), |u| over_https("jwksUrl", u))
+}
+
+/// Refuses `url` (what `field` names) when it is plain `http://` to a host that is not
+/// loopback: keys fetched in clear could be swapped on the way, letting anyone sign tokens.
+fn over_https(field: &str, url: &str) -> Result<(), String> {
+    let url = url.trim();
+    let plain = url
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+    let loopback = crate::egress::url_host(url).is_some_and(|h| {
+        h == "localhost"
+            || h.parse::<IpAddr>()
+                .is_ok_and(|ip| ip.to_canonical().is_loopback())
+    });
+    if plain && !loopback {
+        return Err(format!(
+            "{field} {url} must use https:// (plain http:// only on loopback): keys fetched in clear could be swapped on the way, letting anyone sign tokens"
+        ));
+    }
+    Ok(())
+}
+
+/// `m` locked, even after a panic elsewhere while it was held (its keys are whole either way).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Where an issuer's discovery document is (OpenID Connect Discovery 1.0 §4).
@@ -266,6 +330,28 @@ mod tests {
             ..OidcSettings::new("https://id.example", "edge")
         };
         assert_eq!(allowed(&s), [Algorithm::ES256]);
+    }
+
+    #[test]
+    fn keys_come_over_https_unless_from_loopback() {
+        let s = |issuer: &str, jwks: Option<&str>| OidcSettings {
+            jwks_url: jwks.map(Into::into),
+            ..OidcSettings::new(issuer, "edge")
+        };
+        for fine in [
+            s("https://id.example", None),
+            s("http://127.0.0.1:8080", None),
+            s("http://localhost/x", Some("http://[::1]:9/jwks")),
+        ] {
+            assert_eq!(check_https(&fine), Ok(()), "{}", fine.issuer);
+        }
+        let err = check_https(&s("http://id.example", None)).unwrap_err();
+        assert!(
+            err.starts_with("issuer http://id.example must use https://"),
+            "{err}"
+        );
+        let err = check_https(&s("https://id.example", Some("HTTP://10.0.0.1/jwks"))).unwrap_err();
+        assert!(err.starts_with("jwksUrl "), "{err}");
     }
 
     #[test]

@@ -18,11 +18,14 @@ use tracing::Instrument;
 use super::webhooks::{Unreachable, Webhooks};
 use crate::clock::now_ms;
 use crate::config::PushSettings;
-use crate::store::{Attempt, Delivery, PushOutbox};
+use crate::store::{Attempt, Delivery, DueLook, PushOutbox};
 use crate::telemetry::Metrics;
 
-/// Most notifications read from the outbox at one look.
+/// Most notifications read from the outbox at one page of a look.
 const BATCH: u32 = 64;
+/// Most pages of one look: while slots are free, a look pages past heads it cannot take now
+/// (their host's slots are in use), so no number of hanging receivers hides another's heads.
+const PAGES: u32 = 16;
 /// The longest the worker sleeps without looking (a safety net; writes wake it).
 const IDLE: Duration = Duration::from_secs(30);
 
@@ -62,7 +65,7 @@ impl Taken {
     /// of its host are in use, one is under way for the config, or `d` is an outdated view of
     /// a notification already tried (the same one with no more attempts, or an earlier one).
     fn take(&mut self, key: &Key, d: &Delivery, host: &str, s: &PushSettings) -> Result<(), Skip> {
-        if self.busy.len() >= s.concurrency.max(1) as usize {
+        if self.full(s) {
             return Err(Skip::Full);
         }
         let outdated = self
@@ -81,6 +84,20 @@ impl Taken {
         *self.instances.entry(key.0.clone()).or_default() += 1;
         *self.hosts.entry(host.to_owned()).or_default() += 1;
         Ok(())
+    }
+
+    /// The instances whose slots are all in use: a look leaves their heads out.
+    fn full_instances(&self, s: &PushSettings) -> Vec<String> {
+        self.instances
+            .iter()
+            .filter(|(_, n)| **n >= s.per_instance.max(1))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Whether every slot is in use.
+    fn full(&self, s: &PushSettings) -> bool {
+        self.busy.len() >= s.concurrency.max(1) as usize
     }
 
     /// Frees the config (and its instance's and host's slot) after the attempt on `d` was
@@ -148,40 +165,8 @@ impl Worker {
         loop {
             while flights.try_join_next().is_some() {}
             let now = now_ms();
-            let wait = match this.store.due_deliveries(now, BATCH).await {
-                Ok(outbox) => {
-                    this.metrics.push_pending(outbox.pending);
-                    for d in outbox.due {
-                        let key = (
-                            d.config.instance_id.clone(),
-                            d.config.task_id.clone(),
-                            d.config.id.clone(),
-                        );
-                        let host = destination(&d);
-                        let took = taken.lock().unwrap().take(&key, &d, &host, &this.settings);
-                        match took {
-                            Ok(()) => {}
-                            Err(Skip::Full) => break,
-                            Err(Skip::This) => continue,
-                        }
-                        let (this, taken, signal) = (this.clone(), taken.clone(), signal.clone());
-                        flights.spawn(async move {
-                            let attempt = this.attempt(&d).await;
-                            if let Err(e) = this.store.attempted(d.seq, now_ms(), attempt).await {
-                                tracing::warn!(error = %e, "cannot record a push attempt");
-                            }
-                            // The config is free again: look now (the store's signal of the
-                            // recorded attempt may have come while it was still taken, and a
-                            // taken head counts for no wake-up time).
-                            taken.lock().unwrap().release(key, &d, &host);
-                            signal.notify_one();
-                        });
-                    }
-                    outbox
-                        .next_at
-                        .map_or(IDLE, |at| Duration::from_millis(at.saturating_sub(now)))
-                        .min(IDLE)
-                }
+            let wait = match this.look(now, &taken, &signal, &mut flights).await {
+                Ok(wait) => wait,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the push outbox");
                     Duration::from_secs(1)
@@ -197,6 +182,67 @@ impl Worker {
         flights.abort_all();
     }
 
+    /// One look at the outbox at `now`: starts a delivery for each due head that can take a slot,
+    /// paging on while slots are free and a page was full. How long to wait before the next.
+    async fn look(
+        self: &Arc<Self>,
+        now: u64,
+        taken: &Arc<Mutex<Taken>>,
+        signal: &Arc<tokio::sync::Notify>,
+        flights: &mut JoinSet<()>,
+    ) -> Result<Duration, crate::store::StoreError> {
+        let mut wait = IDLE;
+        // One set of skipped instances for the whole look, so its pages are of one order.
+        let skip = taken.lock().unwrap().full_instances(&self.settings);
+        for page in 0..PAGES {
+            let look = DueLook {
+                now,
+                limit: BATCH,
+                offset: page * BATCH,
+                skip: skip.clone(),
+            };
+            let outbox = self.store.due_deliveries(look).await?;
+            if page == 0 {
+                self.metrics.push_pending(outbox.pending);
+                wait = outbox
+                    .next_at
+                    .map_or(IDLE, |at| Duration::from_millis(at.saturating_sub(now)))
+                    .min(IDLE);
+            }
+            let last = outbox.due.len() < BATCH as usize;
+            for d in outbox.due {
+                let key = (
+                    d.config.instance_id.clone(),
+                    d.config.task_id.clone(),
+                    d.config.id.clone(),
+                );
+                let host = destination(&d);
+                let took = taken.lock().unwrap().take(&key, &d, &host, &self.settings);
+                match took {
+                    Ok(()) => {}
+                    Err(Skip::Full) => return Ok(wait),
+                    Err(Skip::This) => continue,
+                }
+                let (this, taken, signal) = (self.clone(), taken.clone(), signal.clone());
+                flights.spawn(async move {
+                    let attempt = this.attempt(&d).await;
+                    if let Err(e) = this.store.attempted(d.seq, now_ms(), attempt).await {
+                        tracing::warn!(error = %e, "cannot record a push attempt");
+                    }
+                    // The config is free again: look now (the store's signal of the
+                    // recorded attempt may have come while it was still taken, and a
+                    // taken head counts for no wake-up time).
+                    taken.lock().unwrap().release(key, &d, &host);
+                    signal.notify_one();
+                });
+            }
+            if last || taken.lock().unwrap().full(&self.settings) {
+                break;
+            }
+        }
+        Ok(wait)
+    }
+
     /// One attempt on `d`, and what the outbox should do next.
     async fn attempt(&self, d: &Delivery) -> Attempt {
         let config: TaskPushNotificationConfig = match serde_json::from_str(&d.config.body) {
@@ -208,16 +254,8 @@ impl Worker {
         let sent = tokio::time::timeout(timeout, self.post(&config, &d.payload))
             .instrument(span.clone())
             .await;
-        match &sent {
-            Ok(Ok(status)) => {
-                span.record("http.response.status_code", i64::from(*status));
-                if !(200..300).contains(status) {
-                    span.record("otel.status_code", "error");
-                }
-            }
-            _ => {
-                span.record("otel.status_code", "error");
-            }
+        if let Ok(Ok(status)) = &sent {
+            span.record("http.response.status_code", i64::from(*status));
         }
         let why = match sent {
             Ok(Ok(status)) if (200..300).contains(&status) => {
@@ -227,11 +265,13 @@ impl Worker {
             Ok(Ok(status)) => format!("HTTP {status}"),
             Ok(Err(Unreachable::Refused(why))) => {
                 tracing::warn!(task = %d.config.task_id, config = %d.config.id, %why, "refused a webhook");
+                failed(&span, &why);
                 return self.ended("refused", why);
             }
             Ok(Err(Unreachable::Unresolved(why))) => why,
             Err(_) => format!("no answer within {} ms", self.settings.timeout_ms),
         };
+        failed(&span, &why);
         let tried = d.attempts + 1;
         let now = now_ms();
         if tried >= self.settings.max_attempts {
@@ -289,6 +329,12 @@ impl Worker {
     }
 }
 
+/// Marks an attempt's span failed, saying why.
+fn failed(span: &tracing::Span, why: &str) {
+    span.record("otel.status_code", "error");
+    span.record("otel.status_description", why);
+}
+
 /// The span of one attempt on `d`: it continues the trace of the request that last wrote the
 /// task, when this process still remembers it.
 fn delivery_span(d: &Delivery, url: &str) -> tracing::Span {
@@ -298,6 +344,7 @@ fn delivery_span(d: &Delivery, url: &str) -> tracing::Span {
         otel.name = "push delivery",
         otel.kind = "client",
         otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
         http.response.status_code = tracing::field::Empty,
         a2a.task.id = d.config.task_id.as_str(),
         a2a.instance.id = d.config.instance_id.as_str(),

@@ -30,7 +30,7 @@ pub async fn request(
         let message =
             format!("no agent at {path}; the control API lists the instances and their card URLs");
         return (
-            Refusals::of(app, RouteKind::Rpc).invalid(404, &message),
+            Refusals::of(app, RouteKind::Rpc, req.headers()).invalid(404, &message),
             None,
         );
     };
@@ -40,32 +40,46 @@ pub async fn request(
     }
 }
 
-/// How one request's refusals are framed: as its binding answers errors.
+/// How one request's refusals are framed: as its binding answers errors, in the JSON media
+/// type the request used.
 #[derive(Clone, Copy)]
 struct Refusals {
     framing: Framing,
     legacy: bool,
+    media: &'static str,
 }
 
 impl Refusals {
-    fn of(app: &App, kind: RouteKind) -> Refusals {
+    fn of(app: &App, kind: RouteKind, headers: &header::HeaderMap) -> Refusals {
         let framing = match kind {
             RouteKind::Rest => Framing::Rest,
             RouteKind::Card | RouteKind::Rpc => Framing::JsonRpc,
         };
         let legacy = app.config.protocol.legacy_error_codes;
-        Refusals { framing, legacy }
+        let value = |name| headers.get(name).and_then(|v| v.to_str().ok());
+        let media =
+            a2a_protocol::methods::answer_type(value(header::CONTENT_TYPE), value(header::ACCEPT))
+                .unwrap_or("application/json");
+        Refusals {
+            framing,
+            legacy,
+            media,
+        }
+    }
+
+    /// A failure of `kind` with `status`, in the request's media type.
+    fn failure(self, status: u16, kind: ErrorKind, message: &str) -> Response<Body> {
+        let mut r = rpc_failure(self.framing, status, kind, message, self.legacy);
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static(self.media),
+        );
+        r
     }
 
     /// An INVALID_REQUEST failure with `status`.
     fn invalid(self, status: u16, message: &str) -> Response<Body> {
-        rpc_failure(
-            self.framing,
-            status,
-            ErrorKind::InvalidRequest,
-            message,
-            self.legacy,
-        )
+        self.failure(status, ErrorKind::InvalidRequest, message)
     }
 
     /// HTTP 401 with a `WWW-Authenticate: Bearer` challenge naming the error `refused` had, and
@@ -89,13 +103,7 @@ impl Refusals {
             None => "missing credentials",
         };
         let message = format!("{what}: send {}", takes.join(" or "));
-        let mut r = rpc_failure(
-            self.framing,
-            401,
-            ErrorKind::Unauthorized,
-            &message,
-            self.legacy,
-        );
+        let mut r = self.failure(401, ErrorKind::Unauthorized, &message);
         let mut challenge = format!("Bearer realm=\"{}\"", record.id);
         if let Some(error) = refused.error {
             challenge.push_str(&format!(", error=\"{error}\""));
@@ -119,7 +127,7 @@ async fn serve(
     req: Request<Incoming>,
     note: &CallNote,
 ) -> Result<Response<Body>, Response<Body>> {
-    let refuse = Refusals::of(app, kind);
+    let refuse = Refusals::of(app, kind, req.headers());
     check_method(kind, req.method(), refuse)?;
     // The card is public: its requests are nobody's, and reach no task.
     let caller = match kind {
@@ -143,7 +151,7 @@ pub async fn serve_transcoded(
     req: Request<bytes::Bytes>,
     note: &CallNote,
 ) -> Result<Response<Body>, Response<Body>> {
-    let refuse = Refusals::of(app, RouteKind::Rpc);
+    let refuse = Refusals::of(app, RouteKind::Rpc, req.headers());
     let caller = admit(app, &instance, peer, &req, note, refuse).await?;
     let (parts, body) = req.into_parts();
     let call = invocation(instance, RouteKind::Rpc, peer, caller, note);

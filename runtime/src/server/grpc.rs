@@ -75,7 +75,7 @@ pub async fn request(
         None => call.await,
     };
     let response = outcome.unwrap_or_else(|r| {
-        note.call(rpc, r.error.kind.reason());
+        note.ended(rpc, r.error.kind.reason(), r.code.http_status());
         r.into_response()
     });
     (response, served.into_inner())
@@ -126,6 +126,24 @@ async fn call(
         return Err(Refusal::new(
             Code::Unimplemented,
             ErrorKind::InvalidRequest,
+            message,
+        ));
+    }
+    // gRPC is A2A 1.0 only (0.3's service is not served): another `a2a-version` is refused here,
+    // where the JSON-RPC endpoint it is carried to would take 0.3.
+    let asked = req
+        .headers()
+        .get("a2a-version")
+        .map(|v| v.to_str().unwrap_or("?"));
+    if !a2a_protocol::version::is_supported(asked) {
+        let message = format!(
+            "A2A-Version {} is not supported over gRPC; this service speaks {}",
+            asked.unwrap_or(""),
+            a2a_protocol::version::SUPPORTED
+        );
+        return Err(Refusal::new(
+            grpc::code(ErrorKind::VersionNotSupported),
+            ErrorKind::VersionNotSupported,
             message,
         ));
     }

@@ -4,6 +4,7 @@
 mod a2a;
 mod grpc;
 pub mod probes;
+mod slots;
 pub mod surface_guard;
 
 use std::convert::Infallible;
@@ -27,6 +28,7 @@ use crate::responses::{Body, holding, json};
 use crate::telemetry::trace;
 use crate::tls::{PeerCert, Tls};
 
+pub use slots::Slots;
 pub use surface_guard::is_loopback;
 
 /// Which surfaces a listener serves (README "Control API").
@@ -41,15 +43,15 @@ pub enum Surfaces {
 }
 
 /// Serves `listener` (over TLS with `tls`) until `shutdown` fires, then stops accepting and lets in-flight requests
-/// finish up to the configured grace. At most `connections` are open at once (shared by every
-/// listener): at the cap new clients wait in the listen backlog; a failing accept (e.g. out of
-/// file descriptors) backs off instead of spinning.
+/// finish up to the configured grace. Connections take `slots` (shared by listeners): at the cap
+/// new clients wait in the listen backlog, one from an address that holds its share is closed;
+/// a failing accept (e.g. out of file descriptors) backs off instead of spinning.
 pub async fn serve(
     app: Arc<App>,
     listener: TcpListener,
     surfaces: Surfaces,
     tls: Option<Arc<Tls>>,
-    connections: Arc<tokio::sync::Semaphore>,
+    slots: Arc<Slots>,
     shutdown: CancellationToken,
 ) {
     let tracker = tokio_util::task::TaskTracker::new();
@@ -58,7 +60,7 @@ pub async fn serve(
     loop {
         let permit = tokio::select! {
             _ = shutdown.cancelled() => break,
-            p = connections.clone().acquire_owned() => p.expect("the connection semaphore is never closed"),
+            p = slots.free() => p,
         };
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -73,13 +75,17 @@ pub async fn serve(
                 }
             },
         };
+        let Some(slot) = slots.take(peer.ip(), permit) else {
+            tracing::debug!(%peer, "closed a connection: its address holds runtime.maxConnectionsPerPeer");
+            continue;
+        };
         let (app, shutdown, tls) = (app.clone(), shutdown.clone(), tls.clone());
         tracker.spawn(async move {
             match tls {
                 None => connection(app, stream, peer, surfaces, shutdown).await,
                 Some(tls) => secure(app, &tls, stream, peer, surfaces, shutdown).await,
             }
-            drop(permit);
+            drop(slot);
         });
     }
     drop(listener);
@@ -357,6 +363,9 @@ impl AcceptBackoff {
     }
 }
 
+/// The answer of a public listener to a control request when the control surface listens apart.
+const CONTROL_ELSEWHERE: &str = "this listener does not serve the control API: this server serves it on a loopback listener of its own (serve --control-listen ADDRESS); point the CLI there with --api http://ADDRESS/a2a/api or A2A_EDGE_API";
+
 async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<Body> {
     let Link {
         peer,
@@ -378,6 +387,11 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
             tracing::info!(%peer, %method, %path, action = what, status, ms, "control request");
         }
         return response;
+    }
+    if crate::instances::control_surface(&path).is_some() {
+        // The control surface has a listener of its own: say so to whoever (the CLI) asks here.
+        tracing::debug!(%peer, %method, %path, "control request on the public listener");
+        return json(404, &serde_json::json!({ "error": CONTROL_ELSEWHERE }));
     }
     if surfaces != Surfaces::Control && probes::is_probe(&path) {
         let response = probes::answer(app, &path).await;
@@ -411,6 +425,8 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
     }
     let ms = millis(started);
     let call = note.take();
+    // A gRPC answer is logged with the HTTP status its gRPC status stands for.
+    let status = call.status.unwrap_or(status);
     let (instance, a2a_method, task) = (
         instance.as_deref().unwrap_or(""),
         call.method.as_deref().unwrap_or(""),

@@ -36,9 +36,11 @@ pub async fn check(s: &dyn Store) {
     notes_stay_beside_their_task(s).await;
     records_and_counts(s).await;
     push_configs_queue_every_write_in_order(s).await;
+    due_heads_take_turns_across_instances(s).await;
     key_values_stay_in_their_scope_within_the_quota(s).await;
     tasks_keep_their_principal(s).await;
     a_task_keeps_the_trace_that_created_it(s).await;
+    conversations_are_summarised_from_their_tasks(s).await;
 }
 
 async fn a_task_keeps_the_trace_that_created_it(s: &dyn Store) {
@@ -638,7 +640,7 @@ async fn push_configs_queue_every_write_in_order(s: &dyn Store) {
             .await
             .unwrap();
     }
-    let due = s.due_deliveries(10, 10).await.unwrap();
+    let due = s.due_deliveries(DueLook::at(10, 10)).await.unwrap();
     assert_eq!(
         due.due
             .iter()
@@ -655,7 +657,7 @@ async fn push_configs_queue_every_write_in_order(s: &dyn Store) {
     let mut done = row("p", 30);
     done.state = TaskState::Completed;
     s.update_task(done, 2, None, vec![]).await.unwrap();
-    let due = s.due_deliveries(30, 10).await.unwrap();
+    let due = s.due_deliveries(DueLook::at(30, 10)).await.unwrap();
     assert_eq!(due.pending, 5, "a: 3 writes, b: 2");
     let heads: Vec<_> = due
         .due
@@ -675,7 +677,7 @@ async fn push_configs_queue_every_write_in_order(s: &dyn Store) {
     )
     .await
     .unwrap();
-    let later = s.due_deliveries(40, 10).await.unwrap();
+    let later = s.due_deliveries(DueLook::at(40, 10)).await.unwrap();
     assert_eq!(
         later
             .due
@@ -686,12 +688,12 @@ async fn push_configs_queue_every_write_in_order(s: &dyn Store) {
         "a waits for its retry, and its later writes wait behind it"
     );
     assert_eq!(later.next_at, Some(100));
-    let retried = s.due_deliveries(100, 10).await.unwrap();
+    let retried = s.due_deliveries(DueLook::at(100, 10)).await.unwrap();
     assert_eq!((retried.due[0].seq, retried.due[0].attempts), (a.seq, 1));
     s.attempted(a.seq, 101, Attempt::Delivered(200))
         .await
         .unwrap();
-    let b = s.due_deliveries(100, 10).await.unwrap().due[1].seq;
+    let b = s.due_deliveries(DueLook::at(100, 10)).await.unwrap().due[1].seq;
     s.attempted(b, 102, Attempt::GaveUp("too old".into()))
         .await
         .unwrap();
@@ -712,12 +714,62 @@ async fn push_configs_queue_every_write_in_order(s: &dyn Store) {
     s.delete_push_config("i".into(), "p".into(), "a".into())
         .await
         .unwrap();
-    assert_eq!(s.due_deliveries(200, 10).await.unwrap().pending, 1);
+    assert_eq!(
+        s.due_deliveries(DueLook::at(200, 10))
+            .await
+            .unwrap()
+            .pending,
+        1
+    );
     assert_eq!(
         s.push_configs("i".into(), "p".into()).await.unwrap().len(),
         1
     );
     outbox_is_bounded_per_config(s).await;
+}
+
+/// One instance's many due heads never crowd another's out of a look: heads come in turns across
+/// instances, a look can leave out instances and page on.
+async fn due_heads_take_turns_across_instances(s: &dyn Store) {
+    for (instance, tasks) in [("crowd", 5), ("other", 2)] {
+        for n in 0..tasks {
+            let task = format!("{instance}-{n}");
+            let mut r = row(&task, 1_000 + n);
+            r.instance_id = instance.into();
+            let config = PushConfig {
+                instance_id: instance.into(),
+                task_id: task.clone(),
+                id: "h".into(),
+                body: format!(r#"{{"id":"h","taskId":"{task}","url":"http://h/{task}"}}"#),
+            };
+            s.create_task(r, None, Some(config)).await.unwrap();
+        }
+    }
+    let look = |limit, offset, skip: &[&str]| DueLook {
+        now: 10_000,
+        limit,
+        offset,
+        // Instance `i` holds the heads of the checks before.
+        skip: ["i"].iter().chain(skip).map(|s| s.to_string()).collect(),
+    };
+    let tasks = |due: DueDeliveries| -> Vec<String> {
+        due.due.into_iter().map(|d| d.config.task_id).collect()
+    };
+    assert_eq!(
+        tasks(s.due_deliveries(look(5, 0, &[])).await.unwrap()),
+        ["crowd-0", "other-0", "crowd-1", "other-1", "crowd-2"],
+        "in turns, though the crowd's heads are older"
+    );
+    assert_eq!(
+        tasks(s.due_deliveries(look(3, 3, &[])).await.unwrap()),
+        ["other-1", "crowd-2", "crowd-3"],
+        "the next page"
+    );
+    assert_eq!(
+        tasks(s.due_deliveries(look(5, 0, &["crowd"])).await.unwrap()),
+        ["other-0", "other-1"],
+        "a skipped instance's heads are left out"
+    );
 }
 
 /// A config whose receiver is down keeps its head and the newest notifications, at most
@@ -751,7 +803,179 @@ async fn outbox_is_bounded_per_config(s: &dyn Store) {
         writes - MAX_WAITING,
         "what the configs count, the metrics count"
     );
-    let due = s.due_deliveries(10_000, 10).await.unwrap().due;
+    let due = s.due_deliveries(DueLook::at(10_000, 10)).await.unwrap().due;
     let head = due.iter().find(|d| d.config.task_id == "flood").unwrap();
     assert_eq!(head.created_at, 1, "the head stays");
+}
+
+/// A listing's total and the ids of its page, newest first.
+async fn listed(s: &dyn Store, f: TaskFilter) -> (u32, String) {
+    let page = s.list_tasks(f).await.unwrap();
+    let ids: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+    (page.total, ids.join(" "))
+}
+
+async fn conversations_are_summarised_from_their_tasks(s: &dyn Store) {
+    let task = |id: &str, instance: &str, context: &str, at: u64, peer: Option<&str>| TaskRow {
+        instance_id: instance.into(),
+        context_id: context.into(),
+        peer_id: peer.map(Into::into),
+        principal: "key:sum".into(),
+        ..row(id, at)
+    };
+    let summary = |instance: &str,
+                   context: &str,
+                   (tasks, active): (u64, u64),
+                   (first, last): (u64, u64),
+                   peer: Option<&str>| {
+        ContextSummary {
+            instance_id: instance.into(),
+            context_id: context.into(),
+            task_count: tasks,
+            active_count: active,
+            first_seen: first,
+            last_seen: last,
+            peer_id: peer.map(Into::into),
+        }
+    };
+    for r in [
+        task("sum-k1", "sum", "sum-talk", 10, Some("b@x")),
+        task("sum-k2", "sum", "sum-talk", 20, None),
+        task("sum-k3", "sum", "sum-aside", 15, Some("a@x")),
+        task("sum-k4", "sum2", "sum-talk", 26, None),
+    ] {
+        s.create_task(r, None, None).await.unwrap();
+    }
+    let talk = || s.contexts(None, Some("sum-talk".into()), 10);
+    assert_eq!(
+        talk().await.unwrap(),
+        [
+            summary("sum2", "sum-talk", (1, 1), (26, 26), None),
+            summary("sum", "sum-talk", (2, 2), (10, 20), Some("b@x")),
+        ],
+        "a conversation on each of its instances, newest first"
+    );
+    // k2 settles at 30 and k1 waits for input at 25; then k2's time goes back to 5, so the
+    // conversation's latest is k1's again. k3 moves to the other conversation, the last of its own.
+    let settled = |r: TaskRow, state: TaskState| TaskRow { state, ..r };
+    s.update_task(
+        settled(
+            task("sum-k2", "sum", "sum-talk", 30, None),
+            TaskState::Completed,
+        ),
+        1,
+        None,
+        vec![],
+    )
+    .await
+    .unwrap();
+    s.update_task(
+        settled(
+            task("sum-k1", "sum", "sum-talk", 25, None),
+            TaskState::InputRequired,
+        ),
+        1,
+        None,
+        vec![],
+    )
+    .await
+    .unwrap();
+    s.update_task(
+        settled(
+            task("sum-k2", "sum", "sum-talk", 5, None),
+            TaskState::Completed,
+        ),
+        2,
+        None,
+        vec![],
+    )
+    .await
+    .unwrap();
+    s.update_task(task("sum-k3", "sum", "sum-talk", 16, None), 1, None, vec![])
+        .await
+        .unwrap();
+    assert!(
+        s.contexts(Some("sum".into()), Some("sum-aside".into()), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a conversation its last task left is gone"
+    );
+    assert_eq!(
+        talk().await.unwrap(),
+        [
+            summary("sum2", "sum-talk", (1, 1), (26, 26), None),
+            summary("sum", "sum-talk", (3, 2), (10, 25), Some("a@x")),
+        ],
+        "kept through updates: the creation and the caller stay, the latest goes back"
+    );
+    s.update_task(
+        settled(
+            task("sum-k4", "sum2", "sum-talk", 25, None),
+            TaskState::Completed,
+        ),
+        1,
+        None,
+        vec![],
+    )
+    .await
+    .unwrap();
+    let tied = [
+        summary("sum", "sum-talk", (3, 2), (10, 25), Some("a@x")),
+        summary("sum2", "sum-talk", (1, 0), (26, 25), None),
+    ];
+    assert_eq!(
+        talk().await.unwrap(),
+        tied,
+        "a tie on the latest: by instance"
+    );
+    assert_eq!(
+        s.contexts(None, Some("sum-talk".into()), 1).await.unwrap(),
+        tied[..1]
+    );
+    s.create_task(task("sum-k6", "sum", "sum-aside", 25, None), None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.contexts(Some("sum".into()), None, 10).await.unwrap(),
+        [
+            summary("sum", "sum-aside", (1, 1), (25, 25), None),
+            tied[0].clone(),
+        ],
+        "a tie on one instance: by context"
+    );
+    // Listings by conversation (counted from the summaries alone), with an instance or a state,
+    // and by owner alone (on both instances).
+    let in_talk = |instance: Option<&str>, state: Option<TaskState>| TaskFilter {
+        instance_id: instance.map(Into::into),
+        context_id: Some("sum-talk".into()),
+        state,
+        limit: 10,
+        ..Default::default()
+    };
+    let owned = |state: Option<TaskState>, limit: u32, offset: u32| TaskFilter {
+        principal: Some("key:sum".into()),
+        state,
+        limit,
+        start: PageStart::Offset(offset),
+        ..Default::default()
+    };
+    for (f, want) in [
+        (in_talk(None, None), (4, "sum-k4 sum-k1 sum-k3 sum-k2")),
+        (in_talk(Some("sum"), None), (3, "sum-k1 sum-k3 sum-k2")),
+        (
+            in_talk(None, Some(TaskState::Completed)),
+            (2, "sum-k4 sum-k2"),
+        ),
+        (in_talk(None, Some(TaskState::InputRequired)), (1, "sum-k1")),
+        (owned(None, 2, 1), (5, "sum-k4 sum-k1")),
+        (
+            owned(Some(TaskState::Submitted), 10, 0),
+            (2, "sum-k6 sum-k3"),
+        ),
+        (owned(None, 10, 5), (5, "")),
+    ] {
+        let asked = format!("{f:?}");
+        assert_eq!(listed(s, f).await, (want.0, want.1.to_owned()), "{asked}");
+    }
 }

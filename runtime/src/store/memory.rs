@@ -2,7 +2,7 @@
 //! `a2a-edge config check` (declarations reconciled as a first start would): the
 //! same contract as SQLite (`store::contract`, in tests), nothing durable.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use a2a_protocol::TaskState;
@@ -493,20 +493,37 @@ impl PushOutbox for MemoryStore {
         })
     }
 
-    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
+    fn due_deliveries(&self, look: DueLook) -> Pending<DueDeliveries> {
         self.with(|d| {
+            let now = look.now;
             let heads: Vec<&(Delivery, u64)> = d
                 .push
                 .iter()
                 .filter_map(|p| d.waiting(&p.config).next())
                 .collect();
-            let mut due: Vec<Delivery> = heads
+            let mut due: Vec<&Delivery> = heads
                 .iter()
-                .filter(|(_, at)| *at <= now)
-                .map(|(o, _)| o.clone())
+                .filter(|(o, at)| *at <= now && !look.skip.contains(&o.config.instance_id))
+                .map(|(o, _)| o)
                 .collect();
             due.sort_by_key(|o| o.seq);
-            due.truncate(limit as usize);
+            // Each head's turn: how many heads of its instance come before it.
+            let mut turns: HashMap<&str, u32> = HashMap::new();
+            let mut due: Vec<(u32, &Delivery)> = due
+                .into_iter()
+                .map(|o| {
+                    let turn = turns.entry(&o.config.instance_id).or_default();
+                    *turn += 1;
+                    (*turn, o)
+                })
+                .collect();
+            due.sort_by_key(|(turn, o)| (*turn, o.seq));
+            let due = due
+                .into_iter()
+                .skip(look.offset as usize)
+                .take(look.limit as usize)
+                .map(|(_, o)| o.clone())
+                .collect();
             Ok(DueDeliveries {
                 due,
                 next_at: heads.iter().map(|(_, at)| *at).filter(|at| *at > now).min(),

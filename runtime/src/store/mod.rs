@@ -451,10 +451,36 @@ pub struct Delivery {
     pub attempts: u32,
 }
 
+/// One look of the delivery worker at the outbox.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DueLook {
+    /// Heads whose time is at most this are due, ms.
+    pub now: u64,
+    /// Most heads answered.
+    pub limit: u32,
+    /// Heads passed over first (the next page of the same order).
+    pub offset: u32,
+    /// Instances whose heads are left out: the worker has all their delivery slots in use.
+    pub skip: Vec<String>,
+}
+
+impl DueLook {
+    /// The first `limit` heads due at `now`, of every instance.
+    pub fn at(now: u64, limit: u32) -> DueLook {
+        DueLook {
+            now,
+            limit,
+            ..DueLook::default()
+        }
+    }
+}
+
 /// The outbox as the delivery worker sees it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DueDeliveries {
-    /// Due heads (the oldest notification of each config), outbox order.
+    /// Due heads (the oldest notification of each config), in turns across instances: each
+    /// instance's oldest head, then each one's second, …; within a turn, outbox order. So one
+    /// instance's many waiting heads never crowd another's out of a look.
     pub due: Vec<Delivery>,
     /// When the earliest head not due yet is, ms.
     pub next_at: Option<u64>,

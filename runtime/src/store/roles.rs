@@ -92,8 +92,8 @@ pub trait PushOutbox: Send + Sync {
     fn delete_push_config(&self, instance_id: String, task_id: String, id: String) -> Pending<()>;
     /// A task's push configs, oldest first.
     fn push_configs(&self, instance_id: String, task_id: String) -> Pending<Vec<PushConfig>>;
-    /// The outbox heads due at `now` (at most `limit`), when the next one is, how many wait.
-    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries>;
+    /// The outbox heads due in `look`, when the next one is, how many wait.
+    fn due_deliveries(&self, look: DueLook) -> Pending<DueDeliveries>;
     /// Records how the attempt on outbox entry `seq` at `now` ended.
     fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()>;
     /// The delivery state of an instance's configs (one task's, when given).

@@ -7,7 +7,9 @@ import os
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from a2a.client import create_client
 from a2a.types import (
@@ -53,6 +55,15 @@ def message(prefix: str, text: str = "hello", context_id: str = "", task_id: str
 
 async def collect(stream):
     return [ev async for ev in stream]
+
+
+def test_the_card_announces_grpc_as_the_listeners_url():
+    """The GRPC interface's url is the plaintext listener's `http://host:port` (a URL, as Google
+    ADK requires of every interface; helpers.grpc_target dials its authority), with the instance
+    as its tenant."""
+    card = httpx.get(f"{AGENT}/agent-card.json", headers={"A2A-Version": "1.0"}).json()
+    faces = [(i["url"], i.get("tenant")) for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
+    assert faces == [(f"http://{urlsplit(AGENT).netloc}", "tck")], card["supportedInterfaces"]
 
 
 @pytest.mark.asyncio

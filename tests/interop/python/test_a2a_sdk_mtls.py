@@ -11,6 +11,7 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -21,7 +22,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from helpers import BINDINGS, message
+from helpers import BINDINGS, message, secure_channel
 from helpers import config as config_of
 
 
@@ -132,8 +133,19 @@ async def client(site, who: str | None, binding: str):
     http = httpx.AsyncClient(verify=tls)
     key, chain = (((dir / f"{who}.key").read_bytes(), (dir / f"{who}.pem").read_bytes()) if who else (None, None))
     credentials = grpc.ssl_channel_credentials((dir / "ca.pem").read_bytes(), key, chain)
-    config = config_of(binding, httpx_client=http, grpc_channel_factory=lambda url: grpc.aio.secure_channel(url, credentials))
+    config = config_of(binding, httpx_client=http, grpc_channel_factory=secure_channel(credentials))
     return await create_client(agent, client_config=config, relative_card_path="/agent-card.json"), http
+
+
+def test_the_card_announces_grpc_over_tls_as_an_https_url(site):
+    dir, agent = site
+    card = httpx.get(
+        f"{agent}/agent-card.json",
+        headers={"A2A-Version": "1.0"},
+        verify=ssl.create_default_context(cafile=dir / "ca.pem"),
+    ).json()
+    urls = [urlsplit(i["url"]) for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
+    assert [(u.scheme, u.port, u.path) for u in urls] == [("https", urlsplit(agent).port, "")], card["supportedInterfaces"]
 
 
 @pytest.mark.asyncio

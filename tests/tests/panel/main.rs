@@ -20,6 +20,55 @@ fn ui(s: &Server, hash: &str) -> String {
     format!("{}/a2a/ui#/{hash}", s.base())
 }
 
+/// Where each URL the page shows in `code` wraps, measured character by character: `bad`, the
+/// lines that end mid-word (not after `/ . ? & = # -`); `wrapped`, the URLs on more than one line.
+const URL_BREAKS: &str = r#"
+const bad = [], wrapped = [];
+for (const el of document.querySelectorAll('code')) {
+  const url = el.textContent;
+  if (!/^https?:\/\//.test(url)) continue;
+  let top = null, last = '', line = '', lines = 1;
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    for (let i = 0; i < n.data.length; i++) {
+      const r = document.createRange();
+      r.setStart(n, i);
+      r.setEnd(n, i + 1);
+      const box = r.getClientRects()[0];
+      if (!box) continue;
+      if (top !== null && box.top > top + box.height / 2) {
+        lines++;
+        if (!'/.?&=#-'.includes(last)) bad.push(url + ': a line ends with ' + JSON.stringify(line));
+        line = '';
+      }
+      top = box.top;
+      last = n.data[i];
+      line += last;
+    }
+  }
+  if (lines > 1) wrapped.push(url);
+}
+return { bad, wrapped };
+"#;
+
+/// Waits (at most 20 s) until the stored record of instance `id` passes `done`.
+async fn until_record(
+    s: &Server,
+    id: &str,
+    what: &str,
+    done: impl Fn(&a2a_edge::records::InstanceRecord) -> bool,
+) -> a2a_edge::records::InstanceRecord {
+    let started = std::time::Instant::now();
+    loop {
+        let r = s.app().record(id).expect("the instance is stored");
+        if done(&r) {
+            return r;
+        }
+        assert!(started.elapsed().as_secs() < 20, "{what}: {r:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// The flows, ignored (or, under `A2A_EDGE_REQUIRE_BROWSER`, failed) without the browser.
 async fn an_api_key_made_in_the_panel_is_shown_once_filters_tasks_and_is_revoked() {
     let s = Server::default().await;
@@ -116,7 +165,8 @@ fn main() -> std::process::ExitCode {
         an_outbound_connection_to_a_second_edge_is_previewed_added_and_its_tool_called,
         an_invalid_component_is_refused_in_the_panel_while_the_old_one_serves,
         an_agent_component_shows_its_kind_imports_and_grants,
-        sessions_and_metrics_views_show_what_ran,
+        two_instances_of_one_name_are_told_apart_on_the_components_page,
+        sessions_tasks_and_metrics_views_show_what_ran,
         an_offline_update_check_is_one_quiet_line_and_a_switched_off_one_shows_nothing,
     ];
     // The surface's refusals, its feed and its console need no browser.
@@ -173,6 +223,13 @@ async fn overview_shows_the_instances_live_on_a_wide_and_a_narrow_window() {
         overflow.as_i64().unwrap() <= 0,
         "the narrow page scrolls sideways by {overflow} px"
     );
+    // The endpoint and card URLs wrap in their narrow column between their parts, never mid-word.
+    let breaks = b.eval(URL_BREAKS).await;
+    assert_eq!(breaks["bad"], json!([]), "URLs broken mid-word: {breaks}");
+    assert!(
+        !breaks["wrapped"].as_array().unwrap().is_empty(),
+        "a URL wraps on the narrow window: {breaks}"
+    );
     b.shot("narrow").await;
     // Keyboard: on a fresh load Tab reaches the skip link first; following it lands on the view.
     b.goto(&ui(&s, "")).await;
@@ -207,6 +264,12 @@ async fn an_instance_created_in_the_panel_is_listed_and_served() {
     b.fill("Name", "Reports Desk").await;
     b.fill("Description", "Answers with reports").await;
     b.fill("Version", "2.0.0").await;
+    // Every setting the control API takes is in the form: here a limit and two switches.
+    b.fill("Concurrent tasks per caller", "3").await;
+    b.press(&b.labelled("Serve A2A 0.3 callers too").await)
+        .await;
+    b.press(&b.labelled("Reuse component instances").await)
+        .await;
     b.click("Create instance").await;
     b.until(
         "the new instance's page",
@@ -228,6 +291,31 @@ async fn an_instance_created_in_the_panel_is_listed_and_served() {
     let id = created["id"].as_str().unwrap();
     let (status, card) = s.get(&format!("/a2a/{id}/agent-card.json")).await;
     assert_eq!((status, card["name"].clone()), (200, json!("Reports Desk")));
+    assert!(card.get("protocolVersion").is_none(), "0.3 off: {card}");
+    let r = s.app().record(id).unwrap();
+    assert_eq!(
+        (
+            r.limits.max_concurrent_tasks_per_principal,
+            r.compat03,
+            r.reuse_instances,
+            r.push_notifications
+        ),
+        (3, false, true, true),
+        "{r:?}"
+    );
+    // Edited: push off; the switches left alone keep their values.
+    b.press(&b.labelled("Serve push notifications").await).await;
+    b.click("Save changes").await;
+    let r = until_record(&s, id, "push turned off", |r| !r.push_notifications).await;
+    assert_eq!(
+        (
+            r.compat03,
+            r.reuse_instances,
+            r.limits.max_concurrent_tasks_per_principal
+        ),
+        (false, true, 3),
+        "{r:?}"
+    );
     b.click("Overview").await;
     b.find_text("td a", "Reports Desk").await;
     // A refused action says why, next to the form.
@@ -237,6 +325,21 @@ async fn an_instance_created_in_the_panel_is_listed_and_served() {
     b.fill("Endpoint path", &format!("/a2a/{id}")).await;
     b.click("Create instance").await;
     b.find_text("form .error", "HTTP 409").await;
+    // A second "Reports Desk": refused, unless allowed, under an id of the operator's choice.
+    b.fill("Name", "Reports Desk").await;
+    b.labelled("Endpoint path").await.clear().await.unwrap();
+    b.fill("Id", "reports-2").await;
+    b.click("Create instance").await;
+    b.find_text("form .error", "allowDuplicateName").await;
+    b.press(&b.labelled("Allow a name another instance has").await)
+        .await;
+    b.click("Create instance").await;
+    b.until(
+        "the second one's page",
+        "return location.hash === '#/instance/reports-2'",
+    )
+    .await;
+    b.find_text("h2", "Instance Reports Desk").await;
     b.finish(&["409"]).await;
 }
 
@@ -560,7 +663,38 @@ async fn an_agent_component_shows_its_kind_imports_and_grants() {
     b.finish(&[]).await;
 }
 
-async fn sessions_and_metrics_views_show_what_ran() {
+async fn two_instances_of_one_name_are_told_apart_on_the_components_page() {
+    let s = Server::default().await;
+    for id in ["twin-a", "twin-b"] {
+        let create = json!({"action": "inbound.create", "id": id, "name": "Twin", "description": "one of two", "version": "1.0.0", "allowDuplicateName": true});
+        let (status, v) = s.action(create).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let (b, _turn) = Browser::open("twins", 1280, 800).await;
+    b.goto(&ui(&s, "components")).await;
+    b.find_text("td", "Twin (twin-b)").await;
+    // On the component's row and in the swap table: each by name and id, linking to its page.
+    let shown = b
+        .eval("return [...document.querySelectorAll('td')].flatMap(td => [...td.querySelectorAll('a[href^=\"#/instance/\"]')].map(a => a.parentElement.textContent + ' -> ' + a.getAttribute('href')))")
+        .await;
+    for id in ["twin-a", "twin-b"] {
+        let want = json!(format!("Twin ({id}) -> #/instance/{id}"));
+        let n = shown
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| **v == want)
+            .count();
+        assert_eq!(n, 2, "{want}: {shown}");
+    }
+    b.shot("twins").await;
+    b.press(&b.find("a[href='#/instance/twin-b']").await).await;
+    b.find_text("h2", "Instance Twin").await;
+    b.find_text("p code", "twin-b").await;
+    b.finish(&[]).await;
+}
+
+async fn sessions_tasks_and_metrics_views_show_what_ran() {
     let s = Server::default().await;
     let answer: Value = s.send("/a2a/demo", "m-metrics", "count me").await;
     let context = answer["result"]["task"]["contextId"]
@@ -584,7 +718,31 @@ async fn sessions_and_metrics_views_show_what_ran() {
     .await
     .unwrap();
     assert_eq!(r.status(), 200);
+    let other_context = r.json::<Value>().await.unwrap()["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (b, _turn) = Browser::open("sessions-metrics", 1280, 800).await;
+    // Two contexts made in the same second begin alike (UUIDv7): the Context column shows
+    // their tails, the whole id as the title and on a copy button.
+    b.goto(&ui(&s, "tasks")).await;
+    b.find_text("td .clip", "me too").await;
+    let shown = b
+        .eval("return [...document.querySelectorAll('td a[href^=\"#/tasks?context=\"]')].map(a => [a.textContent, a.title])")
+        .await;
+    let shown: Vec<(String, String)> = serde_json::from_value(shown).unwrap();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert_ne!(shown[0].0, shown[1].0, "told apart: {shown:?}");
+    for c in [&context, &other_context] {
+        let tail = &c[c.len() - 8..];
+        assert!(
+            shown
+                .iter()
+                .any(|(text, title)| title == c && text.ends_with(tail)),
+            "{c}: {shown:?}"
+        );
+        b.find(&format!("button[aria-label='Copy: {c}']")).await;
+    }
     b.goto(&ui(&s, "sessions")).await;
     // Grouped by instance, then by peer, a finished one-shot session folded.
     b.find_text(".group h3", "demo").await;

@@ -79,11 +79,19 @@ pub fn params_in(method: &str, params: &Value) -> Value {
                 task_id,
             ))
         }
-        // 0.3 named the task `id` and the config `pushNotificationConfigId`.
+        // 0.3 named the task `id` and the config `pushNotificationConfigId`; a get may name
+        // the task alone (0.3's TaskIdParams form, from when a task had one config): that config
+        // is the one set without an id, which 0.3 and this agent store under the task's id.
         "GetTaskPushNotificationConfig" | "DeleteTaskPushNotificationConfig" => {
             let mut out = Map::new();
             rename(&p, &mut out, "id", "taskId");
             rename(&p, &mut out, "pushNotificationConfigId", "id");
+            if method == "GetTaskPushNotificationConfig"
+                && out.get("id").is_none_or(|v| v.is_null() || *v == "")
+                && let Some(task) = p.get("id")
+            {
+                out.insert("id".into(), task.clone());
+            }
             Value::Object(out)
         }
         "ListTaskPushNotificationConfigs" => {
@@ -601,6 +609,23 @@ mod tests {
                 "authentication": {"scheme": "Bearer", "credentials": "c"}})
         );
         assert_eq!(result_out("GetTaskPushNotificationConfig", &v1), set);
+        assert_eq!(
+            params_in("GetTaskPushNotificationConfig", &json!({"id": "t"})),
+            json!({"taskId": "t", "id": "t"}),
+            "0.3's TaskIdParams form gets the config set without an id"
+        );
+        assert_eq!(
+            params_in(
+                "GetTaskPushNotificationConfig",
+                &json!({"id": "t", "pushNotificationConfigId": "p"})
+            ),
+            json!({"taskId": "t", "id": "p"})
+        );
+        assert_eq!(
+            params_in("DeleteTaskPushNotificationConfig", &json!({"id": "t"})),
+            json!({"taskId": "t"}),
+            "a delete names its config"
+        );
         assert_eq!(
             result_out("ListTaskPushNotificationConfigs", &json!({"configs": [v1]})),
             json!([set])

@@ -243,7 +243,7 @@ fn trap(e: wasmtime::Error) -> String {
 pub fn describe(e: CallError) -> String {
     match e {
         CallError::Transport(m) => format!("the remote agent is unreachable: {m}"),
-        CallError::Http((401 | 403, _)) => "the remote agent refused the credentials (HTTP 401/403): set the connection's token with outbound.setAuth".into(),
+        CallError::Http((401 | 403, _)) => "the remote agent refused the credentials (HTTP 401/403): set the connection's token (`a2a-edge outbound auth ID`, or the panel's connection form)".into(),
         CallError::Http((status, body)) => format!("the remote agent answered HTTP {status}: {}", body.trim()),
         CallError::InvalidResponse(m) => format!("the remote agent's answer is not valid A2A: {m}"),
         CallError::RemoteFailed(m) => m,

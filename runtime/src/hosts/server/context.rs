@@ -37,6 +37,7 @@ fn info(instance: &Instance, s: &Services, caller: Option<&Caller>) -> InstanceI
         description: r.description.clone(),
         version: r.version.clone(),
         endpoint_url: instance.endpoint_url.clone(),
+        grpc_url: instance.grpc_url.clone(),
         preset: r.preset.clone(),
         skills: instance
             .preset

@@ -151,19 +151,23 @@ impl Host {
             None => response,
         };
         match card {
-            Some(version) => self.cards.keep(&instance_id, version, response).await,
+            Some((version, asked)) => {
+                self.cards
+                    .keep(&instance_id, version, &asked, response)
+                    .await
+            }
             None => response,
         }
     }
 
-    /// For a card request, the version its answer is cached under; the cached answer itself
-    /// when it still holds (`Err`).
+    /// For a card request, the version its answer is cached under and the request's headers;
+    /// the cached answer itself when it still holds (`Err`).
     fn card(
         &self,
         call: &Invocation,
         component_sha256: &str,
         headers: &http::HeaderMap,
-    ) -> Result<Option<card_cache::Version>, http::Response<Body>> {
+    ) -> Result<Option<(card_cache::Version, http::HeaderMap)>, http::Response<Body>> {
         if call.route != Route::Http(RouteKind::Card) {
             return Ok(None);
         }
@@ -182,7 +186,7 @@ impl Host {
                 call.note.call("GetAgentCard", outcome);
                 Err(response)
             }
-            None => Ok(Some(version)),
+            None => Ok(Some((version, headers.clone()))),
         }
     }
 

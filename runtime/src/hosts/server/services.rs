@@ -37,6 +37,9 @@ pub struct Call {
     pub task_id: Option<String>,
     /// The span of the component's work, once it runs: what it notes is recorded there too.
     pub span: Option<tracing::Span>,
+    /// The HTTP status the answer stands for where its own says nothing (a gRPC status travels
+    /// in an HTTP 200).
+    pub status: Option<u16>,
 }
 
 impl CallNote {
@@ -71,6 +74,15 @@ impl CallNote {
     /// Notes why the request was refused before any component ran (the outcome).
     pub fn refused(&self, outcome: &str) {
         self.0.lock().unwrap().outcome = Some(outcome.to_owned());
+    }
+
+    /// Notes a call of `method` that ended with an error status of `binding_status`'s HTTP
+    /// meaning: its outcome, unless a refusal before it noted one (which names the check that
+    /// failed) or the component noted its own.
+    pub fn ended(&self, method: &str, outcome: &str, binding_status: u16) {
+        let noted = self.0.lock().unwrap().outcome.clone();
+        self.call(method, noted.as_deref().unwrap_or(outcome));
+        self.0.lock().unwrap().status = Some(binding_status);
     }
 
     /// Notes the method and its outcome (the span names them as the metrics count them).
@@ -264,5 +276,6 @@ pub fn test_instance(id: &str, token: Option<&str>) -> Arc<Instance> {
         preset: Preset::builtin("echo", "Echo", "", Backend::Echo),
         token: token.map(Into::into),
         endpoint_url: format!("http://h/a2a/{id}"),
+        grpc_url: Some("http://h:80".into()),
     })
 }

@@ -1,9 +1,10 @@
 // Components: what is loaded (kind, hash, size, source, users; for agents their imports and what
 // their presets grant), reload one from its source, and swap the server component of an
-// instance; a refusal is shown where it was asked for.
+// instance; a refusal is shown where it was asked for. Instances are shown by name and id, each
+// linking to its page, so two of one name are told apart.
 
 import { act, get } from "./api.js";
-import { busy, bytes, errorBox, fill, h, micros, section, select, showError, table, time } from "./dom.js";
+import { busy, bytes, errorBox, fill, h, instanceRef, micros, section, select, showError, table, time } from "./dom.js";
 
 /** An agent's imports and, per preset, what it is granted. */
 export function grantsText(g) {
@@ -36,6 +37,7 @@ export function components() {
     try {
       const [c, s] = await Promise.all([get("/components"), get("", { taskLimit: 1 })]);
       showError(box, "");
+      const names = new Map(s.inbounds.map((r) => [r.id, r.name]));
       fill(stats, `${c.compilations} compiled since start · ${c.instantiations} instantiations · p50 ${micros(c.instantiateP50Us)} · p99 ${micros(c.instantiateP99Us)}`);
       fill(list, table(
         [
@@ -45,7 +47,7 @@ export function components() {
           ["Size", (x) => x.size ? bytes(x.size) : "—"],
           ["Source", (x) => x.source ? h("code", { text: x.source }) : "—"],
           ["Loaded", (x) => x.error ? h("span", { class: "error", text: x.error }) : x.loadedAt ? time(x.loadedAt) : x.kind === "agent" ? "not yet" : "—"],
-          ["Instances", (x) => x.instances.join(", ") || "—"],
+          ["Instances", (x) => (x.instances.length ? h("ul", { class: "plain" }, x.instances.map((id) => h("li", {}, instanceRef(id, names.get(id))))) : "—")],
           ["Imports and grants", (x) => x.kind === "agent" ? agentDetail(x) : "—"],
           ["Reload", (x) => {
             if (x.kind === "client") return "built in";
@@ -60,13 +62,13 @@ export function components() {
         ],
         c.components,
       ));
-      const names = c.components.filter((x) => x.kind === "server").map((x) => x.name);
+      const servers = c.components.filter((x) => x.kind === "server").map((x) => x.name);
       fill(swap, table(
         [
-          ["Instance", (r) => r.name],
+          ["Instance", (r) => instanceRef(r.id, r.name)],
           ["Component", (r) => {
             const err = errorBox();
-            const sel = select(names, r.component, { "aria-label": `Component of ${r.name}` });
+            const sel = select(servers, r.component, { "aria-label": `Component of ${r.name} (${r.id})` });
             const b = h("button", { type: "button", class: "small", text: "Swap" });
             b.addEventListener("click", () => busy(b, err, async () => {
               await act("inbound.update", { id: r.id, component: sel.value });

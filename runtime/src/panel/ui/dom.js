@@ -82,9 +82,38 @@ export function copy(value, label = "Copy") {
   return b;
 }
 
-/** A value and its copy button. */
+/** A URL as code that wraps only between its parts: a `<wbr>` after each `/` (the last of a
+ * run, so never inside `//`), `.`, `?`, `&`, `=` and `#`, the whole URL as its title. Copying
+ * it copies the URL as it is (`<wbr>` adds no character). */
+export function url(value) {
+  const text = String(value ?? "");
+  const parts = text.split(/(?<=[.?&=#]|\/(?!\/))/).filter(Boolean);
+  return h("code", { class: "url", title: text }, parts.map((p, i) => (i ? [h("wbr"), p] : p)));
+}
+
+/** A value and its copy button (a URL wrapping only between its parts). */
 export function copyable(value) {
-  return h("span", { class: "copyable" }, h("code", { text: value }), copy(value));
+  const shown = /^[a-z][a-z0-9+.-]*:\/\//i.test(String(value)) ? url(value) : h("code", { text: value });
+  return h("span", { class: "copyable" }, shown, copy(value));
+}
+
+/** A long id (a UUID) shortened in the middle: its first 6 and last 8 characters. The tail
+ * tells apart ids made close together (a UUIDv7 begins with its creation time, so ids of the
+ * same minute share their first 8 characters); the whole id is the title. */
+export function shortId(id) {
+  const s = String(id ?? "");
+  return s.length > 18 ? `${s.slice(0, 6)}…${s.slice(-8)}` : s;
+}
+
+/** An inbound instance named so that two of one name are told apart: its name linking to its
+ * page, then its id. */
+export function instanceRef(id, name) {
+  return h(
+    "span",
+    { class: "instance-ref" },
+    h("a", { href: `#/instance/${encodeURIComponent(id)}`, title: id, text: name || id }),
+    name && name !== id ? h("span", { class: "muted small", text: ` (${id})` }) : null,
+  );
 }
 
 /** A place for a form's error, shown next to it. */
@@ -127,6 +156,14 @@ export function field(label, input, hint) {
   const hintEl = hint ? h("small", { id: `${input.id}-hint`, text: hint }) : null;
   if (hintEl) input.setAttribute("aria-describedby", hintEl.id);
   return h("div", { class: "field" }, h("label", { for: input.id, text: label }), input, hintEl);
+}
+
+/** A labelled checkbox (its id set here), the label after it; `hint` is shown under both. */
+export function checkField(label, input, hint) {
+  input.id ||= `f${++fieldIds}`;
+  const hintEl = hint ? h("small", { id: `${input.id}-hint`, text: hint }) : null;
+  if (hintEl) input.setAttribute("aria-describedby", hintEl.id);
+  return h("div", { class: "field switch" }, h("div", { class: "check" }, input, h("label", { for: input.id, text: label })), hintEl);
 }
 
 /** A `<select>` of `options` ([value, label] pairs or plain values), `selected` chosen. */

@@ -3,7 +3,7 @@
 
 import { act, get } from "./api.js";
 import { tokenForm } from "./auth.js";
-import { busy, errorBox, field, fill, h, section, showError, table } from "./dom.js";
+import { busy, errorBox, field, fill, h, section, showError, table, url as urlCode } from "./dom.js";
 
 export function outbound() {
   const box = errorBox();
@@ -66,7 +66,7 @@ function adder(reload) {
         h("div", { class: "preview" },
           h("h3", { text: `${p.name} ${p.version}` }),
           h("p", { text: p.description }),
-          h("p", {}, "Endpoint ", h("code", { text: p.endpoint }), " · ", Object.entries(p.capabilities || {}).filter(([, v]) => v).map(([k]) => k).join(", ")),
+          h("p", {}, "Endpoint ", urlCode(p.endpoint), " · ", Object.entries(p.capabilities || {}).filter(([, v]) => v).map(([k]) => k).join(", ")),
           table([["Skill", (s) => s.name || s.id], ["Id", (s) => h("code", { text: s.id })], ["Description", (s) => s.description]], p.skills, "It announces no skills."),
           f,
           createBox,
@@ -94,9 +94,9 @@ function connection(c, reload) {
     "section",
     { class: "card connection", "data-id": c.id },
     h("h2", {}, c.name, " ", h("span", { class: `badge ${c.state === "connected" ? "ok" : c.state === "failed" ? "bad" : "off"}`, text: c.state }), c.agentVersion ? h("span", { class: "muted small", text: ` remote version ${c.agentVersion}` }) : null),
-    h("p", {}, h("code", { text: c.agentCardUrl })),
+    h("p", {}, urlCode(c.agentCardUrl)),
     c.lastError ? h("p", { class: "error", text: c.lastError }) : null,
-    c.oauth ? h("p", { class: "muted small oauth", text: `OAuth client ${c.oauth.clientId} at ${c.oauth.tokenUrl} (secret ${c.oauth.clientSecretEnv})` }) : null,
+    c.oauth ? h("p", { class: "muted small oauth" }, `OAuth client ${c.oauth.clientId} at `, urlCode(c.oauth.tokenUrl), ` (secret ${c.oauth.clientSecretEnv})`) : null,
     h("div", { class: "actions" }, act$(c.enabled ? "Disable" : "Enable", c.enabled ? "outbound.disable" : "outbound.enable"), act$("Refresh", "outbound.refresh"), act$("Remove", "outbound.remove", "small danger")),
     box,
     auth,

@@ -2,7 +2,7 @@
 // their open streams; cancel or close either.
 
 import { act, get } from "./api.js";
-import { busy, debounce, errorBox, fill, h, partsText, section, showError, state, table, time } from "./dom.js";
+import { busy, debounce, errorBox, fill, h, instanceRef, partsText, section, shortId, showError, state, table, time } from "./dom.js";
 
 function button(label, box, work, cls = "small") {
   const b = h("button", { type: "button", class: cls, text: label });
@@ -21,7 +21,7 @@ export function sessions() {
       const c = await get("/session", { contextId: s.contextId, serverId: s.serverId });
       fill(conversation, section(
         `Conversation ${s.contextId}`,
-        h("ol", { class: "timeline" }, c.tasks.map((t) => h("li", {}, time(t.createdAt), " ", h("a", { href: `#/task/${encodeURIComponent(t.taskId)}`, text: t.taskId.slice(0, 8) }), " ", state(t.state), h("div", { class: "text", text: `you: ${partsText(t.parts)}` }), h("div", { class: "text", text: `agent: ${partsText((t.artifacts || []).flatMap((a) => a.parts))}` })))),
+        h("ol", { class: "timeline" }, c.tasks.map((t) => h("li", {}, time(t.createdAt), " ", h("a", { href: `#/task/${encodeURIComponent(t.taskId)}`, title: t.taskId, text: shortId(t.taskId) }), " ", state(t.state), h("div", { class: "text", text: `you: ${partsText(t.parts)}` }), h("div", { class: "text", text: `agent: ${partsText((t.artifacts || []).flatMap((a) => a.parts))}` })))),
       ));
     } catch (e) {
       showError(box, e.message);
@@ -66,7 +66,7 @@ export function sessions() {
       const byInstance = grouped(s.sessions, (r) => r.serverId);
       fill(sessionList, byInstance.length
         ? byInstance.map(([id, rows]) => h("div", { class: "group" },
-          h("h3", {}, h("a", { href: `#/instance/${encodeURIComponent(id)}`, text: rows[0].serverName || id }), h("span", { class: "muted", text: ` · ${plural(rows.length, "session")}` })),
+          h("h3", {}, instanceRef(id, rows[0].serverName), h("span", { class: "muted", text: ` · ${plural(rows.length, "session")}` })),
           grouped(rows, (r) => r.peerId || "").map(byPeer)))
         : h("p", { class: "muted", text: "No sessions yet." }));
       fill(peerList, table(

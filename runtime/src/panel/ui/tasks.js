@@ -3,7 +3,7 @@
 
 import { act, get, request, rpc } from "./api.js";
 import { traces } from "./trace.js";
-import { busy, debounce, errorBox, field, fill, h, partsText, pretty, section, select, showError, state, table, time } from "./dom.js";
+import { busy, copy, debounce, errorBox, field, fill, h, partsText, pretty, section, select, shortId, showError, state, table, time, url } from "./dom.js";
 
 const STATES = ["SUBMITTED", "WORKING", "INPUT_REQUIRED", "AUTH_REQUIRED", "COMPLETED", "CANCELED", "FAILED", "REJECTED"].map((s) => `TASK_STATE_${s}`);
 const PAGE = 25;
@@ -42,7 +42,7 @@ export function taskList(q) {
       const s = await get("", { ...filters, taskLimit: PAGE, taskOffset: offset });
       showError(box, "");
       if (instanceSel.options.length === 1) {
-        for (const r of s.inbounds) instanceSel.append(h("option", { value: r.id, selected: r.id === filters.taskServerId, text: r.name }));
+        for (const r of s.inbounds) instanceSel.append(h("option", { value: r.id, selected: r.id === filters.taskServerId, text: r.name && r.name !== r.id ? `${r.name} (${r.id})` : r.id }));
       }
       fill(list, table(
         [
@@ -52,7 +52,8 @@ export function taskList(q) {
           ["Principal", (t) => h("a", { href: `#/tasks?principal=${encodeURIComponent(t.principal)}`, class: "small", text: t.principal })],
           ["Skill", (t) => t.skill],
           ["Asked", (t) => h("span", { class: "clip", text: partsText(t.parts) })],
-          ["Context", (t) => h("a", { href: `#/tasks?context=${encodeURIComponent(t.contextId)}`, class: "small", text: t.contextId.slice(0, 8) })],
+          // Shortened in the middle: the head of a UUIDv7 is its time, alike for contexts of one minute.
+          ["Context", (t) => h("span", { class: "copyable" }, h("a", { href: `#/tasks?context=${encodeURIComponent(t.contextId)}`, class: "small context", title: t.contextId, text: shortId(t.contextId) }), copy(t.contextId))],
           ["Updated", (t) => time(t.updatedAt)],
         ],
         s.tasks,
@@ -110,7 +111,7 @@ export function taskDetail(id) {
         ),
         section("Timeline", timeline(r, task)),
         section("Trace", r.traceId ? h("p", { class: "muted" }, "Created in trace ", h("code", { text: r.traceId })) : null, traces(r.trace, id)),
-        section("Push notifications", table([["Config", (c) => h("code", { text: c.id })], ["Webhook", (c) => c.url], ["Delivered", (c) => String(c.delivered)], ["Failed", (c) => String(c.failed)], ["Waiting", (c) => String(c.pending)], ["Last attempt", (c) => (c.lastAttemptAt ? h("span", {}, c.lastStatus || "", " · ", time(c.lastAttemptAt)) : "—")], ["Next retry", (c) => (c.nextRetryAt ? time(c.nextRetryAt) : "—")]], push.configs || [], "No webhooks registered for this task.")),
+        section("Push notifications", table([["Config", (c) => h("code", { text: c.id })], ["Webhook", (c) => url(c.url)], ["Delivered", (c) => String(c.delivered)], ["Failed", (c) => String(c.failed)], ["Waiting", (c) => String(c.pending)], ["Last attempt", (c) => (c.lastAttemptAt ? h("span", {}, c.lastStatus || "", " · ", time(c.lastAttemptAt)) : "—")], ["Next retry", (c) => (c.nextRetryAt ? time(c.nextRetryAt) : "—")]], push.configs || [], "No webhooks registered for this task.")),
         section("Artifacts", table([["Artifact", (a) => a.name || a.artifactId], ["Content", (a) => h("div", { class: "text", text: partsText(a.parts) })]], r.artifacts || [], "No artifacts.")),
         section("Raw", h("div", { class: "split" }, h("pre", { class: "raw", "aria-label": "Task record", tabindex: 0, text: pretty(r) }), h("pre", { class: "raw", "aria-label": "A2A task", tabindex: 0, text: task ? pretty(task) : "GetTask did not answer." }))),
       );

@@ -2,7 +2,7 @@
 // parent, with its duration, what it did and why it failed; a remote agent's work on this
 // server links to that task.
 
-import { h, micros } from "./dom.js";
+import { h, micros, shortId } from "./dom.js";
 
 /** What a span did, in a few words, from its attributes. */
 function detail(s) {
@@ -64,7 +64,7 @@ function waterfall(traceId, spans, taskId) {
         h("strong", { text: s.name }),
         " ",
         h("span", { class: "muted", text: detail(s) }),
-        remote ? h("span", {}, " · task ", h("a", { href: `#/task/${encodeURIComponent(a["a2a.task.id"])}`, text: a["a2a.task.id"].slice(0, 8) })) : null,
+        remote ? h("span", {}, " · task ", h("a", { href: `#/task/${encodeURIComponent(a["a2a.task.id"])}`, title: a["a2a.task.id"], text: shortId(a["a2a.task.id"]) })) : null,
         s.error ? h("div", { class: "error", text: s.error }) : null,
         ...(s.events || []).map((e) => h("div", { class: "muted", text: e })),
       ), { paddingLeft: `${depth * 14}px` }),

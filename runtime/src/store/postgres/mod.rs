@@ -369,10 +369,10 @@ impl PushOutbox for PostgresStore {
         }))
     }
 
-    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
+    fn due_deliveries(&self, look: DueLook) -> Pending<DueDeliveries> {
         let key = self.key.clone();
         self.run(op!(c => {
-            let mut due = c.due(now, limit).await?;
+            let mut due = c.due(&look).await?;
             due.due.iter_mut().for_each(|d| opened(&key, &mut d.config));
             Ok(due)
         }))

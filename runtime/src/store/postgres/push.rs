@@ -3,8 +3,8 @@
 use tokio_postgres::Row;
 
 use crate::store::{
-    Attempt, Delivery, DueDeliveries, MAX_WAITING, OVERFLOW, PushConfig, PushStatus, StoreError,
-    TaskRow,
+    Attempt, Delivery, DueDeliveries, DueLook, MAX_WAITING, OVERFLOW, PushConfig, PushStatus,
+    StoreError, TaskRow,
 };
 
 use super::conn::*;
@@ -51,17 +51,28 @@ impl Conn {
         .await
     }
 
-    pub async fn due(&mut self, now: u64, limit: u32) -> Result<DueDeliveries, StoreError> {
-        let now = now as i64;
+    /// The heads due in `look` (in turns across instances), the next head's time and the
+    /// outbox size.
+    pub async fn due(&mut self, look: &DueLook) -> Result<DueDeliveries, StoreError> {
+        let now = look.now as i64;
         let due = self
             .read(
                 &format!(
-                    "SELECT o.seq, p.instance_id, p.task_id, p.id, p.body, o.payload, o.created_at, o.attempts
-                     FROM push_outbox o JOIN push_configs p
-                         ON p.instance_id = o.instance_id AND p.task_id = o.task_id AND p.id = o.config_id
-                     WHERE o.next_at <= $1 AND {HEADS} ORDER BY o.seq LIMIT $2"
+                    "SELECT seq, instance_id, task_id, id, body, payload, created_at, attempts FROM (
+                         SELECT o.seq, p.instance_id, p.task_id, p.id, p.body, o.payload, o.created_at,
+                             o.attempts,
+                             ROW_NUMBER() OVER (PARTITION BY o.instance_id ORDER BY o.seq) AS turn
+                         FROM push_outbox o JOIN push_configs p
+                             ON p.instance_id = o.instance_id AND p.task_id = o.task_id AND p.id = o.config_id
+                         WHERE o.next_at <= $1 AND {HEADS} AND NOT (o.instance_id = ANY($3))) heads
+                     ORDER BY turn, seq LIMIT $2 OFFSET $4"
                 ),
-                &[&now, &i64::from(limit)],
+                &[
+                    &now,
+                    &i64::from(look.limit),
+                    &look.skip,
+                    &i64::from(look.offset),
+                ],
                 |r| {
                     Ok(Delivery {
                         seq: r.get::<_, i64>(0) as u64,

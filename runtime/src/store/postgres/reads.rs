@@ -44,6 +44,10 @@ impl Conn {
             .next())
     }
 
+    /// A page of the tasks `f` matches and their count. A state other than COMPLETED also
+    /// states the condition of the partial index `tasks_by_state_update`, which a generic plan
+    /// could not prove from the bound state; a context's tasks (on an instance or all) are counted
+    /// from its conversations' summaries.
     pub async fn list_tasks(&mut self, f: &TaskFilter) -> Result<TaskPage, StoreError> {
         let mut clauses = vec!["TRUE".to_owned()];
         let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
@@ -66,17 +70,25 @@ impl Conn {
         if let Some(after) = f.updated_after {
             arg("updated_at >= ?", Box::new(after as i64), &mut args);
         }
+        if f.state.is_some_and(|s| s != TaskState::Completed) {
+            clauses.push(format!("state <> {}", state_number(TaskState::Completed)));
+        }
         let filter = clauses.join(" AND ");
+        let summarised = f.context_id.is_some()
+            && f.principal.is_none()
+            && f.state.is_none()
+            && f.updated_after.is_none();
+        let count = if summarised {
+            format!("SELECT COALESCE(SUM(tasks), 0)::BIGINT FROM contexts WHERE {filter}")
+        } else {
+            format!("SELECT COUNT(*) FROM tasks WHERE {filter}")
+        };
         let count_args: Vec<&(dyn ToSql + Sync)> = args
             .iter()
             .map(|a| a.as_ref() as &(dyn ToSql + Sync))
             .collect();
         let total = self
-            .read(
-                &format!("SELECT COUNT(*) FROM tasks WHERE {filter}"),
-                &count_args,
-                |r| Ok(r.get::<_, i64>(0)),
-            )
+            .read(&count, &count_args, |r| Ok(r.get::<_, i64>(0)))
             .await?[0];
         let (mut page_filter, mut offset) = (filter.clone(), 0i64);
         match &f.start {
@@ -105,31 +117,40 @@ impl Conn {
         f.page(rows.into_iter().map(Ok), total as u32)
     }
 
+    /// Conversations from their kept summaries (schema migration 7), newest `last_seen` first,
+    /// then by instance and context id in byte order: the first rows of an index, however many
+    /// tasks are stored.
     pub async fn contexts(
         &mut self,
         instance_id: Option<&str>,
         context_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<ContextSummary>, StoreError> {
-        let active: Vec<i32> = TaskState::ACTIVE.iter().map(|s| state_number(*s)).collect();
-        self.read(
-            "SELECT instance_id, context_id, COUNT(*), COUNT(*) FILTER (WHERE state = ANY($3)),
-                 MIN(created_at), MAX(updated_at), MIN(peer_id)
-             FROM tasks WHERE ($1::TEXT IS NULL OR instance_id = $1) AND ($2::TEXT IS NULL OR context_id = $2)
-             GROUP BY instance_id, context_id ORDER BY MAX(updated_at) DESC LIMIT $4",
-            &[&instance_id, &context_id, &active, &i64::from(limit)],
-            |r| {
-                Ok(ContextSummary {
-                    instance_id: r.get(0),
-                    context_id: r.get(1),
-                    task_count: r.get::<_, i64>(2) as u64,
-                    active_count: r.get::<_, i64>(3) as u64,
-                    first_seen: r.get::<_, i64>(4) as u64,
-                    last_seen: r.get::<_, i64>(5) as u64,
-                    peer_id: r.get(6),
-                })
-            },
-        )
+        // One context's rows are read by `contexts_by_context`; the others walk
+        // `contexts_by_last_seen` (an instance's until `limit` of them). Every parameter is named,
+        // so each has a type; an absent one is NULL.
+        let filter = match (instance_id, context_id) {
+            (None, None) => "$1::TEXT IS NULL AND $2::TEXT IS NULL",
+            (Some(_), None) => "instance_id = $1 AND $2::TEXT IS NULL",
+            (None, Some(_)) => "context_id = $2 AND $1::TEXT IS NULL",
+            (Some(_), Some(_)) => "context_id = $2 AND instance_id = $1",
+        };
+        let sql = format!(
+            "SELECT instance_id, context_id, tasks, active, first_seen, last_seen, peer_id
+             FROM contexts WHERE {filter}
+             ORDER BY last_seen DESC, instance_id COLLATE \"C\", context_id COLLATE \"C\" LIMIT $3"
+        );
+        self.read(&sql, &[&instance_id, &context_id, &i64::from(limit)], |r| {
+            Ok(ContextSummary {
+                instance_id: r.get(0),
+                context_id: r.get(1),
+                task_count: r.get::<_, i64>(2) as u64,
+                active_count: r.get::<_, i64>(3) as u64,
+                first_seen: r.get::<_, i64>(4) as u64,
+                last_seen: r.get::<_, i64>(5) as u64,
+                peer_id: r.get(6),
+            })
+        })
         .await
     }
 

@@ -97,6 +97,68 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_by_principal ON tasks (instance_id, principal, updated_at DESC, id DESC);",
     // 6: the trace of the request that created each task (README "Traces").
     "ALTER TABLE tasks ADD COLUMN trace_id TEXT;",
+    // 7: each conversation's summary kept beside its tasks by a trigger, so the control
+    // snapshot's sessions and the session reads read a few rows instead of grouping every task
+    // (SQLite's migration 13; ties on the latest by instance and context in byte order, as the
+    // other stores). `created_at` and `peer_id` never change on update; a task moving to another
+    // context recounts the one it left. The active states are `TaskState::ACTIVE`. The context
+    // index leads with the context, so a context filter without an instance reads its tasks
+    // only; the states a filter finds few of get an index of their own (partial: a query states
+    // `state <> 3` to use it; `tasks_by_state` is the running tasks').
+    "ALTER TABLE contexts ADD COLUMN tasks BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN active BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN peer_id TEXT;
+    DELETE FROM contexts;
+    INSERT INTO contexts (instance_id, context_id, first_seen, last_seen, tasks, active, peer_id)
+        SELECT instance_id, context_id, MIN(created_at), MAX(updated_at), COUNT(*),
+            COUNT(*) FILTER (WHERE state IN (1, 2, 6, 8)), MIN(peer_id COLLATE \"C\")
+        FROM tasks GROUP BY instance_id, context_id;
+    CREATE INDEX contexts_by_last_seen
+        ON contexts (last_seen DESC, instance_id COLLATE \"C\", context_id COLLATE \"C\");
+    CREATE INDEX contexts_by_context ON contexts (context_id);
+    DROP INDEX tasks_by_context;
+    CREATE INDEX tasks_by_context ON tasks (context_id, instance_id, updated_at DESC, id DESC);
+    CREATE INDEX tasks_by_state_update ON tasks (state, updated_at DESC, id DESC) WHERE state <> 3;
+    CREATE FUNCTION a2a_edge_keep_context() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'UPDATE' THEN
+            IF OLD.context_id = NEW.context_id THEN
+                UPDATE contexts SET
+                    active = active + (NEW.state IN (1, 2, 6, 8))::INT
+                        - (OLD.state IN (1, 2, 6, 8))::INT,
+                    last_seen = CASE
+                        WHEN NEW.updated_at >= last_seen THEN NEW.updated_at
+                        WHEN OLD.updated_at < last_seen THEN last_seen
+                        ELSE (SELECT MAX(t.updated_at) FROM tasks t
+                            WHERE t.context_id = NEW.context_id
+                                AND t.instance_id = NEW.instance_id) END
+                WHERE instance_id = NEW.instance_id AND context_id = NEW.context_id;
+                RETURN NULL;
+            END IF;
+            DELETE FROM contexts c
+                WHERE c.instance_id = OLD.instance_id AND c.context_id = OLD.context_id
+                    AND NOT EXISTS (SELECT 1 FROM tasks t
+                        WHERE t.context_id = OLD.context_id AND t.instance_id = OLD.instance_id);
+            UPDATE contexts c SET (tasks, active, first_seen, last_seen, peer_id) = (
+                SELECT COUNT(*), COUNT(*) FILTER (WHERE t.state IN (1, 2, 6, 8)),
+                    MIN(t.created_at), MAX(t.updated_at), MIN(t.peer_id COLLATE \"C\")
+                FROM tasks t
+                WHERE t.context_id = OLD.context_id AND t.instance_id = OLD.instance_id)
+            WHERE c.instance_id = OLD.instance_id AND c.context_id = OLD.context_id;
+        END IF;
+        INSERT INTO contexts (instance_id, context_id, first_seen, last_seen, tasks, active, peer_id)
+        VALUES (NEW.instance_id, NEW.context_id, NEW.created_at, NEW.updated_at, 1,
+            (NEW.state IN (1, 2, 6, 8))::INT, NEW.peer_id)
+        ON CONFLICT (instance_id, context_id) DO UPDATE SET
+            tasks = contexts.tasks + 1,
+            active = contexts.active + EXCLUDED.active,
+            first_seen = LEAST(contexts.first_seen, EXCLUDED.first_seen),
+            last_seen = GREATEST(contexts.last_seen, EXCLUDED.last_seen),
+            peer_id = LEAST(contexts.peer_id COLLATE \"C\", EXCLUDED.peer_id COLLATE \"C\");
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER contexts_keep AFTER INSERT OR UPDATE OF context_id, state, updated_at ON tasks
+        FOR EACH ROW EXECUTE FUNCTION a2a_edge_keep_context();",
 ];
 
 /// Brings the database up to the newest schema; refuses one from a newer runtime.

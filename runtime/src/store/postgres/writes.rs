@@ -23,7 +23,6 @@ impl Conn {
         let lease = self.lease.clone();
         let r = self
             .write(async |tx| {
-                touch_context(tx, row).await?;
                 let inserted = tx
                     .exec(
                         &format!(
@@ -115,7 +114,6 @@ impl Conn {
                 if let Some(claim) = claim {
                     record_claim(tx, &row.instance_id, claim, &row.id).await?;
                 }
-                touch_context(tx, row).await?;
                 queued = enqueue(tx, row).await?;
                 let key = task_key(&row.instance_id, &row.id);
                 let first_seq = log_frames(tx, &lease, &key, &row.id, last.get(0), frames).await?;
@@ -411,17 +409,6 @@ impl Conn {
         })
         .await
     }
-}
-
-/// Binds a task's context to its instance (first seen, last seen).
-pub(super) async fn touch_context(tx: &mut Tx<'_>, row: &TaskRow) -> Result<(), StoreError> {
-    tx.exec(
-        "INSERT INTO contexts (instance_id, context_id, first_seen, last_seen) VALUES ($1, $2, $3, $3)
-         ON CONFLICT (instance_id, context_id) DO UPDATE SET last_seen = excluded.last_seen",
-        &[&row.instance_id, &row.context_id, &(row.updated_at as i64)],
-    )
-    .await?;
-    Ok(())
 }
 
 /// Applies a claim on a message id: recorded only where the index still holds what the claim

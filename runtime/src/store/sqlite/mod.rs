@@ -201,8 +201,10 @@ impl SqliteStore {
 
 /// Copies the database at `db` to the new file `dest` with SQLite's online backup: a consistent
 /// copy while a server writes it (a copy of the `.db` file alone may lack what the WAL holds).
-/// Returns the tasks the copy holds.
-pub fn backup(db: &Path, dest: &Path) -> anyhow::Result<u64> {
+/// The copy is made in `<dest>.partial` and renamed when complete, so `dest` never holds half a
+/// database; a failed run removes its partial file, and one left by a killed run is removed by
+/// the next. Gives up after `timeout`. Returns the tasks the copy holds.
+pub fn backup(db: &Path, dest: &Path, timeout: std::time::Duration) -> anyhow::Result<u64> {
     if !db.exists() {
         anyhow::bail!(
             "there is no database at {}: name the server's --data-dir",
@@ -215,21 +217,61 @@ pub fn backup(db: &Path, dest: &Path) -> anyhow::Result<u64> {
             dest.display()
         );
     }
+    let mut partial = dest.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
+    remove_copy(&partial);
+    let copied = copy_database(db, &partial, timeout).and_then(|tasks| {
+        std::fs::rename(&partial, dest)
+            .map_err(|e| anyhow::anyhow!("cannot rename the copy to {}: {e}", dest.display()))?;
+        Ok(tasks)
+    });
+    if copied.is_err() {
+        remove_copy(&partial);
+    }
+    copied
+}
+
+/// Removes a database file and the rollback journal beside it, if there.
+fn remove_copy(path: &Path) {
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    for file in [path.as_os_str(), journal.as_os_str()] {
+        let _ = std::fs::remove_file(file);
+    }
+}
+
+/// Copies `db` into the new file `to` within `timeout`, checks it, and counts its tasks.
+fn copy_database(db: &Path, to: &Path, timeout: std::time::Duration) -> anyhow::Result<u64> {
+    let deadline = std::time::Instant::now() + timeout;
     let src = open_reader(db).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", db.display()))?;
-    let mut copy = Connection::open(dest)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dest.display()))?;
-    rusqlite::backup::Backup::new(&src, &mut copy)?.run_to_completion(
-        1000,
-        std::time::Duration::from_millis(10),
-        None,
-    )?;
+    // The whole copy reads one snapshot under one read transaction. Without it each step reads
+    // afresh, and a write by the server between two steps restarts the copy from its first page:
+    // under a steady write load it never finished. In WAL mode the server's writes go on.
+    src.execute_batch("BEGIN")?;
+    src.query_row("SELECT COUNT(*) FROM sqlite_schema", [], |_| Ok(()))?;
+    let mut copy =
+        Connection::open(to).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", to.display()))?;
+    {
+        let backup = rusqlite::backup::Backup::new(&src, &mut copy)?;
+        loop {
+            match backup.step(4096)? {
+                rusqlite::backup::StepResult::Done => break,
+                rusqlite::backup::StepResult::More => {}
+                _ => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+            if std::time::Instant::now() > deadline {
+                anyhow::bail!(
+                    "the copy was not done within {} s: give it longer with --timeout",
+                    timeout.as_secs_f64()
+                );
+            }
+        }
+    }
     copy.pragma_update(None, "journal_mode", "DELETE")?;
     let ok: String = copy.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     if ok != "ok" {
-        anyhow::bail!(
-            "the copy at {} failed its integrity check: {ok}",
-            dest.display()
-        );
+        anyhow::bail!("the copy failed its integrity check: {ok}");
     }
     Ok(copy.query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get::<_, i64>(0))? as u64)
 }
@@ -344,8 +386,8 @@ impl PushOutbox for SqliteStore {
         self.read_here(|c| push::configs(c, &instance_id, &task_id))
     }
 
-    fn due_deliveries(&self, now: u64, limit: u32) -> Pending<DueDeliveries> {
-        self.read(move |c| push::due(c, now, limit))
+    fn due_deliveries(&self, look: DueLook) -> Pending<DueDeliveries> {
+        self.read(move |c| push::due(c, &look))
     }
 
     fn attempted(&self, seq: u64, now: u64, attempt: Attempt) -> Pending<()> {

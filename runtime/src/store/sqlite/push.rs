@@ -9,8 +9,8 @@ use a2a_protocol::TaskState;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::{
-    Attempt, Delivery, DueDeliveries, MAX_WAITING, OVERFLOW, PushConfig, PushStatus, StoreError,
-    TaskRow,
+    Attempt, Delivery, DueDeliveries, DueLook, MAX_WAITING, OVERFLOW, PushConfig, PushStatus,
+    StoreError, TaskRow,
 };
 
 /// The writer's view of push: which tasks have configs (so a write of any other task costs no
@@ -232,17 +232,24 @@ fn config(r: &rusqlite::Row<'_>) -> rusqlite::Result<PushConfig> {
 const HEADS: &str = "o.seq = (SELECT MIN(h.seq) FROM push_outbox h
     WHERE h.instance_id = o.instance_id AND h.task_id = o.task_id AND h.config_id = o.config_id)";
 
-/// The heads due at `now`, the next head's time and the outbox size.
-pub fn due(c: &Connection, now: u64, limit: u32) -> Result<DueDeliveries, StoreError> {
+/// The heads due in `look` (in turns across instances), the next head's time and the outbox
+/// size.
+pub fn due(c: &Connection, look: &DueLook) -> Result<DueDeliveries, StoreError> {
     let sql = format!(
-        "SELECT o.seq, p.instance_id, p.task_id, p.id, p.body, o.payload, o.created_at, o.attempts
-         FROM push_outbox o JOIN push_configs p
-             ON p.instance_id = o.instance_id AND p.task_id = o.task_id AND p.id = o.config_id
-         WHERE o.next_at <= ?1 AND {HEADS} ORDER BY o.seq LIMIT ?2"
+        "SELECT seq, instance_id, task_id, id, body, payload, created_at, attempts FROM (
+             SELECT o.seq, p.instance_id, p.task_id, p.id, p.body, o.payload, o.created_at,
+                 o.attempts, ROW_NUMBER() OVER (PARTITION BY o.instance_id ORDER BY o.seq) AS turn
+             FROM push_outbox o JOIN push_configs p
+                 ON p.instance_id = o.instance_id AND p.task_id = o.task_id AND p.id = o.config_id
+             WHERE o.next_at <= ?1 AND {HEADS}
+                 AND o.instance_id NOT IN (SELECT value FROM json_each(?3)))
+         ORDER BY turn, seq LIMIT ?2 OFFSET ?4"
     );
+    let now = look.now;
+    let skip = serde_json::to_string(&look.skip).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let mut stmt = c.prepare_cached(&sql)?;
     let due = stmt
-        .query_map(params![now as i64, limit], |r| {
+        .query_map(params![now as i64, look.limit, skip, look.offset], |r| {
             Ok(Delivery {
                 seq: r.get::<_, i64>(0)? as u64,
                 config: PushConfig {

@@ -294,7 +294,6 @@ fn create_task(
     if let Some(claim) = claim {
         check_claim(c, &row.instance_id, claim)?;
     }
-    touch_context(c, row)?;
     c.prepare_cached(
         "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, principal, body, lease_node, lease_until, trace_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?10, ?11, ?12, ?13)",
@@ -304,6 +303,7 @@ fn create_task(
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => StoreError::Invalid(format!("task {} already exists", row.id)),
         e => e.into(),
     })?;
+    add_to_context(c, row)?;
     if let Some(claim) = claim {
         record_claim(c, &row.instance_id, claim, &row.id)?;
     }
@@ -344,7 +344,6 @@ fn update_task(
     if let Some(claim) = claim {
         record_claim(c, &row.instance_id, claim, &row.id)?;
     }
-    touch_context(c, row)?;
     outbox.row_written(c, row)?;
     let first_seq = log_frames(c, &row.id, last as u64, frames)?;
     Ok(Written {
@@ -402,13 +401,27 @@ fn record_claim(
     .execute(params![instance_id, claim.message_id, task_id, claim.fingerprint])
 }
 
-/// Binds a task's context to its instance (first seen, last seen).
-fn touch_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
+/// Counts a new task in its conversation's kept summary (schema migration 13), which its first
+/// task adds; the summary follows the task's updates by triggers. One statement, as the binding
+/// it replaced: a trigger on insert would run two (`tests/hot_path.rs`).
+fn add_to_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
     c.prepare_cached(
-        "INSERT INTO contexts (instance_id, context_id, first_seen, last_seen) VALUES (?1, ?2, ?3, ?3)
-         ON CONFLICT (instance_id, context_id) DO UPDATE SET last_seen = excluded.last_seen",
+        "INSERT INTO contexts VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6)
+         ON CONFLICT (context_id, instance_id) DO UPDATE SET
+             tasks = tasks + 1,
+             active = active + excluded.active,
+             first_seen = MIN(first_seen, excluded.first_seen),
+             last_seen = MAX(last_seen, excluded.last_seen),
+             peer_id = MIN(COALESCE(peer_id, excluded.peer_id), COALESCE(excluded.peer_id, peer_id))",
     )?
-    .execute(params![row.instance_id, row.context_id, row.updated_at as i64])
+    .execute(params![
+        row.context_id,
+        row.instance_id,
+        row.state.is_active(),
+        row.created_at as i64,
+        row.updated_at as i64,
+        row.peer_id
+    ])
 }
 
 fn fail_unsettled(

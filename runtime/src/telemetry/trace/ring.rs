@@ -100,11 +100,14 @@ impl From<&SpanData> for SpanView {
             .take(MAX_ATTRIBUTES)
             .map(|kv| (short(kv.key.as_str()), value(&kv.value)))
             .collect();
+        let error_type = attributes
+            .get("error.type")
+            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned));
+        // A failed span is drawn failed even when nothing said why.
         let error = match &s.status {
-            Status::Error { description } => Some(short(description)),
-            _ => attributes
-                .get("error.type")
-                .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned)),
+            Status::Error { description } if !description.is_empty() => Some(short(description)),
+            Status::Error { .. } => Some(error_type.unwrap_or_else(|| "error".into())),
+            _ => error_type,
         };
         SpanView {
             trace_id: s.span_context.trace_id(),
