@@ -590,13 +590,16 @@ impl Run {
                 frames::logged(w.first_seq, &frames, self.sink());
                 Ok(true)
             }
-            Err(e) if self.unwritten => {
-                self.lost = Some(e.into());
-                Ok(false)
-            }
+            // Another writer changed the stored row: a held task too, which a shared store
+            // writes at once (another node settled it when this one stopped renewing its lease).
             Err(StoreError::Conflict(current)) => {
                 self.version = current.version;
+                self.unwritten = false;
                 self.elsewhere = stored_task(&current).ok().map(|t| (current.updated_at, t));
+                Ok(false)
+            }
+            Err(e) if self.unwritten => {
+                self.lost = Some(e.into());
                 Ok(false)
             }
             Err(e @ StoreError::DuplicateMessage(_)) => Err(e),
