@@ -863,40 +863,32 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
         .unwrap();
     };
     let write = |command: &str| write_in(command, Some("work"));
-    // Started from another directory: without a workingDir, ./agent.sh is the config file's.
-    write_in("./agent.sh", None);
-    let data = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
-    cmd.current_dir(elsewhere.path())
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data.path())
-        .arg("--config")
-        .arg(&config);
-    let (child, base) = started(cmd).await;
-    let answer = call(&base, "local", "SendMessage", serde_json::json!({"message": {"messageId": "rel-0", "role": "ROLE_USER", "parts": [{"text": "hi"}]}})).await;
-    let text = answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    // The agent's answer, served from another directory than the config file's.
+    let answer_of = async |message_id: &str| {
+        let data = tempfile::tempdir().unwrap();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
+        cmd.current_dir(elsewhere.path())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data.path())
+            .arg("--config")
+            .arg(&config);
+        let (_child, base) = started(cmd).await;
+        let message = serde_json::json!({"message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+        let answer = call(&base, "local", "SendMessage", message).await;
+        let text = answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (text, answer)
+    };
+    // Without a workingDir, ./agent.sh is the config file's.
+    write_in("./agent.sh", None);
+    let (text, answer) = answer_of("rel-0").await;
     assert!(text.starts_with("site from "), "{answer}");
-    drop(child);
     // With a workingDir (the config file's work/), ./agent.sh is the one there, where it runs.
     write("./agent.sh");
-    let data = tempfile::tempdir().unwrap();
-    let elsewhere = tempfile::tempdir().unwrap();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
-    cmd.current_dir(elsewhere.path())
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data.path())
-        .arg("--config")
-        .arg(&config);
-    let (_child, base) = started(cmd).await;
-    let answer = call(&base, "local", "SendMessage", serde_json::json!({"message": {"messageId": "rel-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}})).await;
-    let text = answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let (text, answer) = answer_of("rel-1").await;
     let work = std::fs::canonicalize(site.path().join("work")).unwrap();
     assert_eq!(
         text.trim(),
@@ -914,7 +906,6 @@ async fn relative_command_paths_are_the_config_files_and_a_missing_one_refuses_t
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
-    let work = std::fs::canonicalize(site.path().join("work")).unwrap();
     assert!(
         !out.status.success()
             && said.contains("preset \"local\"")

@@ -44,29 +44,26 @@ A2A_EDGE_KEY="$(curl -sf "http://127.0.0.1:$port/a2a/api" -H 'content-type: appl
   -d '{"action":"inbound.keys.create","id":"keyed","name":"interop"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')"
 export A2A_EDGE_KEY
 
+# Runs the pytest suite in tests/interop/$1 in its venv $work/$2 (made again when its
+# requirements change), its output in $work/$3.
+pytest_suite() {
+  local suite="$root/tests/interop/$1" venv="$work/$2"
+  if [ ! -x "$venv/bin/pytest" ] || ! cmp -s "$suite/requirements.txt" "$venv/requirements.txt"; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r "$suite/requirements.txt"
+    cp "$suite/requirements.txt" "$venv/requirements.txt"
+  fi
+  "$venv/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$suite" | tee "$work/$3"
+}
+
 echo "== Python a2a-sdk client"
-if [ ! -x "$work/venv/bin/pytest" ] || ! cmp -s "$root/tests/interop/python/requirements.txt" "$work/venv/requirements.txt"; then
-  python3 -m venv "$work/venv"
-  "$work/venv/bin/pip" install -q -r "$root/tests/interop/python/requirements.txt"
-  cp "$root/tests/interop/python/requirements.txt" "$work/venv/requirements.txt"
-fi
-"$work/venv/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/python" | tee "$work/python.out"
+pytest_suite python venv python.out
 
 echo "== Python a2a-sdk 0.3 client (A2A 0.3 against the same agent)"
-if [ ! -x "$work/venv03/bin/pytest" ] || ! cmp -s "$root/tests/interop/python03/requirements.txt" "$work/venv03/requirements.txt"; then
-  python3 -m venv "$work/venv03"
-  "$work/venv03/bin/pip" install -q -r "$root/tests/interop/python03/requirements.txt"
-  cp "$root/tests/interop/python03/requirements.txt" "$work/venv03/requirements.txt"
-fi
-"$work/venv03/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/python03" | tee "$work/python03.out"
+pytest_suite python03 venv03 python03.out
 
 echo "== Google ADK RemoteA2aAgent (two turns of one ADK session, on the a2a-sdk 1.3 client)"
-if [ ! -x "$work/venv-adk/bin/pytest" ] || ! cmp -s "$root/tests/interop/adk/requirements.txt" "$work/venv-adk/requirements.txt"; then
-  python3 -m venv "$work/venv-adk"
-  "$work/venv-adk/bin/pip" install -q -r "$root/tests/interop/adk/requirements.txt"
-  cp "$root/tests/interop/adk/requirements.txt" "$work/venv-adk/requirements.txt"
-fi
-"$work/venv-adk/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/adk" | tee "$work/adk.out"
+pytest_suite adk venv-adk adk.out
 
 echo "== JS @a2a-js/sdk client"
 mkdir -p "$work/js"

@@ -858,39 +858,14 @@ async fn conversations_are_summarised_from_their_tasks(s: &dyn Store) {
     // k2 settles at 30 and k1 waits for input at 25; then k2's time goes back to 5, so the
     // conversation's latest is k1's again. k3 moves to the other conversation, the last of its own.
     let settled = |r: TaskRow, state: TaskState| TaskRow { state, ..r };
-    s.update_task(
-        settled(
-            task("sum-k2", "sum", "sum-talk", 30, None),
-            TaskState::Completed,
-        ),
-        1,
-        None,
-        vec![],
-    )
-    .await
-    .unwrap();
-    s.update_task(
-        settled(
-            task("sum-k1", "sum", "sum-talk", 25, None),
-            TaskState::InputRequired,
-        ),
-        1,
-        None,
-        vec![],
-    )
-    .await
-    .unwrap();
-    s.update_task(
-        settled(
-            task("sum-k2", "sum", "sum-talk", 5, None),
-            TaskState::Completed,
-        ),
-        2,
-        None,
-        vec![],
-    )
-    .await
-    .unwrap();
+    for (id, at, state, version) in [
+        ("sum-k2", 30, TaskState::Completed, 1),
+        ("sum-k1", 25, TaskState::InputRequired, 1),
+        ("sum-k2", 5, TaskState::Completed, 2),
+    ] {
+        let row = settled(task(id, "sum", "sum-talk", at, None), state);
+        s.update_task(row, version, None, vec![]).await.unwrap();
+    }
     s.update_task(task("sum-k3", "sum", "sum-talk", 16, None), 1, None, vec![])
         .await
         .unwrap();

@@ -615,13 +615,6 @@ mod tests {
             "0.3's TaskIdParams form gets the config set without an id"
         );
         assert_eq!(
-            params_in(
-                "GetTaskPushNotificationConfig",
-                &json!({"id": "t", "pushNotificationConfigId": "p"})
-            ),
-            json!({"taskId": "t", "id": "p"})
-        );
-        assert_eq!(
             params_in("DeleteTaskPushNotificationConfig", &json!({"id": "t"})),
             json!({"taskId": "t"}),
             "a delete names its config"
