@@ -157,7 +157,10 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
     // One bound on nesting for every binding (gRPC's decoder would stop deeper anyway).
     if let Err(why) = a2a_protocol::bounds::check_depth("params", &call.params) {
         let e = RpcError::new(ErrorKind::InvalidParams, why);
-        return reply.fail(out, e, &[]);
+        return match reply.method.as_str() {
+            "SendStreamingMessage" | "SubscribeToTask" => reply.fail_stream(out, e),
+            _ => reply.fail(out, e, &[]),
+        };
     }
     let name = reply.method.as_str();
     match methods::dispatch(name, call.accepts_sse, instance.push_notifications) {

@@ -545,8 +545,15 @@ impl Run {
                 match before {
                     Some(before) if !matches!(self.persist(None, &frames, now), Ok(true)) => {
                         self.ex = before;
-                        if let Some((updated_at, stored)) = self.elsewhere.take() {
-                            self.adopt(stored, updated_at);
+                        if let Some((updated_at, stored)) = self.elsewhere.take()
+                            && !self.adopt(stored, updated_at)
+                            && self.unwritten
+                        {
+                            // A held task another writer changed but did not settle.
+                            self.lost = Some(RpcError::new(
+                                ErrorKind::Internal,
+                                "the task changed concurrently; send the message again",
+                            ));
                         }
                         return false;
                     }
@@ -594,7 +601,6 @@ impl Run {
             // writes at once (another node settled it when this one stopped renewing its lease).
             Err(StoreError::Conflict(current)) => {
                 self.version = current.version;
-                self.unwritten = false;
                 self.elsewhere = stored_task(&current).ok().map(|t| (current.updated_at, t));
                 Ok(false)
             }
@@ -611,10 +617,13 @@ impl Run {
     /// settlement): its status stands, what this run streamed stays in it (written back once,
     /// compare-and-swap on the version just read, the state unchanged, so a cancel is never
     /// overwritten), and this run's stream hears the settled status before the settled task.
-    fn adopt(&mut self, stored: Task, updated_at: u64) {
+    /// False when the stored copy is not settled.
+    fn adopt(&mut self, stored: Task, updated_at: u64) -> bool {
         let Some(settled) = self.ex.settled_elsewhere(stored) else {
-            return;
+            return false;
         };
+        // Settled and stored: a held task too, which a shared store wrote at once.
+        self.unwritten = false;
         if settled.rewrite
             && let Ok(next) = row(
                 self.ex.task(),
@@ -628,6 +637,7 @@ impl Run {
             self.version = w.version;
         }
         frames::unlogged(&settled.frames, self.sink());
+        true
     }
 
     /// Logs and streams frames that come with no status change.

@@ -22,7 +22,7 @@ use crate::records::{OIDC_ALGORITHMS, OidcSettings};
 
 /// The most a discovery document or key set may weigh.
 const MAX_DOCUMENT_BYTES: u64 = 256 * 1024;
-/// How long a key fetch may take, and the longest a caller waits for one.
+/// How long each request of a key fetch may take (a caller waits for at most two).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Keys older than this are refetched on their next use (so a removed key stops working once
 /// that fetch ends).
@@ -143,8 +143,9 @@ impl Verifier {
             return Ok(jwk);
         }
         if let Some(mut fetching) = fetching {
-            // Ends when the fetch does (its sender is dropped), or when it should have.
-            let _ = tokio::time::timeout(FETCH_TIMEOUT, fetching.changed()).await;
+            // Ends when the fetch does (its sender is dropped), or when it should have: a
+            // discovery document and then the key set, each within the fetch timeout.
+            let _ = tokio::time::timeout(2 * FETCH_TIMEOUT, fetching.changed()).await;
         }
         let keys = lock(&slot);
         match &keys.set {

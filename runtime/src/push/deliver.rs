@@ -21,11 +21,10 @@ use crate::config::PushSettings;
 use crate::store::{Attempt, Delivery, DueLook, PushOutbox};
 use crate::telemetry::Metrics;
 
-/// Most notifications read from the outbox at one page of a look.
-const BATCH: u32 = 64;
-/// Most pages of one look: while slots are free, a look pages past heads it cannot take now
-/// (their host's slots are in use), so no number of hanging receivers hides another's heads.
-const PAGES: u32 = 16;
+/// Most notifications read from the outbox at one look: enough past the heads a look cannot
+/// take now (their host's slots are in use; full instances are left out by the store) that no
+/// number of hanging receivers hides another's heads.
+const BATCH: u32 = 256;
 /// The longest the worker sleeps without looking (a safety net; writes wake it).
 const IDLE: Duration = Duration::from_secs(30);
 
@@ -182,8 +181,9 @@ impl Worker {
         flights.abort_all();
     }
 
-    /// One look at the outbox at `now`: starts a delivery for each due head that can take a slot,
-    /// paging on while slots are free and a page was full. How long to wait before the next.
+    /// One look at the outbox at `now`: starts a delivery for each due head that can take a
+    /// slot, the heads of instances whose slots are all in use left out. How long to wait before
+    /// the next look.
     async fn look(
         self: &Arc<Self>,
         now: u64,
@@ -191,54 +191,43 @@ impl Worker {
         signal: &Arc<tokio::sync::Notify>,
         flights: &mut JoinSet<()>,
     ) -> Result<Duration, crate::store::StoreError> {
-        let mut wait = IDLE;
-        // One set of skipped instances for the whole look, so its pages are of one order.
         let skip = taken.lock().unwrap().full_instances(&self.settings);
-        for page in 0..PAGES {
-            let look = DueLook {
-                now,
-                limit: BATCH,
-                offset: page * BATCH,
-                skip: skip.clone(),
-            };
-            let outbox = self.store.due_deliveries(look).await?;
-            if page == 0 {
-                self.metrics.push_pending(outbox.pending);
-                wait = outbox
-                    .next_at
-                    .map_or(IDLE, |at| Duration::from_millis(at.saturating_sub(now)))
-                    .min(IDLE);
+        let look = DueLook {
+            now,
+            limit: BATCH,
+            skip,
+        };
+        let outbox = self.store.due_deliveries(look).await?;
+        self.metrics.push_pending(outbox.pending);
+        let wait = outbox
+            .next_at
+            .map_or(IDLE, |at| Duration::from_millis(at.saturating_sub(now)))
+            .min(IDLE);
+        for d in outbox.due {
+            let key = (
+                d.config.instance_id.clone(),
+                d.config.task_id.clone(),
+                d.config.id.clone(),
+            );
+            let host = destination(&d);
+            let took = taken.lock().unwrap().take(&key, &d, &host, &self.settings);
+            match took {
+                Ok(()) => {}
+                Err(Skip::Full) => break,
+                Err(Skip::This) => continue,
             }
-            let last = outbox.due.len() < BATCH as usize;
-            for d in outbox.due {
-                let key = (
-                    d.config.instance_id.clone(),
-                    d.config.task_id.clone(),
-                    d.config.id.clone(),
-                );
-                let host = destination(&d);
-                let took = taken.lock().unwrap().take(&key, &d, &host, &self.settings);
-                match took {
-                    Ok(()) => {}
-                    Err(Skip::Full) => return Ok(wait),
-                    Err(Skip::This) => continue,
+            let (this, taken, signal) = (self.clone(), taken.clone(), signal.clone());
+            flights.spawn(async move {
+                let attempt = this.attempt(&d).await;
+                if let Err(e) = this.store.attempted(d.seq, now_ms(), attempt).await {
+                    tracing::warn!(error = %e, "cannot record a push attempt");
                 }
-                let (this, taken, signal) = (self.clone(), taken.clone(), signal.clone());
-                flights.spawn(async move {
-                    let attempt = this.attempt(&d).await;
-                    if let Err(e) = this.store.attempted(d.seq, now_ms(), attempt).await {
-                        tracing::warn!(error = %e, "cannot record a push attempt");
-                    }
-                    // The config is free again: look now (the store's signal of the
-                    // recorded attempt may have come while it was still taken, and a
-                    // taken head counts for no wake-up time).
-                    taken.lock().unwrap().release(key, &d, &host);
-                    signal.notify_one();
-                });
-            }
-            if last || taken.lock().unwrap().full(&self.settings) {
-                break;
-            }
+                // The config is free again: look now (the store's signal of the
+                // recorded attempt may have come while it was still taken, and a
+                // taken head counts for no wake-up time).
+                taken.lock().unwrap().release(key, &d, &host);
+                signal.notify_one();
+            });
         }
         Ok(wait)
     }

@@ -76,7 +76,6 @@ pub async fn serve(
             },
         };
         let Some(slot) = slots.take(peer.ip(), permit) else {
-            tracing::debug!(%peer, "closed a connection: its address holds runtime.maxConnectionsPerPeer");
             continue;
         };
         let (app, shutdown, tls) = (app.clone(), shutdown.clone(), tls.clone());
@@ -388,8 +387,9 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
         }
         return response;
     }
-    if crate::instances::control_surface(&path).is_some() {
-        // The control surface has a listener of its own: say so to whoever (the CLI) asks here.
+    if crate::instances::control_surface(&path).is_some() && is_loopback(peer.ip()) {
+        // The control surface has a listener of its own: say so to the CLI on this machine
+        // (anyone else gets the router's 404).
         tracing::debug!(%peer, %method, %path, "control request on the public listener");
         return json(404, &serde_json::json!({ "error": CONTROL_ELSEWHERE }));
     }

@@ -520,7 +520,6 @@ impl PushOutbox for MemoryStore {
             due.sort_by_key(|(turn, o)| (*turn, o.seq));
             let due = due
                 .into_iter()
-                .skip(look.offset as usize)
                 .take(look.limit as usize)
                 .map(|(_, o)| o.clone())
                 .collect();

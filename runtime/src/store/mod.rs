@@ -458,8 +458,6 @@ pub struct DueLook {
     pub now: u64,
     /// Most heads answered.
     pub limit: u32,
-    /// Heads passed over first (the next page of the same order).
-    pub offset: u32,
     /// Instances whose heads are left out: the worker has all their delivery slots in use.
     pub skip: Vec<String>,
 }

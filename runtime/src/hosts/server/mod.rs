@@ -151,23 +151,23 @@ impl Host {
             None => response,
         };
         match card {
-            Some((version, asked)) => {
+            Some((version, variant)) => {
                 self.cards
-                    .keep(&instance_id, version, &asked, response)
+                    .keep(&instance_id, version, variant, response)
                     .await
             }
             None => response,
         }
     }
 
-    /// For a card request, the version its answer is cached under and the request's headers;
-    /// the cached answer itself when it still holds (`Err`).
+    /// For a card request, the version and variant its answer is cached under; the cached
+    /// answer itself when it still holds (`Err`).
     fn card(
         &self,
         call: &Invocation,
         component_sha256: &str,
         headers: &http::HeaderMap,
-    ) -> Result<Option<(card_cache::Version, http::HeaderMap)>, http::Response<Body>> {
+    ) -> Result<Option<(card_cache::Version, card_cache::Variant)>, http::Response<Body>> {
         if call.route != Route::Http(RouteKind::Card) {
             return Ok(None);
         }
@@ -178,7 +178,8 @@ impl Host {
             endpoint: call.instance.endpoint_url.clone(),
             component: component_sha256.to_owned(),
         };
-        match self.cards.answer(instance_id, &version, headers) {
+        let variant = card_cache::Variant::of(headers, call.instance.record.compat03);
+        match self.cards.answer(instance_id, &version, variant, headers) {
             Some((response, outcome)) => {
                 self.services
                     .metrics
@@ -186,7 +187,7 @@ impl Host {
                 call.note.call("GetAgentCard", outcome);
                 Err(response)
             }
-            None => Ok(Some((version, headers.clone()))),
+            None => Ok(Some((version, variant))),
         }
     }
 

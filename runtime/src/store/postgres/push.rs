@@ -65,14 +65,9 @@ impl Conn {
                          FROM push_outbox o JOIN push_configs p
                              ON p.instance_id = o.instance_id AND p.task_id = o.task_id AND p.id = o.config_id
                          WHERE o.next_at <= $1 AND {HEADS} AND NOT (o.instance_id = ANY($3))) heads
-                     ORDER BY turn, seq LIMIT $2 OFFSET $4"
+                     ORDER BY turn, seq LIMIT $2"
                 ),
-                &[
-                    &now,
-                    &i64::from(look.limit),
-                    &look.skip,
-                    &i64::from(look.offset),
-                ],
+                &[&now, &i64::from(look.limit), &look.skip],
                 |r| {
                     Ok(Delivery {
                         seq: r.get::<_, i64>(0) as u64,

@@ -222,8 +222,10 @@ pub fn backup(db: &Path, dest: &Path, timeout: std::time::Duration) -> anyhow::R
     let partial = std::path::PathBuf::from(partial);
     remove_copy(&partial);
     let copied = copy_database(db, &partial, timeout).and_then(|tasks| {
-        std::fs::rename(&partial, dest)
-            .map_err(|e| anyhow::anyhow!("cannot rename the copy to {}: {e}", dest.display()))?;
+        // A link, not a rename: it fails where `dest` appeared meanwhile, never replacing it.
+        std::fs::hard_link(&partial, dest)
+            .map_err(|e| anyhow::anyhow!("cannot name the copy {}: {e}", dest.display()))?;
+        remove_copy(&partial);
         Ok(tasks)
     });
     if copied.is_err() {
@@ -232,11 +234,12 @@ pub fn backup(db: &Path, dest: &Path, timeout: std::time::Duration) -> anyhow::R
     copied
 }
 
-/// Removes a database file and the rollback journal beside it, if there.
+/// Removes a database file and the journal files beside it, if there.
 fn remove_copy(path: &Path) {
-    let mut journal = path.as_os_str().to_owned();
-    journal.push("-journal");
-    for file in [path.as_os_str(), journal.as_os_str()] {
+    let _ = std::fs::remove_file(path);
+    for suffix in ["-journal", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
         let _ = std::fs::remove_file(file);
     }
 }

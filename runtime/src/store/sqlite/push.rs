@@ -243,13 +243,13 @@ pub fn due(c: &Connection, look: &DueLook) -> Result<DueDeliveries, StoreError> 
                  ON p.instance_id = o.instance_id AND p.task_id = o.task_id AND p.id = o.config_id
              WHERE o.next_at <= ?1 AND {HEADS}
                  AND o.instance_id NOT IN (SELECT value FROM json_each(?3)))
-         ORDER BY turn, seq LIMIT ?2 OFFSET ?4"
+         ORDER BY turn, seq LIMIT ?2"
     );
     let now = look.now;
     let skip = serde_json::to_string(&look.skip).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let mut stmt = c.prepare_cached(&sql)?;
     let due = stmt
-        .query_map(params![now as i64, look.limit, skip, look.offset], |r| {
+        .query_map(params![now as i64, look.limit, skip], |r| {
             Ok(Delivery {
                 seq: r.get::<_, i64>(0)? as u64,
                 config: PushConfig {
