@@ -1,4 +1,5 @@
-//! Builds the embedded guest components (see `guest-build`).
+//! Builds the embedded guest components (see `guest-build`), and names the wasmtime the lockfile
+//! links (`A2A_EDGE_WASMTIME`, reported by the update check).
 
 use std::path::Path;
 
@@ -17,4 +18,14 @@ fn main() {
         "cargo:rustc-env=A2A_EDGE_ECHO_AGENT_WASM={}",
         echo_agent.display()
     );
+    let lock = root.join("Cargo.lock");
+    println!("cargo:rerun-if-changed={}", lock.display());
+    let lock = std::fs::read_to_string(&lock).expect("the workspace's Cargo.lock");
+    let wasmtime = lock
+        .split("[[package]]")
+        .find(|p| p.contains("\nname = \"wasmtime\"\n"))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = ")))
+        .expect("wasmtime in Cargo.lock")
+        .trim_matches('"');
+    println!("cargo:rustc-env=A2A_EDGE_WASMTIME={wasmtime}");
 }

@@ -64,11 +64,13 @@ struct Table {
 
 impl App {
     /// Opens the data directory, recovers interrupted tasks, reconciles the declarations, loads
-    /// components, and assembles the instances.
+    /// components, and assembles the instances, served on `listen` (and `control`), which its
+    /// own requests never reach.
     pub async fn start(
         config: Config,
         data_dir: PathBuf,
         listen: SocketAddr,
+        control: Option<SocketAddr>,
     ) -> anyhow::Result<Arc<App>> {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
@@ -126,6 +128,12 @@ impl App {
             None => Credentials::open(&data_dir)?,
         });
         let exit = crate::egress::Exit::new(&config.egress)?;
+        exit.refuse_own(
+            &[Some(listen), control]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>(),
+        );
         let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone(), exit.clone()))?;
         let outbound = Arc::new(
             Outbound::new(store.clone(), credentials.clone(), client, exit.clone()).await?,
@@ -140,6 +148,7 @@ impl App {
             sessions,
             outbound.clone(),
             exit.clone(),
+            engine.max_instances,
         );
         let agents = Arc::new(AgentHost::new(
             &engine.cache_dir,
@@ -322,6 +331,7 @@ fn services(
     sessions: Arc<Sessions>,
     outbound: Arc<Outbound>,
     exit: crate::egress::Exit,
+    max_instances: u32,
 ) -> Services {
     Services {
         store,
@@ -347,7 +357,7 @@ fn services(
         provider: config.provider.clone(),
         legacy_error_codes: config.protocol.legacy_error_codes,
         instance_wait: Duration::from_millis(config.runtime.instance_wait_ms),
-        max_instances: config.runtime.max_instances,
+        max_instances,
         warm_instances: config.runtime.warm_instances,
         max_streams: config.runtime.max_streams,
     }

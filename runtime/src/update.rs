@@ -114,7 +114,7 @@ impl UpdateCheck {
             "checkedAt": crate::clock::now_ms(),
             "cached": false,
             "runtime": {
-                "wasmtime": "48.0.8",
+                "wasmtime": env!("A2A_EDGE_WASMTIME"),
                 "platform": std::env::consts::OS,
                 "arch": std::env::consts::ARCH,
                 "profile": if cfg!(debug_assertions) { "debug" } else { "release" },

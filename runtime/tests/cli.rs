@@ -792,6 +792,43 @@ async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_starts_and_answers_within_a_limited_address_space() {
+    let dir = tempfile::tempdir().unwrap();
+    // 16 GiB of address space (as `ulimit -v`, strict overcommit or valgrind allow): far less
+    // than a pool of 4 GiB reservations per memory.
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "ulimit -v {} && exec {} serve --listen 127.0.0.1:0 --data-dir {}",
+        16u64 << 20,
+        env!("CARGO_BIN_EXE_a2a-edge"),
+        dir.path().display()
+    ));
+    let (child, base) = started(cmd).await;
+    let params = serde_json::json!({"message": {"messageId": "m-as", "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+    let answer = request(
+        &reqwest::Client::new(),
+        &format!("{base}/a2a/demo"),
+        "SendMessage",
+        params,
+    )
+    .send()
+    .await
+    .unwrap();
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(
+        body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{body}"
+    );
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().await.unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("memories reserve [runtime] memoryMib each"),
+        "says why it is slower: {log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_keeps_running_when_its_stdout_is_closed() {
     // `a2a-edge serve | head -1`: the reader is gone before the banner is written.
     let dir = tempfile::tempdir().unwrap();
@@ -1063,6 +1100,14 @@ async fn agent_new_writes_projects_in_rust_python_and_javascript_that_build_and_
             "{said}"
         );
         assert!(dir.join("wit/agent.wit").exists() && dir.join("a2a-edge.toml").exists());
+        if lang == "js" {
+            // Its build tools are locked, under the project's name, for `npm ci`.
+            let lock = std::fs::read_to_string(dir.join("package-lock.json")).unwrap();
+            let lock: Value = serde_json::from_str(&lock).unwrap();
+            assert_eq!(lock["name"], name, "{lock}");
+            assert_eq!(lock["packages"][""]["name"], name, "{lock}");
+            assert!(said.contains("npm ci && npm run build"), "{said}");
+        }
         let wasm = match lang {
             "rust" => {
                 let target =

@@ -931,7 +931,7 @@ async fn webhook_secrets_are_sealed_at_rest_and_absent_from_a_debug_log() {
     );
 }
 
-/// A node on `url` that also serves the `counter` agent (README "Writing an agent") with its
+/// A node on `url` that also serves the `counter` agent (docs/agents.md) with its
 /// key-value bucket granted.
 async fn counting_node(url: &str) -> Server {
     use a2a_edge::sessions::preset::{ComponentSettings, Grants};

@@ -1,4 +1,4 @@
-//! Agent components behind instances (README "Writing an agent"): the built-in `echo-agent`, the
+//! Agent components behind instances (docs/agents.md): the built-in `echo-agent`, the
 //! `counter` example and a test-only probe, over JSON-RPC and HTTP+JSON, blocking and streamed;
 //! their grants (deny by default), limits and cancel.
 
@@ -88,13 +88,7 @@ fn said(task: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_echo_agent_answers_over_jsonrpc_and_rest_blocking_and_streamed() {
     let _cores = CORES.read().await;
-    let s = start(vec![agent_preset(
-        "echo",
-        "echo-agent",
-        Grants::default(),
-        AgentLimits::default(),
-    )])
-    .await;
+    let s = ungranted("echo", "echo-agent").await;
     let r = s
         .ok(
             "/a2a/echo",
@@ -436,6 +430,235 @@ async fn an_agent_reaches_nothing_it_was_not_granted() {
     );
 }
 
+/// A server whose instance `id` runs the agent `component` with no grant and the default limits.
+async fn ungranted(id: &str, component: &str) -> Server {
+    start(vec![agent_preset(
+        id,
+        component,
+        Grants::default(),
+        AgentLimits::default(),
+    )])
+    .await
+}
+
+/// Runs the probe's `text` on `path` of `s`; the answer's text, the task COMPLETED.
+async fn probe(s: &Server, path: &str, text: &str) -> String {
+    let id = uuid::Uuid::new_v4().to_string();
+    let r = s
+        .ok(path, "SendMessage", json!({"message": message(&id, text)}))
+        .await;
+    assert_eq!(
+        r["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{text}: {r}"
+    );
+    self::text(&r["task"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_granted_private_addresses_never_drives_a_control_api() {
+    let _cores = CORES.read().await;
+    let loopback = Grants {
+        allowed_hosts: vec![
+            "127.0.0.1".into(),
+            "localhost".into(),
+            "[::ffff:127.0.0.1]".into(),
+        ],
+        allow_private: true,
+        ..Grants::default()
+    };
+    let a = start(vec![agent_preset(
+        "private",
+        "agent-probe",
+        loopback,
+        AgentLimits::default(),
+    )])
+    .await;
+    let b = Server::default().await;
+    let create = r#"{"action":"inbound.create","name":"planted","description":"d","version":"1"}"#;
+    let own = a.running.as_ref().unwrap().addr.port();
+    // Its own runtime: the listener is never reached, by address or by name.
+    for url in [
+        format!("http://127.0.0.1:{own}/a2a/api"),
+        format!("http://localhost:{own}/a2a/api"),
+        format!("http://[::ffff:127.0.0.1]:{own}/a2a/api"),
+    ] {
+        let said = probe(&a, "/a2a/private", &format!("post {url} {create}")).await;
+        assert!(said.contains("DestinationIpProhibited"), "{url}: {said}");
+    }
+    let said = probe(
+        &a,
+        "/a2a/private",
+        &format!("http http://127.0.0.1:{own}/a2a/private/.well-known/agent-card.json"),
+    )
+    .await;
+    assert!(
+        said.contains("DestinationIpProhibited"),
+        "its own instances too: {said}"
+    );
+    // Another runtime on the machine: reached, and its control API refuses the request.
+    let other = b.running.as_ref().unwrap().addr.port();
+    let said = probe(
+        &a,
+        "/a2a/private",
+        &format!("post http://127.0.0.1:{other}/a2a/api {create}"),
+    )
+    .await;
+    assert_eq!(said, "status 403", "the control API of another runtime");
+    for s in [&a, &b] {
+        let (_, list) = s.get("/a2a/api/instances").await;
+        assert!(!list.to_string().contains("planted"), "{list}");
+    }
+    // What allowPrivate is for still works: a service on loopback.
+    let port = http_ok();
+    let said = probe(
+        &a,
+        "/a2a/private",
+        &format!("http http://127.0.0.1:{port}/x"),
+    )
+    .await;
+    assert_eq!(said, "status 200");
+}
+
+/// A loopback server whose answer's body trickles in: `chunks` bytes, 10 ms apart; its port.
+fn trickle(chunks: usize) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut stream = stream;
+                let _ = stream.read(&mut [0u8; 4096]);
+                let head =
+                    "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+                let _ = stream.write_all(head.as_bytes());
+                for _ in 0..chunks {
+                    std::thread::sleep(Duration::from_millis(10));
+                    if stream.write_all(b"1\r\nx\r\n").is_err() {
+                        return;
+                    }
+                }
+                let _ = stream.write_all(b"0\r\n\r\n");
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_waits_is_billed_for_its_computing_alone() {
+    let _cores = CORES.read().await;
+    let port = trickle(150);
+    let grants = Grants {
+        allowed_hosts: vec![format!("127.0.0.1:{port}")],
+        allow_private: true,
+        key_value: true,
+        ..Grants::default()
+    };
+    let limits = AgentLimits {
+        cpu_ms: 300,
+        ..AgentLimits::default()
+    };
+    let s = start(vec![agent_preset("waits", "agent-probe", grants, limits)]).await;
+    // 1.5 s of a body that trickles in at a fast model's token rate.
+    let read = format!("read http://127.0.0.1:{port}/");
+    assert_eq!(
+        probe(&s, "/a2a/waits", &read).await,
+        "status 200, read 150 bytes"
+    );
+    // 1.5 s of timer waits of 10 ms, then of 1 ms; then many small key-value writes.
+    assert_eq!(probe(&s, "/a2a/waits", "naps 150 10").await, "napped");
+    assert_eq!(probe(&s, "/a2a/waits", "naps 1000 1").await, "napped");
+    assert_eq!(probe(&s, "/a2a/waits", "puts 2000").await, "put");
+    // Computing is still billed: a spinning turn stops at its 300 ms.
+    let id = uuid::Uuid::new_v4().to_string();
+    let r = s
+        .ok(
+            "/a2a/waits",
+            "SendMessage",
+            json!({"message": message(&id, "spin")}),
+        )
+        .await;
+    assert_eq!(r["task"]["status"]["state"], "TASK_STATE_FAILED", "{r}");
+    assert!(said(&r["task"]).contains("more than 300 ms"), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_agent_returns_is_bounded_and_checked_before_it_is_kept() {
+    let _cores = CORES.read().await;
+    let s = ungranted("probe", "agent-probe").await;
+    let send = |text: String, stream: bool| {
+        let s = &s;
+        async move {
+            let id = uuid::Uuid::new_v4().to_string();
+            let params = json!({"message": message(&id, &text)});
+            if stream {
+                let mut events = s
+                    .stream("/a2a/probe", "SendStreamingMessage", params, None)
+                    .await;
+                // The stream's last status update (a task snapshot closes it).
+                let all = events.results().await;
+                let update = all.iter().rev().find_map(|(_, e)| e.get("statusUpdate"));
+                update
+                    .unwrap_or_else(|| panic!("no status update: {all:?}"))
+                    .clone()
+            } else {
+                s.ok("/a2a/probe", "SendMessage", params).await["task"].clone()
+            }
+        }
+    };
+    // An outcome's text past 16 KiB: the task is kept, FAILED, naming the bound.
+    for kind in ["failed", "input", "auth", "unavailable"] {
+        for stream in [false, true] {
+            let task = send(format!("outcome {kind} {}", 9 << 20), stream).await;
+            let state = &task["status"]["state"];
+            assert_eq!(
+                state, "TASK_STATE_FAILED",
+                "{kind}, streamed {stream}: {task}"
+            );
+            let why = said(&task);
+            assert!(
+                why.contains("an outcome's text is at most 16384 bytes"),
+                "{why}"
+            );
+        }
+    }
+    let short = send("outcome input 20".into(), false).await;
+    assert_eq!(short["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(said(&short), "x".repeat(20));
+    // Artifact parts are checked as a caller's would be; the agent reads why.
+    for (parts, why) in [
+        (
+            r#"[{"raw":"not base64!"}]"#,
+            "parts[0] raw is not valid base64",
+        ),
+        (
+            r#"[{"text":"ok"},{"kind":"file","file":{"uri":"https://x"}}]"#,
+            "parts[1] must have exactly one of text, raw, url or data",
+        ),
+        (r#"[{"url":"report.pdf"}]"#, "is not an absolute URL"),
+    ] {
+        let task = send(format!("artifact {parts}"), false).await;
+        let answer = text(&task);
+        assert!(answer.contains(why), "{parts}: {answer}");
+    }
+    let task = send(r#"artifact [{"raw":"aGk="}]"#.into(), false).await;
+    assert_eq!(text(&task), "ok");
+    // An agent's own `failed("canceled")` is a failure, not a cancel.
+    let task = send("fail canceled".into(), false).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
+    let (_, metrics) = s.get("/a2a/api/metrics").await;
+    let turns = &metrics["agents"]["turns"];
+    assert_eq!(turns["canceled"], 0, "{turns}");
+    // The panic's message is the log's (its trap is the caller's, said once).
+    let task = send("panic boom".into(), false).await;
+    let why = said(&task);
+    assert!(
+        why.starts_with("the agent stopped: wasm trap: ") && !why.contains("wasm trap: wasm trap"),
+        "{why}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_importing_outside_its_world_is_refused_naming_the_import() {
     let _cores = CORES.read().await;
@@ -448,13 +671,7 @@ async fn an_agent_importing_outside_its_world_is_refused_naming_the_import() {
             (func (export "run") (canon lift (core func $i "f"))))"#,
     )
     .unwrap();
-    let mut s = start(vec![agent_preset(
-        "sneaky",
-        "sneaky",
-        Grants::default(),
-        AgentLimits::default(),
-    )])
-    .await;
+    let mut s = ungranted("sneaky", "sneaky").await;
     s.put_component("sneaky", &wasm);
     let r = s
         .ok(
@@ -829,4 +1046,52 @@ async fn an_agent_swapped_under_load_fails_no_request_and_new_turns_run_the_new_
         .find(|p| p["id"] == "swap")
         .unwrap();
     assert_eq!(preset["agent"]["component"], "swap", "{preset}");
+}
+
+/// The resident memory of this process, bytes.
+fn resident() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS in /proc/self/status");
+    kib << 10
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_of_large_turns_goes_back_to_the_system_when_they_end() {
+    // Alone: the process's resident memory is what is measured.
+    let _cores = CORES.write().await;
+    let s = ungranted("probe", "agent-probe").await;
+    let big = |n: usize| {
+        let s = &s;
+        async move {
+            let id = uuid::Uuid::new_v4().to_string();
+            let params = json!({"message": message(&id, &format!("big {n}"))});
+            let task = s.ok("/a2a/probe", "SendMessage", params).await["task"].clone();
+            assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+            let kept = task["artifacts"][0].to_string().len();
+            assert!(kept > n << 20, "the whole artifact: {kept} bytes");
+        }
+    };
+    big(7).await;
+    let before = resident();
+    // 20 turns answering 7 MiB each (on c816994: +800 MiB, and most of it stayed).
+    for _ in 0..20 {
+        big(7).await;
+    }
+    let mut after = resident();
+    for _ in 0..20 {
+        if after < before + (160 << 20) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        after = resident();
+    }
+    let grown = after.saturating_sub(before) >> 20;
+    assert!(
+        grown < 160,
+        "{grown} MiB stayed resident after the turns ended"
+    );
 }

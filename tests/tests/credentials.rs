@@ -1,6 +1,8 @@
 //! The credentials layer: `inbound.setAuth` stores the token under a generated name in a file of
 //! its own (0600) and only the name in the record; the token takes effect at once, survives a
-//! restart, and appears in no snapshot, card, record, log line or error.
+//! restart, and appears in no snapshot, card, record, log line or error. And what an agent
+//! component writes to the log (lines, a panic's message) stays within its own line. Its own
+//! process: the tests read the process's global log subscriber.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -51,9 +53,7 @@ fn uuid() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_auth_stores_the_token_privately_and_it_leaks_nowhere() {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    tracing_subscriber_init(move || writer.clone());
+    let logs = logs();
     let mut s = Server::default().await;
     assert_eq!(call(&s, None).await, 200);
 
@@ -174,9 +174,74 @@ async fn a_named_secret_that_is_not_set_refuses_every_call() {
     assert_eq!(r.status().as_u16(), 401, "fail closed");
 }
 
-fn tracing_subscriber_init(make: impl Fn() -> Logs + Send + Sync + 'static) {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("info,a2a_edge=trace"))
-        .with_writer(make)
-        .init();
+/// The process's log, captured from the first call on.
+fn logs() -> &'static Logs {
+    static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info,a2a_edge=trace"))
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .init();
+        logs
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_agent_writes_to_the_log_stays_on_its_own_line_and_a_panic_reaches_it() {
+    use a2a_edge::sessions::preset::{Backend, ComponentSettings, Preset};
+    let logs = logs();
+    let preset = Preset::new(
+        "probe",
+        Backend::Component(ComponentSettings {
+            component: "agent-probe".into(),
+            grants: Default::default(),
+            limits: Default::default(),
+            config: Default::default(),
+        }),
+    );
+    let config = a2a_edge::config::Config {
+        instances: vec![a2a_edge_tests::instance("probe", "probe")],
+        presets: vec![preset],
+        ..Default::default()
+    };
+    let s = Server::start_with(config, |dir| {
+        let wasm = std::fs::read(a2a_edge_tests::AGENT_PROBE_WASM).unwrap();
+        a2a_edge_tests::put_component(dir, "agent-probe", &wasm);
+    })
+    .await;
+    let forged =
+        "2026-12-06T13:00:00.000000Z  INFO a2a_edge::control: inbound.setAuth by the operator";
+    for text in [
+        format!("log first\n{forged}\r\u{1b}[2K"),
+        "panic boom at the edge".to_owned(),
+    ] {
+        let params = json!({"message": message(&uuid(), &text)});
+        s.ok("/a2a/probe", "SendMessage", params).await;
+    }
+    let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    assert!(
+        logged
+            .lines()
+            .all(|l| !l.starts_with("2026-12-06T13:00:00")),
+        "a forged line: {logged}"
+    );
+    let line = logged
+        .lines()
+        .find(|l| l.contains("first\\n"))
+        .unwrap_or_else(|| panic!("the agent's line: {logged}"));
+    assert!(
+        line.contains(&format!("first\\n{forged}\\r\\u{{1b}}[2K")),
+        "{line}"
+    );
+    let panic = logged
+        .lines()
+        .find(|l| l.contains("standard error"))
+        .unwrap_or_else(|| panic!("the panicking turn's line: {logged}"));
+    assert!(
+        panic.contains("boom at the edge") && panic.contains("agent-probe"),
+        "{panic}"
+    );
 }

@@ -1,6 +1,6 @@
 //! The model-driven tool loop against a local OpenAI-compatible server that streams chunks and
 //! asks for a tool call, twice: as the `openai` backend and as the `assistant` agent component
-//! (README "Writing an agent") granted the same model and connection. The tool reaches a remote
+//! (docs/agents.md) granted the same model and connection. The tool reaches a remote
 //! A2A agent (a second a2a-edge) and the answer carries its result; history carries across
 //! messages of one context; errors reach the operator, not the caller; cancel drops the upstream
 //! request.

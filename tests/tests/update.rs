@@ -97,7 +97,10 @@ async fn the_higher_source_wins_and_answers_are_cached() {
     );
     assert_eq!(v["error"], Value::Null);
     assert_eq!(v["packageName"], "a2a-edge");
-    assert_eq!(v["runtime"]["wasmtime"], "48.0.8");
+    assert_eq!(
+        v["runtime"]["wasmtime"], "48.0.10",
+        "the wasmtime Cargo.lock links"
+    );
     assert!(v["checkedAt"].as_u64().unwrap() > 0);
 
     let again = check(&s, false).await;

@@ -1,4 +1,4 @@
-//! Write an a2a-edge agent in Rust (README "Writing an agent"): implement [`Agent`] and export it
+//! Write an a2a-edge agent in Rust (docs/agents.md): implement [`Agent`] and export it
 //! with [`export_agent!`]; build with `cargo build --target wasm32-wasip2 --release`.
 //!
 //! ```ignore

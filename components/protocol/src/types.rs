@@ -87,6 +87,29 @@ impl Part {
         }
     }
 
+    /// Why this part cannot be kept, if it cannot: not exactly one of `text`, `raw`, `url` and
+    /// `data` (a 0.3 `kind`/`file` part has none of them), `raw` that is not base64, or a `url`
+    /// without a scheme.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.is_valid() {
+            return Err("must have exactly one of text, raw, url or data (A2A 1.0 parts)".into());
+        }
+        if let Some(raw) = &self.raw {
+            decode_base64(raw).map_err(|e| format!("raw is {e}"))?;
+        }
+        if let Some(url) = &self.url {
+            let scheme = url.split_once(':').map_or("", |(s, _)| s);
+            let valid = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+            if !valid {
+                return Err(format!("url {url:?} is not an absolute URL"));
+            }
+        }
+        Ok(())
+    }
+
     /// True when exactly one content member is set (ProtoJSON oneof).
     pub fn is_valid(&self) -> bool {
         [
@@ -472,6 +495,31 @@ mod tests {
     #[test]
     fn raw_parts_decode_in_either_alphabet() {
         assert_eq!(decode_base64("aGk=").unwrap(), b"hi");
+        let part = |v: Value| serde_json::from_value::<Part>(v).unwrap().check();
+        part(json!({"text": "hi"})).unwrap();
+        part(json!({"raw": "aGk="})).unwrap();
+        part(json!({"url": "https://example.com/a.pdf"})).unwrap();
+        part(json!({"data": {"a": 1}})).unwrap();
+        assert!(
+            part(json!({"raw": "not base64!"}))
+                .unwrap_err()
+                .contains("raw is not valid base64")
+        );
+        assert!(
+            part(json!({"kind": "file", "file": {"uri": "https://x"}}))
+                .unwrap_err()
+                .contains("exactly one of")
+        );
+        assert!(
+            part(json!({"text": "a", "data": 1}))
+                .unwrap_err()
+                .contains("exactly one of")
+        );
+        assert!(
+            part(json!({"url": "a.pdf"}))
+                .unwrap_err()
+                .contains("not an absolute URL")
+        );
         assert_eq!(decode_base64("aGk").unwrap(), b"hi");
         assert_eq!(decode_base64("-_8").unwrap(), [0xfb, 0xff]);
         assert!(decode_base64("not base64!").is_err());

@@ -97,6 +97,10 @@ impl Lang {
             Lang::Js => &[
                 ("agent.js", include_str!("templates/agent.js")),
                 ("package.json", include_str!("templates/package.json")),
+                (
+                    "package-lock.json",
+                    include_str!("templates/package-lock.json"),
+                ),
             ],
         }
     }
@@ -112,7 +116,7 @@ impl Lang {
                 format!("pip install -r requirements.txt && componentize-py -d wit -w agent componentize app -o {name}.wasm"),
                 format!("{name}.wasm"),
             ),
-            Lang::Js => ("npm install && npm run build".into(), format!("{name}.wasm")),
+            Lang::Js => ("npm ci && npm run build".into(), format!("{name}.wasm")),
         }
     }
 }
@@ -120,7 +124,7 @@ impl Lang {
 /// What a project needs besides its sources: the config that serves it and a README.
 fn config(name: &str) -> String {
     format!(
-        "# Serves the agent as the instance `{name}` (README \"Writing an agent\"): grant it more with\n\
+        "# Serves the agent as the instance `{name}` (a2a-edge's docs/agents.md): grant it more with\n\
          # grants = {{ keyValue = true, allowedHosts = [...], llm = {{ ... }}, agents = [...] }}.\n\
          [[presets]]\nid = \"{name}\"\nbackend = \"component\"\ncomponent = \"{name}\"\n\n\
          [[instances]]\nid = \"{name}\"\nname = \"{name}\"\ndescription = \"The {name} agent.\"\npreset = \"{name}\"\n"

@@ -44,7 +44,13 @@ pub struct Exit {
     proxy: Arc<Matcher>,
     /// The same rules for a client of its own (the model's).
     client_proxies: Vec<reqwest::Proxy>,
+    /// The runtime's own listeners, which none of its requests reaches.
+    own: Arc<std::sync::RwLock<Vec<SocketAddr>>>,
 }
+
+/// The `Via` every request the runtime sends carries (RFC 9110 §7.6.3), so the control API of
+/// any a2a-edge refuses it as one that came through an intermediary.
+pub const VIA: &str = "1.1 a2a-edge";
 
 impl Exit {
     /// The exit `settings` describe; a CA file that cannot be read or holds no certificate is
@@ -78,7 +84,20 @@ impl Exit {
             tls: Arc::new(tls),
             proxy: Arc::new(urls.matcher()),
             client_proxies: urls.for_client()?,
+            own: Arc::default(),
         })
+    }
+
+    /// Refuses every request to `listeners` from now on: the runtime's own, so that a component
+    /// granted private addresses never reaches its control API or its instances.
+    pub fn refuse_own(&self, listeners: &[SocketAddr]) {
+        self.own.write().unwrap().extend_from_slice(listeners);
+    }
+
+    /// Whether a connection to `peer` (from `local`, once connected) reaches one of the
+    /// runtime's own listeners.
+    fn own(&self, peer: SocketAddr, local: Option<IpAddr>) -> bool {
+        reaches_own(&self.own.read().unwrap(), peer, local)
     }
 
     /// Direct connections trusting the web roots and the system's store (tests, tools).
@@ -96,8 +115,11 @@ impl Exit {
     /// `builder` trusting these roots and going through this proxy: an HTTP client of its own
     /// (the model's), whose requests the guard does not judge (the operator gave their URL).
     pub fn client(&self, builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+        let via =
+            http::HeaderMap::from_iter([(http::header::VIA, http::HeaderValue::from_static(VIA))]);
         let builder = builder
             .use_preconfigured_tls((*self.tls).clone())
+            .default_headers(via)
             .no_proxy();
         self.client_proxies
             .iter()
@@ -120,14 +142,23 @@ impl Exit {
     ) -> Result<Sent, Error> {
         let (host, port) = host_port(request.uri()).ok_or(Error::HttpRequestUriInvalid)?;
         let https = request.uri().scheme_str() == Some("https");
+        if let Some(own) = addrs.iter().find(|a| self.own(**a, None)) {
+            return Err(refused_own(*own));
+        }
         let via = self.proxy_for(request.uri());
         let tcp = tokio::time::timeout(timeout, async {
             match &via {
                 Some(proxy) => self.through(proxy, &addrs, https, timeout).await,
-                None => connect(&addrs)
-                    .await
-                    .map(|s| Box::new(s) as Box<dyn Io>)
-                    .map_err(Error::Connect),
+                None => {
+                    let s = connect(&addrs).await.map_err(Error::Connect)?;
+                    // An address of this machine's own (not loopback) reaches the listeners too.
+                    if let (Ok(peer), Ok(local)) = (s.peer_addr(), s.local_addr())
+                        && self.own(peer, Some(local.ip()))
+                    {
+                        return Err(refused_own(peer));
+                    }
+                    Ok(Box::new(s) as Box<dyn Io>)
+                }
             }
         })
         .await
@@ -153,7 +184,14 @@ impl Exit {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
-        let authority = request.uri().authority().map(|a| a.as_str().to_owned());
+        // The Host header names the host and port, never `user@` of the URI.
+        let authority = request
+            .uri()
+            .authority()
+            .map(|a| a.as_str().rsplit('@').next().unwrap_or_default().to_owned());
+        request
+            .headers_mut()
+            .append(http::header::VIA, http::HeaderValue::from_static(VIA));
         if let (Some(a), false) = (
             authority,
             request.headers().contains_key(http::header::HOST),
@@ -430,6 +468,24 @@ pub type Sent = (
     Box<dyn Future<Output = Result<(), Error>> + Send>,
 );
 
+/// Whether `peer` is one of `own` on this machine: loopback, unspecified, or the connection's
+/// own `local` address (an interface of this host), at a listener's port, bound there or to
+/// every address.
+fn reaches_own(own: &[SocketAddr], peer: SocketAddr, local: Option<IpAddr>) -> bool {
+    let ip = super::reached(peer.ip());
+    let here = ip.is_loopback() || ip.is_unspecified() || local.map(super::reached) == Some(ip);
+    here && own.iter().any(|o| {
+        o.port() == peer.port()
+            && (o.ip().is_unspecified() || ip.is_unspecified() || super::reached(o.ip()) == ip)
+    })
+}
+
+/// The refusal of a request to the runtime's own listener at `at`.
+fn refused_own(at: SocketAddr) -> Error {
+    tracing::warn!(%at, "refused a request to this runtime's own listener: the runtime's requests never reach its control API or its instances");
+    Error::DestinationIpProhibited
+}
+
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
 
@@ -450,6 +506,32 @@ async fn connect(addrs: &[SocketAddr]) -> std::io::Result<tokio::net::TcpStream>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runtimes_own_listeners_are_reached_on_loopback_and_its_own_addresses_alone() {
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let loopback = [at("127.0.0.1:3080")];
+        assert!(reaches_own(&loopback, at("127.0.0.1:3080"), None));
+        assert!(reaches_own(&loopback, at("[::ffff:127.0.0.1]:3080"), None));
+        assert!(reaches_own(&loopback, at("0.0.0.0:3080"), None));
+        assert!(!reaches_own(&loopback, at("127.0.0.1:3081"), None));
+        assert!(
+            !reaches_own(&loopback, at("127.0.0.2:3080"), None),
+            "another service on another loopback address"
+        );
+        let everywhere = [at("0.0.0.0:3080")];
+        let lan: IpAddr = "10.0.0.5".parse().unwrap();
+        assert!(reaches_own(&everywhere, at("127.0.0.9:3080"), None));
+        assert!(
+            reaches_own(&everywhere, at("10.0.0.5:3080"), Some(lan)),
+            "this host's own address"
+        );
+        assert!(
+            !reaches_own(&everywhere, at("10.0.0.6:3080"), Some(lan)),
+            "another host"
+        );
+        assert!(!reaches_own(&[], at("127.0.0.1:3080"), None));
+    }
 
     #[test]
     fn a_ca_file_that_cannot_serve_is_refused_naming_it() {

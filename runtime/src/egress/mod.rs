@@ -162,6 +162,26 @@ pub fn host_of(uri: &http::Uri) -> Option<String> {
     )
 }
 
+/// An entry of an agent's `allowedHosts` as the guard compares it: `name`, `name:port`,
+/// `[v6]` or `[v6]:port`, as (host lower-cased without brackets, port); `None` for anything
+/// else (a URL, `user@`, a path).
+pub fn allowed_entry(entry: &str) -> Option<(String, Option<u16>)> {
+    let authority: http::uri::Authority = entry.parse().ok()?;
+    let port = authority.port_u16();
+    let bare = authority.as_str().len() == authority.host().len();
+    if authority.as_str().contains('@') || authority.host().is_empty() || (port.is_none() && !bare)
+    {
+        return None;
+    }
+    let uri = http::Uri::builder()
+        .scheme("http")
+        .authority(authority.clone())
+        .path_and_query("/")
+        .build()
+        .ok()?;
+    Some((host_of(&uri)?, port))
+}
+
 /// [`host_of`] and the port (the scheme's default when none is given).
 fn host_port(uri: &http::Uri) -> Option<(String, u16)> {
     let port = uri
@@ -297,6 +317,18 @@ mod tests {
             assert!(always_refused(metadata.parse().unwrap()), "{metadata}");
         }
         assert!(!always_refused("10.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn allowed_hosts_are_names_or_addresses_with_an_optional_port() {
+        let e = |s: &str| allowed_entry(s);
+        assert_eq!(e("API.example.com"), Some(("api.example.com".into(), None)));
+        assert_eq!(e("10.0.0.5:8080"), Some(("10.0.0.5".into(), Some(8080))));
+        assert_eq!(e("[::1]"), Some(("::1".into(), None)));
+        assert_eq!(e("[::1]:8080"), Some(("::1".into(), Some(8080))));
+        for bad in ["http://x", "user@x", "x/y", "", "::1", "x:port"] {
+            assert_eq!(e(bad), None, "{bad}");
+        }
     }
 
     #[test]

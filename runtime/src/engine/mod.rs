@@ -33,6 +33,51 @@ pub struct Engine {
     pub cache_dir: std::path::PathBuf,
     cpu_burst_ticks: u32,
     memory_bytes: usize,
+    /// Component instances alive at once: `[runtime] maxInstances`, or fewer where the
+    /// process's address space holds fewer.
+    pub max_instances: u32,
+}
+
+/// The engine configuration of a pool of `max` instances whose memories grow to `memory_bytes`;
+/// `sized`: each memory reserves that much address space alone instead of 4 GiB.
+///
+/// Both engines run components without the component model's concurrency (wasmtime 48.0.10 then
+/// compiles none of the `resource.drop` trampoline that lets a guest crash a host with call hooks,
+/// GHSA-ww46-ggg6-p7m4, nor the async streams of GHSA-f3r3-8j58-f227: a component that needs them
+/// is refused at load) and without fuel (GHSA-pv4f-cfmc-gph7): their CPU limits are epochs.
+fn pooled(max: u32, memory_bytes: usize, sized: bool) -> Config {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(max)
+        .total_core_instances(max * 4)
+        .total_memories(max * 2)
+        .total_tables(max * 4)
+        .total_stacks(max)
+        .max_memory_size(memory_bytes)
+        .max_memories_per_component(4)
+        .max_tables_per_component(8)
+        .max_core_instances_per_component(16)
+        // Reset a slot's first pages with memset rather than madvise: a request touches about
+        // this much, and decommitting it costs a TLB shootdown across cores every time.
+        .linear_memory_keep_resident(512 << 10)
+        .table_keep_resident(16 << 10)
+        .async_stack_keep_resident(64 << 10)
+        // What a request grew past that goes back to the system when it ends: batched, the
+        // memories of 63 large requests could stay resident (measured: 38 MiB each after 7 MiB
+        // answers). A request within the pages kept resident decommits nothing.
+        .decommit_batch_size(1);
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .concurrency_support(false)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    if sized {
+        config
+            .memory_reservation(memory_bytes as u64)
+            .memory_reservation_for_growth(0)
+            .memory_guard_size(64 << 10);
+    }
+    config
 }
 
 impl Engine {
@@ -54,36 +99,48 @@ impl Engine {
     fn configured(
         settings: &RuntimeSettings,
         data_dir: &Path,
-        tune: impl FnOnce(&mut Config),
+        tune: impl Fn(&mut Config),
     ) -> anyhow::Result<Engine> {
         let memory_bytes =
             usize::try_from(settings.memory_mib.max(1) << 20).context("memoryMib is too large")?;
-        let max = settings.max_instances.max(1);
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(max)
-            .total_core_instances(max * 4)
-            .total_memories(max * 2)
-            .total_tables(max * 4)
-            .total_stacks(max)
-            .max_memory_size(memory_bytes)
-            .max_memories_per_component(4)
-            .max_tables_per_component(8)
-            .max_core_instances_per_component(16)
-            // Reset a slot's first pages with memset rather than madvise: a request touches about
-            // this much, and decommitting it costs a TLB shootdown across cores every time.
-            .linear_memory_keep_resident(512 << 10)
-            .table_keep_resident(16 << 10)
-            .async_stack_keep_resident(64 << 10)
-            .decommit_batch_size(64);
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        tune(&mut config);
-        let wasm = wt(wasmtime::Engine::new(&config)).context(
-            "cannot create the wasmtime engine (is enough virtual address space available?)",
-        )?;
+        let wanted = settings.max_instances.max(1);
+        // The fast pool first: each memory reserves wasmtime's 4 GiB, so loads and stores need
+        // no bounds checks. Where that much address space cannot be had (`ulimit -v`, valgrind),
+        // memories reserve `memoryMib` alone (bounds-checked), and then fewer instances.
+        let mut tries = std::iter::once((wanted, false)).chain(
+            (0..)
+                .map(|halved| (wanted >> halved, true))
+                .take_while(|(n, _)| *n >= 16.min(wanted)),
+        );
+        let (wasm, max, sized) = loop {
+            let Some((max, sized)) = tries.next() else {
+                anyhow::bail!(
+                    "cannot reserve the address space of even {} component instances of {} MiB: raise the process's address-space limit (ulimit -v) or lower [runtime] memoryMib",
+                    16.min(wanted),
+                    settings.memory_mib
+                );
+            };
+            let mut config = pooled(max, memory_bytes, sized);
+            tune(&mut config);
+            match wasmtime::Engine::new(&config) {
+                Ok(wasm) => break (wasm, max, sized),
+                Err(e) => {
+                    tracing::debug!(instances = max, sized, error = %e, "the wasmtime pool could not be reserved")
+                }
+            }
+        };
+        if sized {
+            tracing::warn!(
+                instances = max,
+                wanted,
+                "this process cannot reserve 4 GiB of address space per component memory (ulimit -v, valgrind): memories reserve [runtime] memoryMib each (bounds-checked, somewhat slower){}",
+                if max < wanted {
+                    ", and fewer instances fit: raise the address-space limit to serve [runtime] maxInstances"
+                } else {
+                    ""
+                }
+            );
+        }
         spawn_epoch_ticker(&wasm);
         let cache_dir = settings
             .cache_dir
@@ -99,6 +156,7 @@ impl Engine {
             cache_dir,
             cpu_burst_ticks,
             memory_bytes,
+            max_instances: max,
         })
     }
 
@@ -226,51 +284,55 @@ pub fn wt<T>(r: wasmtime::Result<T>) -> anyhow::Result<T> {
 }
 
 /// The cause of a failed invocation in words (`wasm trap: wasm \`unreachable\` instruction
-/// executed`, `CPU limit: …`), without wasmtime's backtrace.
+/// executed`, `CPU limit: …`: a trap says so itself), its first line without wasmtime's
+/// backtrace.
 pub fn trap_cause(e: &wasmtime::Error) -> String {
     let root = e.root_cause().to_string();
     let line = root.lines().next().unwrap_or("");
-    let prefix = if e.downcast_ref::<wasmtime::Trap>().is_some() {
-        "wasm trap: "
-    } else {
-        ""
-    };
-    format!("{prefix}{}", line.chars().take(300).collect::<String>())
+    line.chars().take(300).collect()
 }
 
 /// The engine agent components run on, and its compile cache (`<cache_dir>/agents`): a pool of
 /// `slots` instances (the turns that may run at once), each memory reserving `memory_bytes`
 /// (the largest preset limit; the store's limiter holds each turn to its own), sized for
 /// language runtimes (CPython, StarlingMonkey: many core instances, large tables); epoch
-/// interruption for their CPU limit and cancel.
+/// interruption for their CPU limit and cancel. With no slot (no agent preset) nothing is
+/// reserved: the engine only loads components. A turn's memory is returned to the system as
+/// soon as it ends (no batched decommit), so large turns do not leave it resident.
 pub fn agent_engine(
     cache_dir: &Path,
     slots: u32,
     memory_bytes: usize,
 ) -> anyhow::Result<(wasmtime::Engine, Cache)> {
-    let slots = slots.max(1);
-    let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(slots)
-        .total_core_instances(slots * 64)
-        .total_memories(slots * 2)
-        .total_tables(slots * 4)
-        .total_stacks(slots)
-        .max_memory_size(memory_bytes)
-        .max_memories_per_component(4)
-        .max_tables_per_component(8)
-        .max_core_instances_per_component(64)
-        .table_elements(1 << 16)
-        .max_core_instance_size(4 << 20)
-        .max_component_instance_size(4 << 20)
-        .linear_memory_keep_resident(512 << 10)
-        .table_keep_resident(16 << 10)
-        .async_stack_keep_resident(64 << 10)
-        .decommit_batch_size(16);
     let mut config = Config::new();
     config
         .wasm_component_model(true)
         .epoch_interruption(true)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        .concurrency_support(false)
+        // Each memory reserves what the presets' largest limit needs, not wasmtime's 4 GiB
+        // default: the pool is the presets' size in address space too.
+        .memory_reservation(memory_bytes.max(1 << 16) as u64)
+        .memory_reservation_for_growth(0);
+    if slots > 0 {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * 64)
+            .total_memories(slots * 2)
+            .total_tables(slots * 4)
+            .total_stacks(slots)
+            .max_memory_size(memory_bytes)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .max_core_instances_per_component(64)
+            .table_elements(1 << 16)
+            .max_core_instance_size(4 << 20)
+            .max_component_instance_size(4 << 20)
+            .linear_memory_keep_resident(512 << 10)
+            .table_keep_resident(16 << 10)
+            .async_stack_keep_resident(64 << 10)
+            .decommit_batch_size(1);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
     let wasm = wt(wasmtime::Engine::new(&config))
         .context("cannot create the agents' engine (is enough virtual address space available?)")?;
     spawn_epoch_ticker(&wasm);
@@ -291,4 +353,23 @@ fn spawn_epoch_ticker(engine: &wasmtime::Engine) {
             }
         })
         .expect("spawning the epoch thread");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_engine_compiles_what_the_open_wasmtime_advisories_need() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Engine::new(&RuntimeSettings::default(), dir.path()).unwrap();
+        let (agents, _) = agent_engine(dir.path(), 2, 16 << 20).unwrap();
+        for engine in [&server.wasm, &agents] {
+            assert!(
+                !engine.get_concurrency_support(),
+                "GHSA-ww46-ggg6-p7m4, GHSA-f3r3-8j58-f227"
+            );
+            assert!(!engine.get_consume_fuel(), "GHSA-pv4f-cfmc-gph7");
+        }
+    }
 }

@@ -23,7 +23,9 @@ pub struct Forbidden {
     pub message: &'static str,
 }
 
-const FORWARDING: &[&str] = &["forwarded", "x-real-ip"];
+/// `Via` among them: every request an a2a-edge sends carries it (`egress::VIA`), so no
+/// component of this runtime or another drives a control API through its egress.
+const FORWARDING: &[&str] = &["forwarded", "x-real-ip", "via"];
 
 /// Checks a control request's headers (the peer was checked already); its authority is `Host`,
 /// or with HTTP/2 the target's (`:authority`); `secure` when it came over TLS (so its origin is
@@ -45,7 +47,7 @@ pub fn check(
         .any(|k| FORWARDING.contains(&k.as_str()) || k.as_str().starts_with("x-forwarded-"))
     {
         return forbidden(
-            "the control API refuses requests that came through a proxy (Forwarded, X-Forwarded-*, X-Real-IP); call it on loopback directly",
+            "the control API refuses requests that came through a proxy (Forwarded, Via, X-Forwarded-*, X-Real-IP), the requests of a2a-edge's components among them; call it on loopback directly",
         );
     }
     let host = match headers.get(header::HOST) {
@@ -275,6 +277,7 @@ mod tests {
             "x-forwarded-for",
             "x-forwarded-host",
             "x-real-ip",
+            "via",
         ] {
             assert_eq!(status(Method::GET, &[h, (fwd, "1.2.3.4")]), 403, "{fwd}");
         }

@@ -43,20 +43,30 @@ impl Component {
                 "agent components are not running in this process".into(),
             );
         };
-        let timeout_ms = self.settings.limits.timeout_ms;
+        let limits = self.settings.limits;
+        let timeout_ms = limits.timeout_ms;
+        let started = std::sync::atomic::AtomicBool::new(false);
         let run = async {
             let Ok(_slot) = self.slots.acquire().await else {
                 return Progress::Unavailable("the preset's turn slots are closed".into());
             };
+            started.store(true, std::sync::atomic::Ordering::Relaxed);
             agents
                 .turn(self.settings.clone(), input, events, cancel.clone())
                 .await
         };
         tokio::select! {
             () = cancel.cancelled() => Progress::Failed("canceled".into()),
-            () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Progress::Failed(format!(
-                "timeout: the agent ran longer than {timeout_ms} ms (the preset's limits.timeoutMs)"
-            )),
+            () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Progress::Failed(
+                if started.load(std::sync::atomic::Ordering::Relaxed) {
+                    format!("timeout: the agent ran longer than {timeout_ms} ms (the preset's limits.timeoutMs)")
+                } else {
+                    format!(
+                        "timeout: the turn waited {timeout_ms} ms (the preset's limits.timeoutMs) for one of the preset's {} concurrent turns (limits.concurrentTurns) and never started",
+                        limits.concurrent_turns
+                    )
+                },
+            ),
             last = run => last,
         }
     }

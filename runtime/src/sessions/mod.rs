@@ -143,7 +143,7 @@ pub trait Backend: Send + Sync {
 /// A boxed, sendable turn.
 pub type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-/// What runs agent components (README "Writing an agent").
+/// What runs agent components (docs/agents.md).
 pub trait Agents: Send + Sync {
     /// Runs one turn of `agent`, sending its progress to `events`; its final event. `cancel`
     /// stops it.

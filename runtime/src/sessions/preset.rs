@@ -35,7 +35,7 @@ pub enum Backend {
     Command(CommandSettings),
     /// An OpenAI-compatible chat model.
     OpenAi(OpenAiSettings),
-    /// An agent component (README "Writing an agent").
+    /// An agent component (docs/agents.md).
     Component(ComponentSettings),
 }
 
@@ -318,9 +318,20 @@ impl TryFrom<PresetDecl> for Preset {
                 })?;
                 let limits = d.limits.unwrap_or_default();
                 check_limits(&d.id, &limits)?;
+                let grants = d.grants.unwrap_or_default();
+                if let Some(bad) = grants
+                    .allowed_hosts
+                    .iter()
+                    .find(|h| crate::egress::allowed_entry(h).is_none())
+                {
+                    return Err(format!(
+                        "preset {:?}: grants.allowedHosts entry {bad:?} is not a host or host:port (an IPv6 address in brackets, as [::1] or [::1]:8080)",
+                        d.id
+                    ));
+                }
                 Backend::Component(ComponentSettings {
                     component,
-                    grants: d.grants.unwrap_or_default(),
+                    grants,
                     limits,
                     config: d.config.unwrap_or_default(),
                 })

@@ -36,6 +36,25 @@ pub fn filter(directives: &str) -> tracing_subscriber::EnvFilter {
     tracing_subscriber::EnvFilter::builder().parse_lossy(all.trim_start_matches(','))
 }
 
+/// `text` as one log line, whatever a component put in it: every control character (a newline
+/// that would start a line reading like the runtime's own, ESC, CR) written as its escape
+/// (`\n`, `\u{1b}`), in the text and the JSON format alike.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// Standard error that never fails: a write it cannot make is counted and dropped.
 struct Stderr;
 
@@ -93,6 +112,15 @@ pub fn init(directives: &str, json: bool, tracing: Option<&super::trace::Tracing
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(printable("plain, 你好 ✓"), "plain, 你好 ✓");
+        assert_eq!(
+            printable("a\n2026-12-06T00:00:00Z  INFO a2a_edge: forged\r\u{1b}[31m\u{7f}\t"),
+            "a\\n2026-12-06T00:00:00Z  INFO a2a_edge: forged\\r\\u{1b}[31m\\u{7f}\\t"
+        );
+    }
 
     #[test]
     fn drivers_that_log_parameters_stay_at_info_unless_named() {

@@ -73,7 +73,7 @@ pub const AGENT_OUTCOMES: [&str; 6] = [
     "canceled",
 ];
 
-/// What agent turns took (README "Writing an agent").
+/// What agent turns took (docs/agents.md).
 #[derive(Debug, Default)]
 struct AgentCounts {
     /// Turns by outcome, in [`AGENT_OUTCOMES`] order.

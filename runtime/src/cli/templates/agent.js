@@ -1,4 +1,4 @@
-// {{name}}: an a2a-edge agent (README "Writing an agent").
+// {{name}}: an a2a-edge agent (a2a-edge's docs/agents.md).
 
 import { status, text } from "a2a:agent/progress@0.1.0";
 

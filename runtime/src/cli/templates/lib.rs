@@ -1,4 +1,4 @@
-//! {{name}}: an a2a-edge agent (README "Writing an agent").
+//! {{name}}: an a2a-edge agent (a2a-edge's docs/agents.md).
 
 wit_bindgen::generate!({ world: "agent", path: "wit", generate_all });
 

@@ -12,6 +12,7 @@ wasmtime::component::bindgen!({
     with: {
         "wasi:io": wasmtime_wasi::p2::bindings::io,
         "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        "wasi:random": wasmtime_wasi::p2::bindings::random,
         "wasi:http": wasmtime_wasi_http::p2::bindings::http,
         "wasi:keyvalue/store.bucket": super::bucket::Bucket,
     },

@@ -22,7 +22,7 @@ pub fn check(agent: &str, imports: &[String]) -> anyhow::Result<()> {
         .find(|i| !ALLOWED.iter().any(|p| i.starts_with(p)))
     {
         Some(i) => anyhow::bail!(
-            "agent component {agent:?} imports `{i}`, which agents cannot use: an agent imports only WASI and the a2a:agent world (README \"Writing an agent\")"
+            "agent component {agent:?} imports `{i}`, which agents cannot use: an agent imports only WASI and the a2a:agent world (docs/agents.md)"
         ),
         None => Ok(()),
     }

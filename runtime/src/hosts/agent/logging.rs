@@ -1,7 +1,9 @@
 //! `wasi:logging/logging`: an agent's lines in the runtime's log, with its instance and task,
-//! at most [`MAX_LINES`] a turn and each cut to [`MAX_LINE_BYTES`].
+//! at most [`MAX_LINES`] a turn, each cut to [`MAX_LINE_BYTES`] and its control characters
+//! escaped ([`printable`]): an agent cannot write a line that reads like the runtime's own.
 
 use super::bindings::wasi::logging::logging::{Host, Level};
+use crate::telemetry::logging::printable;
 
 /// Most lines one turn logs; past it one line says how many more were dropped.
 pub const MAX_LINES: u32 = 200;
@@ -50,14 +52,18 @@ impl Host for LoggingCtx {
             return Ok(());
         }
         let (agent, instance, task) = (&self.agent, &self.instance_id, &self.task_id);
-        let (context, message) = (cut(&context), cut(&message));
+        let (context, message) = (printable(cut(&context)), printable(cut(&message)));
         match level {
-            Level::Trace => tracing::trace!(agent, instance, task, context, "{message}"),
-            Level::Debug => tracing::debug!(agent, instance, task, context, "{message}"),
-            Level::Info => tracing::info!(agent, instance, task, context, "{message}"),
-            Level::Warn => tracing::warn!(agent, instance, task, context, "{message}"),
+            Level::Trace => {
+                tracing::trace!(agent, instance, task, context = &*context, "{message}")
+            }
+            Level::Debug => {
+                tracing::debug!(agent, instance, task, context = &*context, "{message}")
+            }
+            Level::Info => tracing::info!(agent, instance, task, context = &*context, "{message}"),
+            Level::Warn => tracing::warn!(agent, instance, task, context = &*context, "{message}"),
             Level::Error | Level::Critical => {
-                tracing::error!(agent, instance, task, context, "{message}")
+                tracing::error!(agent, instance, task, context = &*context, "{message}")
             }
         }
         Ok(())

@@ -1,4 +1,4 @@
-//! The agents' host (world `a2a:agent/agent`, README "Writing an agent"): agent components
+//! The agents' host (world `a2a:agent/agent`, docs/agents.md): agent components
 //! loaded by name (`<data-dir>/components/<name>.wasm`, or a built-in one), their imports
 //! checked, pre-instantiated; each turn in a fresh instance of its own store, with what the
 //! preset grants and within its memory and CPU limits. A reload swaps the component for new
@@ -17,6 +17,7 @@ mod logging;
 mod outgoing;
 mod progress;
 mod state;
+mod stderr;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -32,7 +33,7 @@ use a2a_protocol::execution::Progress;
 use crate::engine::registry::{Source, read};
 use crate::engine::{Cache, trap_cause, wt};
 use crate::sessions::openai::Chat;
-use crate::sessions::preset::{AgentLimits, ComponentSettings, LlmGrant};
+use crate::sessions::preset::{ComponentSettings, LlmGrant};
 use crate::sessions::{Agents, EventSink, TurnInput};
 use crate::store::Store as TaskStore;
 use crate::telemetry::{AgentTurn, Metrics};
@@ -88,8 +89,8 @@ pub struct AgentHost {
     pool: (u32, u32),
 }
 
-/// The pool `presets` need: instance slots (their `concurrentTurns` summed, within bounds) and
-/// the largest memory limit, MiB.
+/// The pool `presets` need: instance slots (their `concurrentTurns` summed, at most
+/// [`MAX_SLOTS`]) and the largest memory limit, MiB; none without an agent preset.
 fn pool(presets: &[crate::sessions::preset::Preset]) -> (u32, u32) {
     let limits = presets.iter().filter_map(|p| match &p.backend {
         crate::sessions::preset::Backend::Component(c) => Some(c.limits),
@@ -98,10 +99,7 @@ fn pool(presets: &[crate::sessions::preset::Preset]) -> (u32, u32) {
     let (slots, memory_mib) = limits.fold((0u32, 0u32), |(n, m), l| {
         (n.saturating_add(l.concurrent_turns), m.max(l.memory_mib))
     });
-    (
-        slots.clamp(16, MAX_SLOTS),
-        memory_mib.max(AgentLimits::default().memory_mib),
-    )
+    (slots.min(MAX_SLOTS), memory_mib)
 }
 
 impl AgentHost {
@@ -309,47 +307,51 @@ impl AgentHost {
             cancel.clone(),
             self.exit.clone(),
         );
+        let meter = data.meter.clone();
         let mut store = Store::new(&self.engine, data);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|mut ctx| {
-            ctx.data_mut().meter.tick()?;
+        let checked = meter.clone();
+        store.epoch_deadline_callback(move |_| {
+            checked.check()?;
             Ok(UpdateDeadline::Yield(1))
         });
-        let run = async {
+        let run = meter.polls(async {
             let instance: AgentWorld = agent.pre.instantiate_async(&mut store).await?;
             instance.call_run(&mut store, &turn).await
-        };
+        });
         let result = tokio::select! {
             () = cancel.cancelled() => None,
             r = run => Some(r),
         };
+        let canceled = result.is_none();
         let last = match result {
             None => Progress::Failed("canceled".into()),
-            Some(Ok(Outcome::Completed)) => Progress::Completed,
-            Some(Ok(Outcome::InputRequired(q))) => Progress::InputRequired(q),
-            Some(Ok(Outcome::AuthRequired(q))) => Progress::AuthRequired(q),
-            Some(Ok(Outcome::Failed(why))) => Progress::Failed(why),
-            Some(Ok(Outcome::Unavailable(why))) => Progress::Unavailable(why),
+            Some(Ok(outcome)) => bounded(outcome),
             Some(Err(e)) => Progress::Failed(format!("the agent stopped: {}", trap_cause(&e))),
         };
         uncounted.armed = false;
-        self.count(&last, store.data());
+        let data = store.data();
+        self.count(&last, canceled, data);
+        let stderr = data.stderr.text();
+        if !stderr.is_empty() && !matches!(last, Progress::Completed) {
+            tracing::warn!(agent = %agent.name, instance = %input.instance_id, task = %input.task_id, %stderr, "the agent's turn did not complete; the end of its standard error");
+        }
         last
     }
 
-    fn count(&self, last: &Progress, data: &AgentState) {
+    fn count(&self, last: &Progress, canceled: bool, data: &AgentState) {
         let outcome = match last {
+            _ if canceled => "canceled",
             Progress::Completed => "completed",
             Progress::InputRequired(_) => "input_required",
             Progress::AuthRequired(_) => "auth_required",
-            Progress::Failed(why) if why == "canceled" => "canceled",
             Progress::Unavailable(_) => "unavailable",
             _ => "failed",
         };
         self.metrics.agent_turn(AgentTurn {
             outcome,
-            cpu: std::time::Duration::from_millis(data.meter.cpu_ms()),
+            cpu: data.meter.cpu(),
             peak_memory: data.limiter.peak as u64,
             tokens: data.tokens(),
         });
@@ -359,6 +361,32 @@ impl AgentHost {
                 "an agent logged more lines than a turn may: dropped"
             );
         }
+    }
+}
+
+/// The turn's end as `outcome` says, its text within [`progress::MAX_STATUS_BYTES`] (it becomes
+/// the task's status message); a longer one fails the turn naming the bound.
+fn bounded(outcome: Outcome) -> Progress {
+    let (kind, text) = match &outcome {
+        Outcome::Completed => return Progress::Completed,
+        Outcome::InputRequired(t) => ("input-required", t),
+        Outcome::AuthRequired(t) => ("auth-required", t),
+        Outcome::Failed(t) => ("failed", t),
+        Outcome::Unavailable(t) => ("unavailable", t),
+    };
+    if text.len() > progress::MAX_STATUS_BYTES {
+        return Progress::Failed(format!(
+            "the agent's `{kind}` text is {} bytes; an outcome's text is at most {} bytes",
+            text.len(),
+            progress::MAX_STATUS_BYTES
+        ));
+    }
+    match outcome {
+        Outcome::InputRequired(q) => Progress::InputRequired(q),
+        Outcome::AuthRequired(q) => Progress::AuthRequired(q),
+        Outcome::Failed(why) => Progress::Failed(why),
+        Outcome::Unavailable(why) => Progress::Unavailable(why),
+        Outcome::Completed => Progress::Completed,
     }
 }
 
@@ -442,7 +470,7 @@ mod tests {
              limits = {{ concurrentTurns = 30 }}\n"
         );
         assert_eq!(pool(&presets(&two)), (50, 512));
-        // No agent preset: the smallest pool, of the default memory.
-        assert_eq!(pool(&presets("")), (16, AgentLimits::default().memory_mib));
+        // No agent preset: no pool.
+        assert_eq!(pool(&presets("")), (0, 0));
     }
 }

@@ -43,12 +43,13 @@ impl Outgoing {
         }
     }
 
-    /// Whether `allowedHosts` names `host` (any port) or `host:port`.
+    /// Whether `allowedHosts` names `host` (any port) or `host:port` (an IPv6 address in
+    /// brackets, as in a URL).
     fn allows(&self, host: &str, port: u16) -> bool {
-        let with_port = format!("{host}:{port}");
-        self.allowed
-            .iter()
-            .any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(&with_port))
+        self.allowed.iter().any(|a| {
+            crate::egress::allowed_entry(a)
+                .is_some_and(|(h, p)| h.eq_ignore_ascii_case(host) && p.is_none_or(|p| p == port))
+        })
     }
 }
 
@@ -91,13 +92,19 @@ mod tests {
     #[test]
     fn only_the_named_hosts_and_ports_are_allowed() {
         let o = Outgoing::prepare(
-            Arc::new(vec!["api.example.com".into(), "127.0.0.1:8080".into()]),
+            Arc::new(vec![
+                "api.example.com".into(),
+                "127.0.0.1:8080".into(),
+                "[::1]".into(),
+                "[fd00::5]:8443".into(),
+            ]),
             false,
             Exit::direct(),
         );
         assert!(o.allows("api.example.com", 443) && o.allows("API.example.com", 80));
         assert!(o.allows("127.0.0.1", 8080));
         assert!(!o.allows("127.0.0.1", 8081) && !o.allows("example.com", 443));
+        assert!(o.allows("::1", 80) && o.allows("fd00::5", 8443) && !o.allows("fd00::5", 443));
         let none = Outgoing::prepare(Arc::default(), true, Exit::direct());
         assert!(!none.allows("api.example.com", 443), "deny-all by default");
     }

@@ -90,6 +90,13 @@ impl ProgressCtx {
         let parts: Vec<Part> = serde_json::from_str(parts).map_err(|e| {
             format!("artifact {id:?}: `parts` is not a JSON array of A2A parts: {e}")
         })?;
+        if let Some((i, why)) = parts
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| Some((i, p.check().err()?)))
+        {
+            return Err(format!("artifact {id:?}: parts[{i}] {why}"));
+        }
         if parts.len() > MAX_CHUNK_PARTS {
             return Err(format!(
                 "artifact {id:?}: a chunk has at most {MAX_CHUNK_PARTS} parts"

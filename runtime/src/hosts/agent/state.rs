@@ -21,6 +21,7 @@ use super::llm::LlmCtx;
 use super::logging::LoggingCtx;
 use super::outgoing::Outgoing;
 use super::progress::{Budget, ProgressCtx};
+use super::stderr::Tail;
 use crate::engine::wt;
 use crate::sessions::openai::Chat;
 use crate::sessions::preset::AgentLimits;
@@ -71,6 +72,8 @@ pub struct AgentState {
     pub limiter: Limiter,
     /// Computing time taken.
     pub meter: Meter,
+    /// The end of what it wrote to standard error.
+    pub stderr: Tail,
     caps: Capabilities,
 }
 
@@ -106,13 +109,15 @@ impl AgentState {
         table.set_max_capacity(MAX_RESOURCES);
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(MAX_FIELDS_BYTES);
+        let stderr = Tail::default();
         AgentState {
             table,
-            wasi: WasiCtx::builder().build(),
+            wasi: WasiCtx::builder().stderr(stderr.clone()).build(),
             http,
             outgoing: Outgoing::prepare(granted.allowed_hosts.clone(), granted.allow_private, exit),
             limiter: Limiter::new((limits.memory_mib as usize) << 20),
             meter: Meter::new(limits.cpu_ms),
+            stderr,
             caps,
         }
     }

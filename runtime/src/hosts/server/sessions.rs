@@ -60,7 +60,8 @@ impl SessionsCtx {
     /// A turn of `task_id` could not run: the caller is told [`UNAVAILABLE`]; the reason goes to
     /// the log and to the task's note, where the control API and the panel show it.
     fn unavailable(&self, task_id: &str, mut why: String) {
-        tracing::warn!(instance = %self.instance_id, task = task_id, %why, "the agent is not available");
+        let shown = crate::telemetry::logging::printable(&why);
+        tracing::warn!(instance = %self.instance_id, task = task_id, why = %shown, "the agent is not available");
         if why.len() > MAX_NOTE_BYTES {
             let cut = why.floor_char_boundary(MAX_NOTE_BYTES);
             why.truncate(cut);

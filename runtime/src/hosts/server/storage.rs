@@ -99,6 +99,7 @@ impl StorageCtx {
     /// claim's id released (it is durable now).
     fn wrote(&mut self, w: Write, version: u64) {
         if let Some(reason) = w.failure {
+            let reason = crate::telemetry::logging::printable(&reason);
             tracing::warn!(instance = %self.instance_id, task = %w.id, %reason, "task FAILED");
         }
         self.note.task(&self.instance_id, &w.id, &w.context, true);
