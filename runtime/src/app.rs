@@ -128,12 +128,7 @@ impl App {
             None => Credentials::open(&data_dir)?,
         });
         let exit = crate::egress::Exit::new(&config.egress)?;
-        exit.refuse_own(
-            &[Some(listen), control]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>(),
-        );
+        exit.refuse_own([Some(listen), control].into_iter().flatten());
         let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone(), exit.clone()))?;
         let outbound = Arc::new(
             Outbound::new(store.clone(), credentials.clone(), client, exit.clone()).await?,

@@ -749,17 +749,23 @@ async fn gone(task: &str) {
     );
 }
 
+/// `a2a-edge serve` on the data directory `dir` under the shell's `ulimit <limit>` (soft and
+/// hard: the runtime cannot raise it).
+fn limited(limit: &str, dir: &std::path::Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "ulimit {limit} && exec {} serve --listen 127.0.0.1:0 --data-dir {}",
+        env!("CARGO_BIN_EXE_a2a-edge"),
+        dir.display()
+    ));
+    cmd
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     // 64 descriptors, soft and hard: the runtime cannot raise them, and runs out at once.
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c").arg(format!(
-        "ulimit -n 64 && exec {} serve --listen 127.0.0.1:0 --data-dir {}",
-        env!("CARGO_BIN_EXE_a2a-edge"),
-        dir.path().display()
-    ));
-    let (child, base) = started(cmd).await;
+    let (child, base) = started(limited("-n 64", dir.path())).await;
     let addr = base.trim_start_matches("http://").to_owned();
     let mut held = Vec::new();
     for _ in 0..100 {
@@ -796,14 +802,7 @@ async fn serve_starts_and_answers_within_a_limited_address_space() {
     let dir = tempfile::tempdir().unwrap();
     // 16 GiB of address space (as `ulimit -v`, strict overcommit or valgrind allow): far less
     // than a pool of 4 GiB reservations per memory.
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c").arg(format!(
-        "ulimit -v {} && exec {} serve --listen 127.0.0.1:0 --data-dir {}",
-        16u64 << 20,
-        env!("CARGO_BIN_EXE_a2a-edge"),
-        dir.path().display()
-    ));
-    let (child, base) = started(cmd).await;
+    let (child, base) = started(limited(&format!("-v {}", 16u64 << 20), dir.path())).await;
     let params = serde_json::json!({"message": {"messageId": "m-as", "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
     let answer = request(
         &reqwest::Client::new(),

@@ -228,18 +228,18 @@ async fn what_an_agent_writes_to_the_log_stays_on_its_own_line_and_a_panic_reach
             .all(|l| !l.starts_with("2026-12-06T13:00:00")),
         "a forged line: {logged}"
     );
-    let line = logged
-        .lines()
-        .find(|l| l.contains("first\\n"))
-        .unwrap_or_else(|| panic!("the agent's line: {logged}"));
+    let line_with = |needle: &str, what: &str| {
+        let found = logged.lines().find(|l| l.contains(needle));
+        found
+            .unwrap_or_else(|| panic!("{what}: {logged}"))
+            .to_owned()
+    };
+    let line = line_with("first\\n", "the agent's line");
     assert!(
         line.contains(&format!("first\\n{forged}\\r\\u{{1b}}[2K")),
         "{line}"
     );
-    let panic = logged
-        .lines()
-        .find(|l| l.contains("standard error"))
-        .unwrap_or_else(|| panic!("the panicking turn's line: {logged}"));
+    let panic = line_with("standard error", "the panicking turn's line");
     assert!(
         panic.contains("boom at the edge") && panic.contains("agent-probe"),
         "{panic}"

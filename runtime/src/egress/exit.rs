@@ -45,7 +45,7 @@ pub struct Exit {
     /// The same rules for a client of its own (the model's).
     client_proxies: Vec<reqwest::Proxy>,
     /// The runtime's own listeners, which none of its requests reaches.
-    own: Arc<std::sync::RwLock<Vec<SocketAddr>>>,
+    own: Arc<std::sync::OnceLock<Vec<SocketAddr>>>,
 }
 
 /// The `Via` every request the runtime sends carries (RFC 9110 §7.6.3), so the control API of
@@ -90,14 +90,18 @@ impl Exit {
 
     /// Refuses every request to `listeners` from now on: the runtime's own, so that a component
     /// granted private addresses never reaches its control API or its instances.
-    pub fn refuse_own(&self, listeners: &[SocketAddr]) {
-        self.own.write().unwrap().extend_from_slice(listeners);
+    pub fn refuse_own(&self, listeners: impl IntoIterator<Item = SocketAddr>) {
+        let set = self.own.set(listeners.into_iter().collect());
+        assert!(
+            set.is_ok(),
+            "the runtime's listeners are refused once, at its start"
+        );
     }
 
     /// Whether a connection to `peer` (from `local`, once connected) reaches one of the
     /// runtime's own listeners.
     fn own(&self, peer: SocketAddr, local: Option<IpAddr>) -> bool {
-        reaches_own(&self.own.read().unwrap(), peer, local)
+        reaches_own(self.own.get().map_or(&[], Vec::as_slice), peer, local)
     }
 
     /// Direct connections trusting the web roots and the system's store (tests, tools).

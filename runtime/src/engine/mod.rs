@@ -38,6 +38,30 @@ pub struct Engine {
     pub max_instances: u32,
 }
 
+/// A pool of `n` component instances whose memories grow to `memory_bytes`, `core_instances`
+/// core instances each on average; what the server's and the agents' pools share.
+fn slots(n: u32, memory_bytes: usize, core_instances: u32) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(n)
+        .total_core_instances(n * core_instances)
+        .total_memories(n * 2)
+        .total_tables(n * 4)
+        .total_stacks(n)
+        .max_memory_size(memory_bytes)
+        .max_memories_per_component(4)
+        .max_tables_per_component(8)
+        // Reset a slot's first pages with memset rather than madvise: a request touches about
+        // this much, and decommitting it costs a TLB shootdown across cores every time.
+        .linear_memory_keep_resident(512 << 10)
+        .table_keep_resident(16 << 10)
+        .async_stack_keep_resident(64 << 10)
+        // What an instance grew past that goes back to the system when it ends: batched, the
+        // memories of 63 large requests could stay resident (measured: 38 MiB each after 7 MiB
+        // answers). An instance within the pages kept resident decommits nothing.
+        .decommit_batch_size(1);
+    pool
+}
+
 /// The engine configuration of a pool of `max` instances whose memories grow to `memory_bytes`;
 /// `sized`: each memory reserves that much address space alone instead of 4 GiB.
 ///
@@ -46,25 +70,8 @@ pub struct Engine {
 /// GHSA-ww46-ggg6-p7m4, nor the async streams of GHSA-f3r3-8j58-f227: a component that needs them
 /// is refused at load) and without fuel (GHSA-pv4f-cfmc-gph7): their CPU limits are epochs.
 fn pooled(max: u32, memory_bytes: usize, sized: bool) -> Config {
-    let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(max)
-        .total_core_instances(max * 4)
-        .total_memories(max * 2)
-        .total_tables(max * 4)
-        .total_stacks(max)
-        .max_memory_size(memory_bytes)
-        .max_memories_per_component(4)
-        .max_tables_per_component(8)
-        .max_core_instances_per_component(16)
-        // Reset a slot's first pages with memset rather than madvise: a request touches about
-        // this much, and decommitting it costs a TLB shootdown across cores every time.
-        .linear_memory_keep_resident(512 << 10)
-        .table_keep_resident(16 << 10)
-        .async_stack_keep_resident(64 << 10)
-        // What a request grew past that goes back to the system when it ends: batched, the
-        // memories of 63 large requests could stay resident (measured: 38 MiB each after 7 MiB
-        // answers). A request within the pages kept resident decommits nothing.
-        .decommit_batch_size(1);
+    let mut pool = slots(max, memory_bytes, 4);
+    pool.max_core_instances_per_component(16);
     let mut config = Config::new();
     config
         .wasm_component_model(true)
@@ -107,25 +114,28 @@ impl Engine {
         // The fast pool first: each memory reserves wasmtime's 4 GiB, so loads and stores need
         // no bounds checks. Where that much address space cannot be had (`ulimit -v`, valgrind),
         // memories reserve `memoryMib` alone (bounds-checked), and then fewer instances.
+        let fewest = wanted.min(16);
         let mut tries = std::iter::once((wanted, false)).chain(
             (0..)
                 .map(|halved| (wanted >> halved, true))
-                .take_while(|(n, _)| *n >= 16.min(wanted)),
+                .take_while(|(n, _)| *n >= fewest),
         );
+        let mut last_error: Option<wasmtime::Error> = None;
         let (wasm, max, sized) = loop {
             let Some((max, sized)) = tries.next() else {
-                anyhow::bail!(
-                    "cannot reserve the address space of even {} component instances of {} MiB: raise the process's address-space limit (ulimit -v) or lower [runtime] memoryMib",
-                    16.min(wanted),
+                let cause: anyhow::Error = last_error.expect("a pool was tried").into();
+                return Err(cause.context(format!(
+                    "cannot reserve the address space of even {fewest} component instances of {} MiB: raise the process's address-space limit (ulimit -v) or lower [runtime] memoryMib",
                     settings.memory_mib
-                );
+                )));
             };
             let mut config = pooled(max, memory_bytes, sized);
             tune(&mut config);
             match wasmtime::Engine::new(&config) {
                 Ok(wasm) => break (wasm, max, sized),
                 Err(e) => {
-                    tracing::debug!(instances = max, sized, error = %e, "the wasmtime pool could not be reserved")
+                    tracing::debug!(instances = max, sized, error = %e, "the wasmtime pool could not be reserved");
+                    last_error = Some(e);
                 }
             }
         };
@@ -297,8 +307,7 @@ pub fn trap_cause(e: &wasmtime::Error) -> String {
 /// (the largest preset limit; the store's limiter holds each turn to its own), sized for
 /// language runtimes (CPython, StarlingMonkey: many core instances, large tables); epoch
 /// interruption for their CPU limit and cancel. With no slot (no agent preset) nothing is
-/// reserved: the engine only loads components. A turn's memory is returned to the system as
-/// soon as it ends (no batched decommit), so large turns do not leave it resident.
+/// reserved: the engine only loads components.
 pub fn agent_engine(
     cache_dir: &Path,
     slots: u32,
@@ -314,23 +323,11 @@ pub fn agent_engine(
         .memory_reservation(memory_bytes.max(1 << 16) as u64)
         .memory_reservation_for_growth(0);
     if slots > 0 {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(slots)
-            .total_core_instances(slots * 64)
-            .total_memories(slots * 2)
-            .total_tables(slots * 4)
-            .total_stacks(slots)
-            .max_memory_size(memory_bytes)
-            .max_memories_per_component(4)
-            .max_tables_per_component(8)
-            .max_core_instances_per_component(64)
+        let mut pool = self::slots(slots, memory_bytes, 64);
+        pool.max_core_instances_per_component(64)
             .table_elements(1 << 16)
             .max_core_instance_size(4 << 20)
-            .max_component_instance_size(4 << 20)
-            .linear_memory_keep_resident(512 << 10)
-            .table_keep_resident(16 << 10)
-            .async_stack_keep_resident(64 << 10)
-            .decommit_batch_size(1);
+            .max_component_instance_size(4 << 20);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     let wasm = wt(wasmtime::Engine::new(&config))

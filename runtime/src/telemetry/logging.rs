@@ -43,16 +43,14 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(char::is_control) {
         return text.into();
     }
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
+    let mut line = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c.is_control() {
+            true => line.extend(c.escape_default()),
+            false => line.push(c),
+        }
+    }
+    line.into()
 }
 
 /// Standard error that never fails: a write it cannot make is counted and dropped.

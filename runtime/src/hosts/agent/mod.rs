@@ -367,12 +367,12 @@ impl AgentHost {
 /// The turn's end as `outcome` says, its text within [`progress::MAX_STATUS_BYTES`] (it becomes
 /// the task's status message); a longer one fails the turn naming the bound.
 fn bounded(outcome: Outcome) -> Progress {
-    let (kind, text) = match &outcome {
+    let (kind, text, end): (_, _, fn(String) -> Progress) = match outcome {
         Outcome::Completed => return Progress::Completed,
-        Outcome::InputRequired(t) => ("input-required", t),
-        Outcome::AuthRequired(t) => ("auth-required", t),
-        Outcome::Failed(t) => ("failed", t),
-        Outcome::Unavailable(t) => ("unavailable", t),
+        Outcome::InputRequired(t) => ("input-required", t, Progress::InputRequired),
+        Outcome::AuthRequired(t) => ("auth-required", t, Progress::AuthRequired),
+        Outcome::Failed(t) => ("failed", t, Progress::Failed),
+        Outcome::Unavailable(t) => ("unavailable", t, Progress::Unavailable),
     };
     if text.len() > progress::MAX_STATUS_BYTES {
         return Progress::Failed(format!(
@@ -381,13 +381,7 @@ fn bounded(outcome: Outcome) -> Progress {
             progress::MAX_STATUS_BYTES
         ));
     }
-    match outcome {
-        Outcome::InputRequired(q) => Progress::InputRequired(q),
-        Outcome::AuthRequired(q) => Progress::AuthRequired(q),
-        Outcome::Failed(why) => Progress::Failed(why),
-        Outcome::Unavailable(why) => Progress::Unavailable(why),
-        Outcome::Completed => Progress::Completed,
-    }
+    end(text)
 }
 
 /// Counts a turn that was dropped before its end: canceled, or failed (its timeout).
