@@ -128,11 +128,13 @@ impl App {
             None => Credentials::open(&data_dir)?,
         });
         let exit = crate::egress::Exit::new(&config.egress)?;
-        exit.refuse_own([Some(listen), control].into_iter().flatten());
-        let client = tokio::task::block_in_place(|| ClientHost::new(engine.clone(), exit.clone()))?;
-        let outbound = Arc::new(
-            Outbound::new(store.clone(), credentials.clone(), client, exit.clone()).await?,
-        );
+        exit.refuse_own(listen, control);
+        // The operator's connections may chain instances of this runtime; nothing else does.
+        let connections = exit.reaching_own_instances();
+        let client =
+            tokio::task::block_in_place(|| ClientHost::new(engine.clone(), connections.clone()))?;
+        let outbound =
+            Arc::new(Outbound::new(store.clone(), credentials.clone(), client, connections).await?);
         let presets = config.all_presets();
         let sessions =
             Arc::new(Sessions::new(&presets, Some(run_dir), &exit).limited(config.sessions));

@@ -451,3 +451,23 @@ async fn an_a2a_0_3_agent_is_discovered_connected_and_called_in_0_3() {
         assert_eq!(seen.as_array().unwrap().len(), 3, "{seen}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_chains_instances_of_its_own_runtime_but_never_reaches_its_control_listener() {
+    let s = Server::start_split(a2a_edge::config::Config::default()).await;
+    let own = format!("{}/a2a/demo/agent-card.json", s.base());
+    let id = create(&s, "myself", &own).await;
+    assert_eq!(connection(&s, &id).await["state"], "connected");
+    let (status, v) = call_skill(&s, &id, "chat", "hello me").await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v.to_string().contains("hello me"), "{v}");
+
+    let control = format!("{}/a2a/demo/agent-card.json", s.control_base());
+    let body =
+        json!({"action": "outbound.discover", "agentCardUrl": control, "allowPrivate": true});
+    let said = refused(&s, body).await;
+    assert!(
+        said.contains("this runtime's own listener for its control API"),
+        "{said}"
+    );
+}

@@ -228,7 +228,7 @@ fn describe(code: &wasip2::http::types::ErrorCode) -> String {
         }
         E::HttpRequestDenied => "refused by the runtime's outbound policy".into(),
         E::DestinationIpProhibited => {
-            "the host resolves to an address the egress guard refuses: an internal one (allowPrivate on the connection allows it; link-local never), or this runtime's own listener (never: serve an instance of this runtime through a preset)".into()
+            "the host resolves to an address the egress guard refuses: an internal address (allowPrivate on the connection allows it; link-local never), or this runtime's own listener for its control API (never)".into()
         }
         E::TlsCertificateError => {
             "its TLS certificate is not trusted (a site's own CA goes in [egress] caFile)".into()

@@ -44,8 +44,20 @@ pub struct Exit {
     proxy: Arc<Matcher>,
     /// The same rules for a client of its own (the model's).
     client_proxies: Vec<reqwest::Proxy>,
-    /// The runtime's own listeners, which none of its requests reaches.
-    own: Arc<std::sync::OnceLock<Vec<SocketAddr>>>,
+    /// The runtime's own listeners, set once at its start.
+    own: Arc<std::sync::OnceLock<Listeners>>,
+    /// Whether the A2A listener (its instances) may be reached: only for the operator's
+    /// connections; the control listener is never reached.
+    instances: bool,
+}
+
+/// The runtime's own listeners.
+#[derive(Debug, Default)]
+struct Listeners {
+    /// `--listen`: the instances, and the control API unless it has a listener of its own.
+    public: Option<SocketAddr>,
+    /// `--control-listen`.
+    control: Option<SocketAddr>,
 }
 
 /// The `Via` every request the runtime sends carries (RFC 9110 §7.6.3), so the control API of
@@ -85,23 +97,43 @@ impl Exit {
             proxy: Arc::new(urls.matcher()),
             client_proxies: urls.for_client()?,
             own: Arc::default(),
+            instances: false,
         })
     }
 
-    /// Refuses every request to `listeners` from now on: the runtime's own, so that a component
-    /// granted private addresses never reaches its control API or its instances.
-    pub fn refuse_own(&self, listeners: impl IntoIterator<Item = SocketAddr>) {
-        let set = self.own.set(listeners.into_iter().collect());
+    /// Refuses every request to the runtime's own listeners from now on — `public` (`--listen`)
+    /// and `control` (`--control-listen`) — so that a component granted private addresses never
+    /// reaches its control API or its instances.
+    pub fn refuse_own(&self, public: SocketAddr, control: Option<SocketAddr>) {
+        let set = self.own.set(Listeners {
+            public: Some(public),
+            control,
+        });
         assert!(
             set.is_ok(),
             "the runtime's listeners are refused once, at its start"
         );
     }
 
+    /// This exit, reaching the runtime's own instances too (never a listener of its own for the
+    /// control API): for the connections the operator configures, which may chain instances of
+    /// one runtime. The control API on the A2A listener refuses them by their `Via`.
+    pub fn reaching_own_instances(&self) -> Exit {
+        Exit {
+            instances: true,
+            ..self.clone()
+        }
+    }
+
     /// Whether a connection to `peer` (from `local`, once connected) reaches one of the
-    /// runtime's own listeners.
+    /// runtime's own listeners this exit refuses.
     fn own(&self, peer: SocketAddr, local: Option<IpAddr>) -> bool {
-        reaches_own(self.own.get().map_or(&[], Vec::as_slice), peer, local)
+        let Some(own) = self.own.get() else {
+            return false;
+        };
+        let public = own.public.filter(|_| !self.instances);
+        let refused: Vec<SocketAddr> = public.into_iter().chain(own.control).collect();
+        reaches_own(&refused, peer, local)
     }
 
     /// Direct connections trusting the web roots and the system's store (tests, tools).
@@ -486,7 +518,7 @@ fn reaches_own(own: &[SocketAddr], peer: SocketAddr, local: Option<IpAddr>) -> b
 
 /// The refusal of a request to the runtime's own listener at `at`.
 fn refused_own(at: SocketAddr) -> Error {
-    tracing::warn!(%at, "refused a request to this runtime's own listener: the runtime's requests never reach its control API or its instances");
+    tracing::warn!(%at, "refused a request to this runtime's own listener: components' requests never reach its control API or its instances, connections never its control listener");
     Error::DestinationIpProhibited
 }
 
@@ -535,6 +567,24 @@ mod tests {
             "another host"
         );
         assert!(!reaches_own(&[], at("127.0.0.1:3080"), None));
+    }
+
+    #[test]
+    fn connections_reach_the_runtimes_instances_but_never_its_control_listener() {
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let exit = Exit::new(&EgressSettings::default()).unwrap();
+        assert!(!exit.own(at("127.0.0.1:3080"), None), "nothing set yet");
+        exit.refuse_own(at("127.0.0.1:3080"), Some(at("127.0.0.1:3081")));
+        let connections = exit.reaching_own_instances();
+        assert!(exit.own(at("127.0.0.1:3080"), None));
+        assert!(exit.own(at("127.0.0.1:3081"), None));
+        assert!(!connections.own(at("127.0.0.1:3080"), None));
+        assert!(connections.own(at("127.0.0.1:3081"), None));
+        assert!(
+            !exit
+                .reaching_own_instances()
+                .own(at("127.0.0.1:3082"), None)
+        );
     }
 
     #[test]
