@@ -85,6 +85,7 @@ impl StorageCtx {
         push: Option<store::PushConfig>,
     ) -> Result<(), StoreError> {
         let write = Write::of(&row, claim.as_ref());
+        self.writing(&write);
         self.store
             .create_task(row, claim, push)
             .instrument(self.op("create-task"))
@@ -95,6 +96,13 @@ impl StorageCtx {
         Ok(())
     }
 
+    /// Notes the write about to be made as the task's latest, before the store commits it: a
+    /// webhook delivery the commit starts continues this request's trace even when it begins
+    /// before the store call returns.
+    fn writing(&self, w: &Write) {
+        self.note.task(&self.instance_id, &w.id, &w.context, true);
+    }
+
     /// The books of a durable write: the log, the safety net, the peer's active tasks, and the
     /// claim's id released (it is durable now).
     fn wrote(&mut self, w: Write, version: u64) {
@@ -102,7 +110,6 @@ impl StorageCtx {
             let reason = crate::telemetry::logging::printable(&reason);
             tracing::warn!(instance = %self.instance_id, task = %w.id, %reason, "task FAILED");
         }
-        self.note.task(&self.instance_id, &w.id, &w.context, true);
         self.written.wrote(&w.id, version, w.state);
         self.activity
             .task_written(&self.instance_id, &w.id, &w.context, w.state.as_str());
@@ -280,6 +287,7 @@ impl Host for StorageCtx {
         let frames: Vec<store::NewFrame> = frames.into_iter().map(Into::into).collect();
         let claim = claim.map(|c| self.claim(c));
         let write = Write::of(&row, claim.as_ref());
+        self.writing(&write);
         let key = crate::records::task_key(&self.instance_id, &row.id);
         let result = self
             .store
