@@ -14,7 +14,8 @@ use crate::records::Limits;
 pub enum Source {
     /// A caller known only by its address (the instance's shared principal).
     Address(IpAddr),
-    /// A caller known apart (README "Authentication"): its bucket follows it across addresses.
+    /// A caller known apart (docs/auth.md "Authentication"): its bucket follows it across
+    /// addresses.
     Principal(String),
 }
 

@@ -204,8 +204,8 @@ impl App {
         self.host.services()
     }
 
-    /// The presets in effect: the configured ones and the built-in ones (README
-    /// "Configuration"), as the latest start or reload left them.
+    /// The presets in effect: the configured ones and the built-in ones
+    /// (docs/serving.md "Configuration"), as the latest start or reload left them.
     pub fn presets(&self) -> Arc<[Preset]> {
         self.table.read().unwrap().presets.clone()
     }

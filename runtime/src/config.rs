@@ -1,4 +1,4 @@
-//! The TOML configuration (README "Configuration"): presets, defaults, runtime limits, and instances as code.
+//! The TOML configuration (docs/serving.md "Configuration"): presets, defaults, runtime limits, and instances as code.
 
 use std::path::{Path, PathBuf};
 
@@ -53,7 +53,7 @@ pub struct Config {
     pub tls: Option<crate::tls::TlsSettings>,
     /// What cards say of the gRPC binding.
     pub grpc: GrpcSettings,
-    /// Where traces are exported (README "Traces"); read at start.
+    /// Where traces are exported (docs/operating.md "Traces"); read at start.
     pub telemetry: crate::telemetry::trace::TelemetrySettings,
     /// The file this was read from (named in errors about its declarations).
     #[serde(skip)]
@@ -270,11 +270,12 @@ impl StorageSettings {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct ProtocolSettings {
-    /// Emit the seed's error numbers (README "Configuration", `[protocol] legacyErrorCodes`).
+    /// Emit the seed's error numbers (docs/serving.md "Configuration",
+    /// `[protocol] legacyErrorCodes`).
     pub legacy_error_codes: bool,
 }
 
-/// How callers' credentials are checked (README "Authentication").
+/// How callers' credentials are checked (docs/auth.md "Authentication").
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct IdentitySettings {
@@ -417,7 +418,7 @@ pub struct InstanceDecl {
     /// Environment variable holding the bearer token.
     #[serde(default)]
     pub auth_token_env: Option<String>,
-    /// OpenID Connect bearer tokens (README "Authentication").
+    /// OpenID Connect bearer tokens (docs/auth.md "Authentication").
     #[serde(default)]
     pub oidc: Option<crate::records::OidcSettings>,
     /// Client certificates (mutual TLS; needs `[tls] clientCaFile`).

@@ -1,4 +1,4 @@
-//! Reading task frame logs (README "Frame logs"). The log itself is durable, in the store: every frame has a
+//! Reading task frame logs (docs/protocol.md "Frame logs"). The log itself is durable, in the store: every frame has a
 //! per-task sequence id the store assigns in commit order. In front of it, each live task of this
 //! node has a ring of its latest [`RING`] frames and a signal, so a subscriber on the node that
 //! runs the task reads new frames from memory; anything the ring does not hold (a replay after a

@@ -1,4 +1,4 @@
-//! Message ids reserved in memory by the request deciding what they mean (README "A2A methods"): from the
+//! Message ids reserved in memory by the request deciding what they mean (docs/protocol.md "A2A methods"): from the
 //! moment a request looks a message id up until its write with that id's claim is durable (or the
 //! request ends), another request for the same id waits. A concurrent resend therefore finds the
 //! first one's task instead of running a second turn, and a blocking send may keep its task in

@@ -125,7 +125,7 @@ async fn return_freed_memory(shutdown: CancellationToken) {
     }
 }
 
-/// Where the runtime listens (README "Control API").
+/// Where the runtime listens (docs/control.md "Control API").
 #[derive(Clone, Copy, Debug)]
 pub struct Listen {
     /// The A2A endpoints (and the control surface, without `control`).
@@ -135,7 +135,7 @@ pub struct Listen {
 }
 
 impl Listen {
-    /// Refuses what README "Control API" forbids: beyond loopback without `publicBaseUrl`, a control listener
+    /// Refuses what docs/control.md "Control API" forbids: beyond loopback without `publicBaseUrl`, a control listener
     /// beyond loopback. Whether the public listener reaches beyond loopback.
     pub fn check(&self, config: &config::Config) -> anyhow::Result<bool> {
         let exposed = !server::surface_guard::listens_on_loopback(self.public.ip());
@@ -303,7 +303,7 @@ impl Running {
     }
 
     /// Where the control surface answers, as a browser on this host must name it: a wildcard
-    /// listener is reached (and only accepted, README "Control API") as loopback.
+    /// listener is reached (and only accepted, docs/control.md "Control API") as loopback.
     fn control_origin(&self) -> String {
         let mut addr = self.control_addr.unwrap_or(self.addr);
         if addr.ip().is_unspecified() {

@@ -14,8 +14,8 @@ pub fn task_key(instance_id: &str, task_id: &str) -> String {
 /// an instance that takes none; the tasks kept before principals existed are its own.
 pub const SHARED_PRINCIPAL: &str = "token";
 
-/// A named client of an instance with its own API key (README "Authentication"): only the key's
-/// hash is kept.
+/// A named client of an instance with its own API key (docs/auth.md "Authentication"): only the
+/// key's hash is kept.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiKey {
@@ -43,8 +43,8 @@ pub const OIDC_ALGORITHMS: [&str; 9] = [
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
 ];
 
-/// An instance's OpenID Connect scheme (README "Authentication"): bearer JWTs its issuer signed
-/// for its audience.
+/// An instance's OpenID Connect scheme (docs/auth.md "Authentication"): bearer JWTs its issuer
+/// signed for its audience.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OidcSettings {
@@ -133,7 +133,7 @@ pub enum CertName {
     San,
 }
 
-/// An instance's mutual-TLS scheme (README "Authentication"): callers presenting a client
+/// An instance's mutual-TLS scheme (docs/auth.md "Authentication"): callers presenting a client
 /// certificate the listener's `[tls] clientCaFile` verified, known as `mtls:<name>`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -156,8 +156,8 @@ fn printable(what: &str, v: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// An outbound connection's OAuth 2.0 client credentials (README "Outbound connections"): the
-/// runtime gets the bearer token from `tokenUrl` and renews it before it expires.
+/// An outbound connection's OAuth 2.0 client credentials (docs/outbound.md "Outbound connections"):
+/// the runtime gets the bearer token from `tokenUrl` and renews it before it expires.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OAuthClient {
@@ -288,11 +288,13 @@ pub struct InstanceRecord {
     /// Push notifications are served (the card's `capabilities.pushNotifications`).
     #[serde(default = "yes")]
     pub push_notifications: bool,
-    /// A2A 0.3 callers are served too, and the card carries the 0.3 fields (README "A2A 0.3").
+    /// A2A 0.3 callers are served too, and the card carries the 0.3 fields
+    /// (docs/protocol.md "A2A 0.3").
     #[serde(default = "yes")]
     pub compat03: bool,
     /// Requests may run on a kept instance of its component, as they always do on the built-in
-    /// one: for components that keep nothing between requests (README "Components").
+    /// one: for components that keep nothing between requests
+    /// (docs/serving.md "Writing and swapping a component").
     #[serde(default)]
     pub reuse_instances: bool,
     /// Component name.
@@ -356,7 +358,7 @@ pub fn check_card_url(url: &str) -> Result<String, String> {
         })
 }
 
-/// A stored outbound connection (README "Control API › Actions").
+/// A stored outbound connection (docs/control.md "Control API › Actions").
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionRecord {

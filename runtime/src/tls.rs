@@ -1,9 +1,9 @@
-//! TLS on the public listener (README "TLS"): rustls with the operator's certificate chain and
-//! key, ALPN `h2` and `http/1.1`, and optionally client certificates verified against a CA
+//! TLS on the public listener (docs/serving.md "TLS"): rustls with the operator's certificate chain
+//! and key, ALPN `h2` and `http/1.1`, and optionally client certificates verified against a CA
 //! bundle (mutual TLS: an unknown issuer or an expired certificate fails the handshake; a
-//! connection without one is still served, and the instances taking `mtls` refuse it). The
-//! files are checked every `watchMs` and taken up when they change; files that do not load keep
-//! the running configuration, and the log says why.
+//! connection without one is still served, and the instances taking `mtls` refuse it). The files
+//! are checked every `watchMs` and taken up when they change; files that do not load keep the
+//! running configuration, and the log says why.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};

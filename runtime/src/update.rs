@@ -1,4 +1,4 @@
-//! The update check (README "Control API › Reads"): the package registry's latest version and the version in the
+//! The update check (docs/control.md "Control API › Reads"): the package registry's latest version and the version in the
 //! repository's manifest, the higher wins; cached; read-only (it never installs anything).
 
 use std::sync::Mutex;

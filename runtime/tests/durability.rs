@@ -1,4 +1,4 @@
-//! README "When things fail" against the real binary: a task acknowledged to a client is durable at that moment.
+//! docs/operating.md "When things fail" against the real binary: a task acknowledged to a client is durable at that moment.
 //! Sixteen clients send under load, the process is killed with SIGKILL mid-flight, and every task
 //! any client heard of is there after a restart, settled, and its message is still a retry.
 

@@ -1,6 +1,6 @@
-//! Traces end to end (README "Traces"), on the real binary: a client's trace continues through
-//! a2a-edge A, its model request and its outbound call into a2a-edge B, B's component and store,
-//! and A's webhook; the collector is a loopback OTLP receiver over HTTP and gRPC. With no
+//! Traces end to end (docs/operating.md "Traces"), on the real binary: a client's trace continues
+//! through a2a-edge A, its model request and its outbound call into a2a-edge B, B's component and
+//! store, and A's webhook; the collector is a loopback OTLP receiver over HTTP and gRPC. With no
 //! exporter nothing leaves, and the task page's spans are still kept.
 
 use std::path::Path;

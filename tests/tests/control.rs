@@ -1,4 +1,4 @@
-//! The control API (README "Control API") over real HTTP: every read and every inbound/task/session action,
+//! The control API (docs/control.md "Control API") over real HTTP: every read and every inbound/task/session action,
 //! with their failure statuses and field validation.
 
 use std::time::Duration;

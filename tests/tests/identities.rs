@@ -1,7 +1,7 @@
-//! Who is calling (README "Authentication"): named clients with their own API keys, each seeing
-//! only its own tasks, contexts, message ids and push configs on both bindings; the card saying
-//! what an instance takes; revocation at once; a key shown once and never kept or shown again;
-//! skills and rates per client.
+//! Who is calling (docs/auth.md "Authentication"): named clients with their own API keys, each
+//! seeing only its own tasks, contexts, message ids and push configs on both bindings; the card
+//! saying what an instance takes; revocation at once; a key shown once and never kept or shown
+//! again; skills and rates per client.
 
 use a2a_edge_tests::events::Events;
 use a2a_edge_tests::jsonrpc;

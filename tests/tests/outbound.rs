@@ -1,4 +1,4 @@
-//! Outbound A2A (README "Outbound connections") against third-party servers started here: the Python a2a-sdk 1.3
+//! Outbound A2A (docs/outbound.md "Outbound connections") against third-party servers started here: the Python a2a-sdk 1.3
 //! agent (streaming and non-streaming cards), an A2A 0.3 agent on the SDK's 0.3 line, and a second a2a-edge.
 
 use std::time::Duration;

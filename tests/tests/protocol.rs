@@ -590,7 +590,7 @@ async fn errors_of_the_json_rpc_endpoint() {
     assert_eq!(r.headers()["a2a-version"], "1.0");
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], -32009);
-    // 0.3 is spoken too (README "A2A 0.3"); a 1.0 method name stays 1.0.
+    // 0.3 is spoken too (docs/protocol.md "A2A 0.3"); a 1.0 method name stays 1.0.
     let r = get(&url).header("a2a-version", "0.3").send().await.unwrap();
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], -32001, "{v}");

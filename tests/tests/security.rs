@@ -1,5 +1,6 @@
 //! What a stranger, a web page in the operator's browser or a proxy on the same host can and
-//! cannot do, and how the control surface refuses bad input (README "Control API", "What is served", "Outbound connections").
+//! cannot do, and how the control surface refuses bad input (docs/control.md "Control API",
+//! docs/protocol.md "What is served", docs/outbound.md "Outbound connections").
 
 use std::time::Duration;
 

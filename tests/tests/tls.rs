@@ -1,6 +1,6 @@
-//! TLS on the listener (README "TLS"): HTTP/2 and HTTP/1.1 by ALPN, new certificate files taken
-//! up without a restart (and files that do not load keeping the running ones), and mutual TLS:
-//! a client certificate the CA bundle verifies names the caller, an unknown CA or an expired
+//! TLS on the listener (docs/serving.md "TLS"): HTTP/2 and HTTP/1.1 by ALPN, new certificate files
+//! taken up without a restart (and files that do not load keeping the running ones), and mutual
+//! TLS: a client certificate the CA bundle verifies names the caller, an unknown CA or an expired
 //! certificate is refused at the handshake, the card says `mutualTLS`.
 
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! The update check (README "Control API › Reads") against local sources: the higher of the registry's and the
+//! The update check (docs/control.md "Control API › Reads") against local sources: the higher of the registry's and the
 //! manifest's versions wins, answers are cached, `refresh=1` re-checks, and with no reachable
 //! source it still answers 200 `ok:false` within a few seconds.
 

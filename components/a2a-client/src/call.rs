@@ -1,4 +1,4 @@
-//! One remote skill call (README "Outbound connections"): card, send (stream or poll), cancel on abort, the tool text.
+//! One remote skill call (docs/outbound.md "Outbound connections"): card, send (stream or poll), cancel on abort, the tool text.
 
 use a2a_protocol::client::{Endpoint, Remote, endpoint, poll_delay_ms};
 use a2a_protocol::{StreamResponse, compat03};

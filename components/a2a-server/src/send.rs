@@ -86,7 +86,7 @@ pub enum Caller {
 }
 
 /// Checks the request, passes the gate, and creates (or continues) the task, unless the message
-/// is a retry of an earlier one (README "A2A methods"), which is answered with that task as it stands.
+/// is a retry of an earlier one (docs/protocol.md "A2A methods"), which is answered with that task as it stands.
 pub fn begin(
     params: &Value,
     instance: &request_context::InstanceInfo,

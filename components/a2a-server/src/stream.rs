@@ -1,4 +1,5 @@
-//! The streaming methods: SendStreamingMessage and SubscribeToTask (README "A2A methods").
+//! The streaming methods: SendStreamingMessage and SubscribeToTask
+//! (docs/protocol.md "A2A methods").
 
 use a2a_protocol::sse::Envelope;
 use a2a_protocol::{ErrorKind, RpcError, TaskIdRequest, jsonrpc, sse};

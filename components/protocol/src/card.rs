@@ -1,4 +1,4 @@
-//! The AgentCard (README "What is served"): a pure function of the instance record and its public endpoint URL.
+//! The AgentCard (docs/protocol.md "What is served"): a pure function of the instance record and its public endpoint URL.
 
 use serde::Serialize;
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! The outbound client's decisions (README "Outbound connections"): which interface of a remote card to call, how a
+//! The outbound client's decisions (docs/outbound.md "Outbound connections"): which interface of a remote card to call, how a
 //! streamed or polled remote task is assembled, what the tool answers, and when to retry.
 
 use serde_json::{Value, json};
@@ -191,7 +191,7 @@ impl Remote {
                 .is_some_and(|t| t.status.state.is_terminal() || t.status.state.is_interrupted())
     }
 
-    /// The tool's answer (README "Outbound connections"): the artifacts' text; `[remote agent <STATE> task=<id>] <message>`
+    /// The tool's answer (docs/outbound.md "Outbound connections"): the artifacts' text; `[remote agent <STATE> task=<id>] <message>`
     /// when it waits for input or auth (see [`interruption`]); an error with the remote message
     /// when it failed.
     pub fn outcome(&self) -> Result<String, String> {

@@ -1,9 +1,9 @@
-//! Which of a remote card's security schemes an outbound connection can satisfy (README
-//! "Outbound connections"). A connection sends one credential, `Authorization: Bearer <token>`,
-//! the token static (`outbound.setAuth`) or got by OAuth 2.0 client credentials
-//! (`outbound.setOAuth`); so HTTP bearer, OAuth 2.0 and OpenID Connect schemes can be met, API
-//! keys, HTTP Basic and mutual TLS cannot. Reads A2A 1.0 cards (`securitySchemes` as the proto's
-//! oneof, `securityRequirements`) and 0.3 ones (`type`, `security`).
+//! Which of a remote card's security schemes an outbound connection can satisfy
+//! (docs/outbound.md "Outbound connections"). A connection sends one credential,
+//! `Authorization: Bearer <token>`, the token static (`outbound.setAuth`) or got by OAuth 2.0
+//! client credentials (`outbound.setOAuth`); so HTTP bearer, OAuth 2.0 and OpenID Connect schemes
+//! can be met, API keys, HTTP Basic and mutual TLS cannot. Reads A2A 1.0 cards (`securitySchemes`
+//! as the proto's oneof, `securityRequirements`) and 0.3 ones (`type`, `security`).
 
 use serde_json::{Map, Value, json};
 

@@ -1,5 +1,5 @@
-//! The A2A 1.0.1 error table (README "A2A methods"), with `google.rpc.ErrorInfo` data and the seed's legacy
-//! numbering behind a switch (README "Configuration", `[protocol] legacyErrorCodes`).
+//! The A2A 1.0.1 error table (docs/protocol.md "A2A methods"), with `google.rpc.ErrorInfo` data and the seed's legacy
+//! numbering behind a switch (docs/serving.md "Configuration", `[protocol] legacyErrorCodes`).
 
 use serde_json::{Value, json};
 

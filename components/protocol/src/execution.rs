@@ -1,5 +1,5 @@
 //! Applying a session turn's progress to a task: the new task state and the frames to publish
-//! (README "A2A methods"). Text deltas accumulate in one `response` artifact streamed with `append`/`lastChunk`;
+//! (docs/protocol.md "A2A methods"). Text deltas accumulate in one `response` artifact streamed with `append`/`lastChunk`;
 //! tool-call deltas go to `tool-call-<id>` data artifacts; reasoning is never projected.
 
 use serde_json::json;

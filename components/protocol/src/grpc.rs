@@ -1,4 +1,4 @@
-//! The gRPC binding's decisions (A2A 1.0.1 §10, README "gRPC"): which RPC a request path
+//! The gRPC binding's decisions (A2A 1.0.1 §10, docs/protocol.md "gRPC"): which RPC a request path
 //! names, the JSON-RPC method it runs as, the status each error travels as, `grpc-timeout`, and
 //! the card's `host:port` address. The host transcodes protobuf to the ProtoJSON the other
 //! bindings carry; everything it decides is here.

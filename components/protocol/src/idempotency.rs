@@ -1,4 +1,4 @@
-//! When a reused `messageId` is a retry (README "A2A methods"): the resend must name the same task (or none),
+//! When a reused `messageId` is a retry (docs/protocol.md "A2A methods"): the resend must name the same task (or none),
 //! not contradict its context, carry the same parts, and find the task unchanged since that
 //! message's turn (no later message, no cancel; a turn still running counts as unchanged).
 //! Anything else is a new message, so a message is never answered with a task it does not name.

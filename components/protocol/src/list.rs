@@ -1,4 +1,4 @@
-//! `ListTasks` (README "A2A methods"): params, validation and the answer's shape.
+//! `ListTasks` (docs/protocol.md "A2A methods"): params, validation and the answer's shape.
 
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! Which methods exist, on which transport (README "A2A methods").
+//! Which methods exist, on which transport (docs/protocol.md "A2A methods").
 
 use crate::errors::{ErrorKind, RpcError};
 

@@ -1,4 +1,4 @@
-//! Rendering a message's parts into the session prompt (README "A2A methods").
+//! Rendering a message's parts into the session prompt (docs/protocol.md "A2A methods").
 
 use crate::types::Part;
 

@@ -1,4 +1,4 @@
-//! Server-sent events framing (README "A2A methods").
+//! Server-sent events framing (docs/protocol.md "A2A methods").
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! The explicit task state machine (README "A2A methods"): every transition is checked, terminal is final.
+//! The explicit task state machine (docs/protocol.md "A2A methods"): every transition is checked, terminal is final.
 
 use crate::types::TaskState;
 

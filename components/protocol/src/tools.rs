@@ -1,4 +1,4 @@
-//! The outbound tool contract (README "Outbound connections"): how a remote skill is named and described as a tool.
+//! The outbound tool contract (docs/outbound.md "Outbound connections"): how a remote skill is named and described as a tool.
 
 use serde_json::{Value, json};
 

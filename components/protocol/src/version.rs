@@ -1,4 +1,4 @@
-//! The `A2A-Version` service parameter (README "What is served").
+//! The `A2A-Version` service parameter (docs/protocol.md "What is served").
 
 /// The protocol version this service speaks (major.minor).
 pub const SUPPORTED: &str = "1.0";

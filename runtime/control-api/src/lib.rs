@@ -1,4 +1,4 @@
-//! The control API's actions (README "Control API › Actions") as typed values, shared by the server (which parses
+//! The control API's actions (docs/control.md "Control API › Actions") as typed values, shared by the server (which parses
 //! bodies) and the CLI (which writes them). A wrong type, a missing field or an unknown one is a
 //! message naming the field, never a crash. Pure (serde only), so the parser is fuzzed and
 //! property-tested on its own.
@@ -147,10 +147,11 @@ shared_fields! {
         limits: Object,
         /// Serve push notifications (default true).
         push_notifications: Flag,
-        /// Serve A2A 0.3 callers too (default true; README "A2A 0.3").
+        /// Serve A2A 0.3 callers too (default true; docs/protocol.md "A2A 0.3").
         compat03: Flag,
         /// Run requests on kept instances of a third-party component (default false; the
-        /// built-in component's are always kept; README "Components").
+        /// built-in component's are always kept;
+        /// docs/serving.md "Writing and swapping a component").
         reuse_instances: Flag,
     }
     /// `inbound.create`.
@@ -204,8 +205,8 @@ pub struct InboundSetAuth {
     pub allow_weak: Option<Flag>,
 }
 
-/// `inbound.setOidc`: OpenID Connect bearer tokens on an instance (README "Authentication"), or
-/// none with `clear`.
+/// `inbound.setOidc`: OpenID Connect bearer tokens on an instance (docs/auth.md "Authentication"),
+/// or none with `clear`.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InboundSetOidc {

@@ -1,4 +1,5 @@
-//! The outbound actions (README "Outbound connections"): connections to remote A2A agents.
+//! The outbound actions (docs/outbound.md "Outbound connections"): connections to remote A2A
+//! agents.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The inbound actions (README "Control API › Actions"): create, update, remove, enable/disable, set the token,
+//! The inbound actions (docs/control.md "Control API › Actions"): create, update, remove, enable/disable, set the token,
 //! send a test message.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The API-key actions (README "Authentication"): named clients of an instance, each with its
+//! The API-key actions (docs/auth.md "Authentication"): named clients of an instance, each with its
 //! own key, shown once at creation; the record keeps only its hash, so a revocation reaches every
 //! node with the record.
 

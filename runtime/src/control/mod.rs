@@ -1,4 +1,4 @@
-//! The control API at `/a2a/api` (README "Control API"): reads and typed actions over the runtime's records.
+//! The control API at `/a2a/api` (docs/control.md "Control API"): reads and typed actions over the runtime's records.
 //! Loopback callers only, Host/Origin/content type checked (by the server, before this runs).
 
 mod connections;

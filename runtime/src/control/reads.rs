@@ -1,4 +1,4 @@
-//! The reads of README "Control API › Reads".
+//! The reads of docs/control.md "Control API › Reads".
 
 use std::collections::HashMap;
 use std::sync::Arc;

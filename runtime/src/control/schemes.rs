@@ -1,4 +1,4 @@
-//! `inbound.setOidc` and `inbound.setMtls` (README "Authentication"): an instance's OpenID
+//! `inbound.setOidc` and `inbound.setMtls` (docs/auth.md "Authentication"): an instance's OpenID
 //! Connect and mutual-TLS schemes, set or cleared; settings are checked before they are kept
 //! (only asymmetric algorithms, keys over https unless on loopback; client certificates only
 //! where the listener asks for them).

@@ -1,4 +1,4 @@
-//! The control API's own shapes (README "Control API › Reads"): inbound views, TaskRecords (never the protocol
+//! The control API's own shapes (docs/control.md "Control API › Reads"): inbound views, TaskRecords (never the protocol
 //! Task), session rows.
 
 use std::collections::{HashMap, HashSet};
@@ -109,8 +109,8 @@ pub fn with_note(mut record: Value, note: Option<String>) -> Value {
     record
 }
 
-/// The spans this process keeps of a task (README "Traces"): the traces that touched it and
-/// their spans in start order.
+/// The spans this process keeps of a task (docs/operating.md "Traces"): the traces that touched it
+/// and their spans in start order.
 pub fn trace(row: &TaskRow) -> Value {
     let (traces, spans) = crate::telemetry::trace::ring()
         .map(|r| r.task(&row.instance_id, &row.id))

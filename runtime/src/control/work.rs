@@ -1,4 +1,4 @@
-//! The actions on running work (README "Control API › Actions"): cancel a task, end a session or a peer's streams,
+//! The actions on running work (docs/control.md "Control API › Actions"): cancel a task, end a session or a peer's streams,
 //! reload a component.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! Who calls an instance (README "Authentication"): the credentials a request carries, checked
-//! against the instance's schemes, and the principal the caller is known by. Tasks, contexts and
-//! push configs belong to a principal; rate limits key on it.
+//! Who calls an instance (docs/auth.md "Authentication"): the credentials a request carries,
+//! checked against the instance's schemes, and the principal the caller is known by. Tasks,
+//! contexts and push configs belong to a principal; rate limits key on it.
 
 pub mod api_keys;
 pub mod oidc;
@@ -62,7 +62,7 @@ pub fn claim_key(principal: &str, message_id: String) -> String {
     format!("{CLAIM_SEPARATOR}{principal}{CLAIM_SEPARATOR}{message_id}")
 }
 
-/// A scheme an instance takes (README "Authentication").
+/// A scheme an instance takes (docs/auth.md "Authentication").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Scheme<'a> {
     /// Its shared bearer token.

@@ -1,4 +1,4 @@
-//! OpenID Connect bearer tokens (README "Authentication"): JWTs the instance's issuer signed,
+//! OpenID Connect bearer tokens (docs/auth.md "Authentication"): JWTs the instance's issuer signed,
 //! checked with the `jsonwebtoken` crate against the issuer's published keys. The keys come
 //! through the egress guard (the issuer's host is trusted as the operator gave it; a `jwks_uri`
 //! elsewhere must be public), over https unless from loopback, are cached per issuer, refetched

@@ -1,4 +1,4 @@
-//! Outbound connections (README "Outbound connections"): remote A2A agents whose skills become tools. Records
+//! Outbound connections (docs/outbound.md "Outbound connections"): remote A2A agents whose skills become tools. Records
 //! live in the store (and a copy here); the connection state (connected, failed with the last
 //! error, the remote card) lives here. Every remote exchange goes through the outbound client
 //! component ([`crate::hosts::client`]), whose requests pass its outbound policy and the SSRF

@@ -1,7 +1,7 @@
-//! OAuth 2.0 client credentials (RFC 6749 §4.4) for outbound connections (README "Outbound
-//! connections"): the runtime asks the token endpoint for a bearer token, keeps it, and asks
-//! again before it expires. The token goes only into the host's request headers (never to the
-//! client component); the client secret only to the token endpoint.
+//! OAuth 2.0 client credentials (RFC 6749 §4.4) for outbound connections
+//! (docs/outbound.md "Outbound connections"): the runtime asks the token endpoint for a bearer
+//! token, keeps it, and asks again before it expires. The token goes only into the host's request
+//! headers (never to the client component); the client secret only to the token endpoint.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

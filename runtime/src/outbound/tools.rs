@@ -1,4 +1,4 @@
-//! Remote skills as the tools of session turns (README "Outbound connections").
+//! Remote skills as the tools of session turns (docs/outbound.md "Outbound connections").
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use crate::sessions::{ToolResult, ToolSpec, Toolbox, TurnHost};
 /// One tool: a remote skill as a session sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tool {
-    /// Its name (README "Outbound connections").
+    /// Its name (docs/outbound.md "Outbound connections").
     pub name: String,
     /// The connection.
     pub connection_id: String,

@@ -1,6 +1,6 @@
 //! The web panel at `/a2a/ui`: plain ES modules, a stylesheet and one page, embedded in the
 //! binary (no build step, nothing fetched at run time). It is a client of the control API and
-//! sits behind the same guards (README "Control API"); its own headers forbid framing, inline scripts and
+//! sits behind the same guards (docs/control.md "Control API"); its own headers forbid framing, inline scripts and
 //! any other origin, so what it shows of remote agents can never run as code.
 
 use std::sync::OnceLock;

@@ -265,7 +265,7 @@ fn check_method(kind: RouteKind, method: &Method, refuse: Refusals) -> Result<()
 }
 
 /// One `Authorization` and one `X-API-Key` header at most, then the caller by the instance's
-/// schemes (README "Authentication"): a token secret that is not set refuses the token (fail
+/// schemes (docs/auth.md "Authentication"): a token secret that is not set refuses the token (fail
 /// closed).
 async fn authenticate(
     app: &App,

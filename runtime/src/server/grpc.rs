@@ -1,6 +1,6 @@
-//! The gRPC binding (`lf.a2a.v1.A2AService`, README "gRPC"), terminated by the host: each call's
-//! protobuf message becomes the ProtoJSON params of its JSON-RPC method (the official proto's
-//! generated types do both sides), the instance its `tenant` names serves it exactly as a
+//! The gRPC binding (`lf.a2a.v1.A2AService`, docs/protocol.md "gRPC"), terminated by the host: each
+//! call's protobuf message becomes the ProtoJSON params of its JSON-RPC method (the official
+//! proto's generated types do both sides), the instance its `tenant` names serves it exactly as a
 //! JSON-RPC request (credentials, limits, stream slot, component), and the answer goes back the
 //! same way: a result as one message, SSE events as stream messages, an error as a status with
 //! `google.rpc.ErrorInfo` in `grpc-status-details-bin`.

@@ -1,4 +1,4 @@
-//! The HTTP server: hyper 1 over TCP with NODELAY, the routing of the two surfaces (README "Control API"),
+//! The HTTP server: hyper 1 over TCP with NODELAY, the routing of the two surfaces (docs/control.md "Control API"),
 //! bearer auth and body limits before any component runs, and graceful shutdown.
 
 mod a2a;
@@ -31,7 +31,7 @@ use crate::tls::{PeerCert, Tls};
 pub use slots::Slots;
 pub use surface_guard::is_loopback;
 
-/// Which surfaces a listener serves (README "Control API").
+/// Which surfaces a listener serves (docs/control.md "Control API").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Surfaces {
     /// The A2A endpoints and the control surface (no `--control-listen`).

@@ -1,4 +1,4 @@
-//! The control surface's guards (README "Control API"): a loopback peer is not enough, since a web page in the
+//! The control surface's guards (docs/control.md "Control API"): a loopback peer is not enough, since a web page in the
 //! operator's browser and a proxy on the same host reach loopback too. A control request must
 //! name a loopback `Host`, come from no other origin, carry no forwarding headers, and a POST must
 //! be `application/json` (which no cross-site form or `text/plain` request can send).

@@ -1,6 +1,7 @@
-//! The `component` backend: the preset's agent component runs each turn (README "Writing an
-//! agent"), through the runtime's [`Agents`], within the preset's wall-clock timeout and
-//! concurrent-turns limit. Memory and CPU are limited where the agent runs.
+//! The `component` backend: the preset's agent component runs each turn
+//! (docs/agents.md "What an agent component is"), through the runtime's [`Agents`], within the
+//! preset's wall-clock timeout and concurrent-turns limit. Memory and CPU are limited where the
+//! agent runs.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! A context's conversation rebuilt from its persisted tasks (README "A2A methods": from the inputs and
+//! A context's conversation rebuilt from its persisted tasks (docs/protocol.md "A2A methods": from the inputs and
 //! outputs of the tasks, not a verbatim turn log), so a session resumes after a restart.
 
 use a2a_protocol::{Part, Role, Task};

@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use preset::{Backend as Settings, Preset};
 
-/// A tool a turn may call (an outbound remote skill, README "Outbound connections").
+/// A tool a turn may call (an outbound remote skill, docs/outbound.md "Outbound connections").
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {
     /// Its name.
@@ -87,7 +87,7 @@ pub struct TurnInput {
     pub instance_id: String,
     /// Conversation key.
     pub context_id: String,
-    /// Who the turn answers (README "Authentication"): its history is that principal's.
+    /// Who the turn answers (docs/auth.md "Authentication"): its history is that principal's.
     pub principal: String,
     /// Task id (of the instance).
     pub task_id: String,

@@ -1,5 +1,5 @@
 //! The `openai` backend: any OpenAI-compatible chat-completions API (DeepSeek by default),
-//! streamed. Text deltas go into the task as they arrive; the outbound tools (README "Outbound connections") are offered
+//! streamed. Text deltas go into the task as they arrive; the outbound tools (docs/outbound.md "Outbound connections") are offered
 //! as function tools, their calls streamed as tool-call deltas and executed by the runtime, and
 //! the loop goes on until the model answers or the step bound is reached. Cancel drops the
 //! upstream request.

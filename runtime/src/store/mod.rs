@@ -84,7 +84,7 @@ pub struct TaskRow {
     pub body: String,
     /// The caller that created it.
     pub peer_id: Option<String>,
-    /// Who owns it (README "Authentication"): only they see it.
+    /// Who owns it (docs/auth.md "Authentication"): only they see it.
     pub principal: String,
     /// The trace of the request that created it (hex), when it was traced.
     pub trace_id: Option<String>,

@@ -1,7 +1,7 @@
 """Interop: the Python a2a-sdk 1.3 client's own AuthInterceptor against a2a-edge instances that
-take a bearer token and API keys, and OpenID Connect tokens from an issuer served here (README
-"Authentication"). The interceptor reads the schemes the card announces (`bearer`, `apiKey`,
-`oidc`) and sends the credential stored under each."""
+take a bearer token and API keys, and OpenID Connect tokens from an issuer served here
+(docs/auth.md "Authentication"). The interceptor reads the schemes the card announces (`bearer`,
+`apiKey`, `oidc`) and sends the credential stored under each."""
 
 import os
 import uuid

@@ -1,6 +1,7 @@
-"""Interop: the Python a2a-sdk 1.3 client over mutual TLS (README "Authentication", "TLS"). A
-second a2a-edge serves TLS with a CA made here; its instance takes client certificates, and each
-certificate is a principal of its own. The client's httpx transport presents the certificate."""
+"""Interop: the Python a2a-sdk 1.3 client over mutual TLS (docs/auth.md "Authentication",
+docs/serving.md "TLS"). A second a2a-edge serves TLS with a CA made here; its instance takes client
+certificates, and each certificate is a principal of its own. The client's httpx transport presents
+the certificate."""
 
 import os
 import socket

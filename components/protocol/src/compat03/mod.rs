@@ -1,4 +1,4 @@
-//! A2A 0.3 beside 1.0 (README "A2A 0.3"): the 0.3 JSON-RPC methods run as their 1.0
+//! A2A 0.3 beside 1.0 (docs/protocol.md "A2A 0.3"): the 0.3 JSON-RPC methods run as their 1.0
 //! successors, their params translated in, their results and stream events translated out, so a
 //! 0.3 caller and a 1.0 caller of one agent see the same tasks. Pure JSON to JSON.
 //!

@@ -24,7 +24,7 @@ pub struct ContextCtx {
 }
 
 /// The instance record as the card builder reads it, for `caller`: a named client with skills
-/// of its own sees only those (README "Authentication").
+/// of its own sees only those (docs/auth.md "Authentication").
 fn info(instance: &Instance, s: &Services, caller: Option<&Caller>) -> InstanceInfo {
     let r = &instance.record;
     let allowed = caller

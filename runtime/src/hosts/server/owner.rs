@@ -1,5 +1,5 @@
-//! Whose tasks a request reaches (README "Authentication"): the capabilities that take a task id
-//! (push configs, event logs) ask here whether the caller's principal owns it.
+//! Whose tasks a request reaches (docs/auth.md "Authentication"): the capabilities that take a task
+//! id (push configs, event logs) ask here whether the caller's principal owns it.
 
 use std::sync::Arc;
 

@@ -150,7 +150,8 @@ pub struct Services {
     pub toolbox: Arc<dyn Toolbox>,
     /// Provider shown on every card.
     pub provider: Option<Provider>,
-    /// Emit the seed's error numbers (README "Configuration", `[protocol] legacyErrorCodes`).
+    /// Emit the seed's error numbers (docs/serving.md "Configuration",
+    /// `[protocol] legacyErrorCodes`).
     pub legacy_error_codes: bool,
     /// How long a request waits for a free component instance.
     pub instance_wait: Duration,
@@ -222,7 +223,7 @@ pub struct Invocation {
     pub route: Route,
     /// The TCP peer.
     pub peer: SocketAddr,
-    /// Who it is (README "Authentication"); none for the runtime's own calls, which see every
+    /// Who it is (docs/auth.md "Authentication"); none for the runtime's own calls, which see every
     /// principal's tasks.
     pub caller: Option<crate::identity::Caller>,
     /// What the component tells of the request, for the log.

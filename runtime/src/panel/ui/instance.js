@@ -7,7 +7,7 @@ import { grantsText } from "./components.js";
 import { keysSection, schemesSection, tokenForm } from "./auth.js";
 import { busy, checkField, copyable, errorBox, field, fill, h, pretty, section, select, showError, table, url } from "./dom.js";
 
-/** The limits (README "Limits"): key, label, the bounds the runtime checks. */
+/** The limits (docs/serving.md "Configuration", `[limits]`): key, label, the bounds the runtime checks. */
 const LIMITS = [
   ["executionTimeoutMs", "Execution timeout (ms)", { min: 1 }],
   ["maxConcurrentTasks", "Concurrent tasks", { min: 1 }],

@@ -92,10 +92,10 @@ const MIGRATIONS: &[&str] = &[
         value BYTEA NOT NULL,
         PRIMARY KEY (scope, bucket, key)
     );",
-    // 5: each task's owner (README "Authentication"); older tasks are the shared principal's.
+    // 5: each task's owner (docs/auth.md "Authentication"); older tasks are the shared principal's.
     "ALTER TABLE tasks ADD COLUMN principal TEXT NOT NULL DEFAULT 'token';
     CREATE INDEX tasks_by_principal ON tasks (instance_id, principal, updated_at DESC, id DESC);",
-    // 6: the trace of the request that created each task (README "Traces").
+    // 6: the trace of the request that created each task (docs/operating.md "Traces").
     "ALTER TABLE tasks ADD COLUMN trace_id TEXT;",
     // 7: each conversation's summary kept beside its tasks by a trigger, so the control
     // snapshot's sessions and the session reads read a few rows instead of grouping every task

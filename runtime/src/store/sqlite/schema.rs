@@ -46,7 +46,7 @@ const MIGRATIONS: &[&str] = &[
         id TEXT PRIMARY KEY,
         body TEXT NOT NULL
     );",
-    // 4: what makes a resend a retry: the digest of its taskId and parts (README "A2A methods"). Rows from
+    // 4: what makes a resend a retry: the digest of its taskId and parts (docs/protocol.md "A2A methods"). Rows from
     // before have none, so a resend of such a message counts as a new message.
     "ALTER TABLE message_ids ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';",
     // 5: task counts by instance and state, kept by triggers, so a listing's `totalSize` and the
@@ -126,10 +126,11 @@ const MIGRATIONS: &[&str] = &[
         value BLOB NOT NULL,
         PRIMARY KEY (scope, bucket, key)
     ) WITHOUT ROWID;",
-    // 10: each task's owner (README "Authentication"); older tasks are the shared principal's.
+    // 10: each task's owner (docs/auth.md "Authentication"); older tasks are the shared
+    // principal's.
     "ALTER TABLE tasks ADD COLUMN principal TEXT NOT NULL DEFAULT 'token';
     CREATE INDEX tasks_by_principal ON tasks (instance_id, principal, updated_at DESC, id DESC);",
-    // 11: the trace of the request that created each task (README "Traces").
+    // 11: the trace of the request that created each task (docs/operating.md "Traces").
     "ALTER TABLE tasks ADD COLUMN trace_id TEXT;",
     // 12: task counts by owner too: every listing filters on its caller's principal, and
     // counting that index range read every task of the principal (100,000: 10 ms a listing).

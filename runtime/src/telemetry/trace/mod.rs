@@ -1,7 +1,7 @@
-//! Traces (README "Traces"): the runtime's `tracing` spans become OpenTelemetry spans, kept per
-//! task in a bounded ring for the panel's waterfall whether or not they are exported, and sent
-//! over OTLP when an endpoint is set. Trace context comes in with a request's `traceparent` and
-//! goes out, added by the host, on model requests, outbound A2A calls and webhooks.
+//! Traces (docs/operating.md "Traces"): the runtime's `tracing` spans become OpenTelemetry spans,
+//! kept per task in a bounded ring for the panel's waterfall whether or not they are exported, and
+//! sent over OTLP when an endpoint is set. Trace context comes in with a request's `traceparent`
+//! and goes out, added by the host, on model requests, outbound A2A calls and webhooks.
 
 mod context;
 mod export;
