@@ -7,7 +7,7 @@
 # Builds the `dist` profile and starts one a2a-edge (fsync off, so the turn is what is measured)
 # with four instances: `host` on the echo backend, `agent` on the built-in Rust `echo-agent`
 # component, and `py` / `js` on the Python and JavaScript examples (components/agents/notes-*,
-# built by the agents tests into target/agent-builds/: run `cargo test --release --test agents`
+# built by the agents tests into target/agent-builds/: run `cargo test --release -p a2a-edge-tests --test all -- agents::`
 # first, else those rows are skipped). Rows:
 # - SendMessage c=16 on host and on agent, twice, the second go in reverse order: req/s, p50,
 #   p99, CPU µs per request, and agent / host;

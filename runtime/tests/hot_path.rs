@@ -1,8 +1,8 @@
+//! A binary of its own: the statement counter it reads is the process's.
+//!
 //! What one echo `SendMessage` costs, counted rather than timed (timings are noise on shared
 //! machines): the host functions the component calls and the SQL statements the store runs. A
 //! change that adds to either fails here; lower the ceilings when a change removes some.
-//!
-//! Alone in its test binary: the statement counter is the process's.
 
 use serde_json::{Value, json};
 

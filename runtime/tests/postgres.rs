@@ -1,3 +1,5 @@
+//! A binary of its own: its harness reports its tests ignored, not passed, without PostgreSQL.
+//!
 //! The runtime on PostgreSQL (`[storage] backend = "postgres"`): what a client sees is what it
 //! sees on SQLite, tasks survive a restart, and several nodes on one database share tasks, the
 //! message-id index, frame logs (streams across nodes), cancel, secrets and failover.

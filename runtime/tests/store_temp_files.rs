@@ -1,3 +1,5 @@
+//! A binary of its own: it sets `SQLITE_TMPDIR`, which the whole process reads.
+//!
 //! The SQLite writer commits its groups without temporary files: the journal of each write's
 //! savepoint stays in memory. Before, a group whose savepoint journal passed SQLite's 64 KiB
 //! spill threshold created, wrote and unlinked a file in the temporary directory (about one per

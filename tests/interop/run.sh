@@ -6,7 +6,8 @@
 # `tck` instance runs the scripted preset. Installs what it needs (venvs and node_modules under
 # target/interop, a2a-cli under target/interop/bin), starts the release binary on a free port,
 # and exits non-zero if any client fails. Needs python3 3.11 or newer (Google ADK's minimum),
-# node/npm and curl.
+# node/npm and curl. `run.sh install` only installs the clients (`.ci/run` does it while the
+# tests run) and starts nothing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 work="$root/target/interop"
@@ -18,6 +19,27 @@ if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "tests/interop/run.sh needs python3 3.11 or newer (Google ADK requires it); python3 here is $(python3 --version 2>&1 || echo missing)" >&2
   exit 1
 fi
+
+# Each client, installed under $work once (a venv made again when its requirements change).
+venv_for() {
+  local suite="$root/tests/interop/$1" venv="$work/$2"
+  if [ ! -x "$venv/bin/pytest" ] || ! cmp -s "$suite/requirements.txt" "$venv/requirements.txt"; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r "$suite/requirements.txt"
+    cp "$suite/requirements.txt" "$venv/requirements.txt"
+  fi
+}
+install_clients() {
+  venv_for python venv
+  venv_for python03 venv03
+  venv_for adk venv-adk
+  mkdir -p "$work/js"
+  cp "$root/tests/interop/js/package.json" "$root/tests/interop/js/package-lock.json" "$root/tests/interop/js/"*.test.mjs "$work/js/"
+  (cd "$work/js" && { [ -d node_modules/@a2a-js/sdk ] || npm ci --no-audit --no-fund --silent; })
+  [ -x "$work/bin/a2acli" ] || cargo install -q a2a-cli --version 0.4.5 --locked --root "$work"
+}
+install_clients
+[ "${1:-}" = install ] && exit 0
 
 # A2A_EDGE_BIN names a binary built already (CI passes the one its test run built, so this
 # script does not build it again with another feature set); otherwise the release build.
@@ -44,16 +66,9 @@ A2A_EDGE_KEY="$(curl -sf "http://127.0.0.1:$port/a2a/api" -H 'content-type: appl
   -d '{"action":"inbound.keys.create","id":"keyed","name":"interop"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')"
 export A2A_EDGE_KEY
 
-# Runs the pytest suite in tests/interop/$1 in its venv $work/$2 (made again when its
-# requirements change), its output in $work/$3.
+# Runs the pytest suite in tests/interop/$1 in its venv $work/$2, its output in $work/$3.
 pytest_suite() {
-  local suite="$root/tests/interop/$1" venv="$work/$2"
-  if [ ! -x "$venv/bin/pytest" ] || ! cmp -s "$suite/requirements.txt" "$venv/requirements.txt"; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q -r "$suite/requirements.txt"
-    cp "$suite/requirements.txt" "$venv/requirements.txt"
-  fi
-  "$venv/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$suite" | tee "$work/$3"
+  "$work/$2/bin/pytest" -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function "$root/tests/interop/$1" | tee "$work/$3"
 }
 
 echo "== Python a2a-sdk client"
@@ -66,13 +81,9 @@ echo "== Google ADK RemoteA2aAgent (two turns of one ADK session, on the a2a-sdk
 pytest_suite adk venv-adk adk.out
 
 echo "== JS @a2a-js/sdk client"
-mkdir -p "$work/js"
-cp "$root/tests/interop/js/package.json" "$root/tests/interop/js/package-lock.json" "$root/tests/interop/js/"*.test.mjs "$work/js/"
-(cd "$work/js" && { [ -d node_modules/@a2a-js/sdk ] || npm ci --no-audit --no-fund --silent; } \
-  && node --test && A2A_EDGE_BINDING=HTTP+JSON node --test) | tee "$work/js.out"
+(cd "$work/js" && node --test && A2A_EDGE_BINDING=HTTP+JSON node --test) | tee "$work/js.out"
 
 echo "== Rust a2a-cli"
-[ -x "$work/bin/a2acli" ] || cargo install -q a2a-cli --version 0.4.5 --locked --root "$work"
 "$root/tests/interop/a2a_cli.sh" "$work/bin/a2acli" "$A2A_EDGE_AGENT" | tee "$work/cli.out"
 
 # Every step above stops the script on a failure; this line sums what actually ran.

@@ -1,3 +1,5 @@
+//! A binary of its own: it installs the process's log subscriber, to read every line written.
+//!
 //! The credentials layer: `inbound.setAuth` stores the token under a generated name in a file of
 //! its own (0600) and only the name in the record; the token takes effect at once, survives a
 //! restart, and appears in no snapshot, card, record, log line or error. And what an agent

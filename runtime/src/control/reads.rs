@@ -361,8 +361,8 @@ pub fn components(app: &App) -> Value {
         .collect();
     let client = &app.outbound.client;
     list.push(json!({
-        "name": crate::hosts::client::CLIENT_COMPONENT, "kind": "client", "source": "embedded",
-        "sha256": client.sha256, "size": crate::hosts::client::CLIENT_SIZE, "instances": [],
+        "name": crate::outbound::client::CLIENT_COMPONENT, "kind": "client", "source": "embedded",
+        "sha256": client.sha256, "size": crate::outbound::client::CLIENT_SIZE, "instances": [],
     }));
     for (name, presets) in crate::sessions::preset::agents(&app.presets()) {
         let ids: Vec<&str> = presets.iter().map(|p| p.id.as_str()).collect();

@@ -1,9 +1,10 @@
 //! Outbound connections (docs/outbound.md "Outbound connections"): remote A2A agents whose skills become tools. Records
 //! live in the store (and a copy here); the connection state (connected, failed with the last
 //! error, the remote card) lives here. Every remote exchange goes through the outbound client
-//! component ([`crate::hosts::client`]), whose requests pass its outbound policy and the SSRF
+//! component ([`client`]), whose requests pass its outbound policy and the SSRF
 //! guard ([`crate::egress`]).
 
+pub mod client;
 mod oauth;
 mod tools;
 
@@ -14,8 +15,8 @@ use a2a_protocol::client_auth::{self, Held};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use self::client::{CallRequest, ClientHost, ConnectionInfo, Target, origin};
 use crate::credentials::{Credentials, outbound_name};
-use crate::hosts::client::{CallRequest, ClientHost, ConnectionInfo, Target, origin};
 use crate::records::ConnectionRecord;
 use crate::store::{Records, StoreError};
 pub use tools::{SessionToolbox, Tool, context_for, tools};

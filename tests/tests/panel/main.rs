@@ -1,3 +1,5 @@
+//! A binary of its own: its harness reports its flows ignored, not passed, without Chromium.
+//!
 //! The web panel in a real headless Chromium against the real server: each flow is what an
 //! operator does, checked on the page and in the runtime, with no console error, every field
 //! labelled, and screenshots under `target/ui-screenshots/`.

@@ -27,6 +27,10 @@ struct Capabilities {
     push: push::PushCtx,
 }
 
+/// An instance is kept only while its memory stays this small: one that a large request grew is
+/// dropped, so idle instances never hold more than `cap` times this.
+pub const KEEP_MEMORY: usize = 8 << 20;
+
 /// The data of one request's store.
 pub struct State {
     table: ResourceTable,
@@ -42,7 +46,7 @@ impl State {
     /// Whether the instance in this store may serve another request: its invocation left no
     /// resource in the table that the next request could name, and its memory stayed small.
     pub fn reusable(&self) -> bool {
-        self.table.is_empty() && self.limits.grown_to() <= super::warm::KEEP_MEMORY
+        self.table.is_empty() && self.limits.grown_to() <= KEEP_MEMORY
     }
 
     /// This store's data for the next request on its instance: `next`'s, keeping the limits

@@ -22,10 +22,6 @@ use super::state::State;
 /// How long an instance is kept without a request.
 const IDLE_FOR: Duration = Duration::from_secs(30);
 
-/// An instance is kept only while its memory stays this small: one that a large request grew is
-/// dropped, so idle instances never hold more than `cap` times this.
-pub const KEEP_MEMORY: usize = 8 << 20;
-
 /// An instance between two requests, with its store.
 pub struct Idle {
     /// The store, whose data the next request replaces.
@@ -158,6 +154,7 @@ mod tests {
 
     use super::super::Host;
     use super::super::services::{CallNote, Invocation, Route, test_instance, test_services};
+    use super::super::state::KEEP_MEMORY;
     use super::*;
     use crate::config::RuntimeSettings;
     use crate::engine::Engine;

@@ -1,0 +1,1 @@
+//! Nothing to use: this crate only turns on features (see its `Cargo.toml`).
