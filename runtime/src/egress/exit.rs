@@ -52,10 +52,10 @@ pub struct Exit {
 }
 
 /// The runtime's own listeners.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Listeners {
     /// `--listen`: the instances, and the control API unless it has a listener of its own.
-    public: Option<SocketAddr>,
+    public: SocketAddr,
     /// `--control-listen`.
     control: Option<SocketAddr>,
 }
@@ -105,10 +105,7 @@ impl Exit {
     /// and `control` (`--control-listen`) — so that a component granted private addresses never
     /// reaches its control API or its instances.
     pub fn refuse_own(&self, public: SocketAddr, control: Option<SocketAddr>) {
-        let set = self.own.set(Listeners {
-            public: Some(public),
-            control,
-        });
+        let set = self.own.set(Listeners { public, control });
         assert!(
             set.is_ok(),
             "the runtime's listeners are refused once, at its start"
@@ -131,9 +128,11 @@ impl Exit {
         let Some(own) = self.own.get() else {
             return false;
         };
-        let public = own.public.filter(|_| !self.instances);
-        let refused: Vec<SocketAddr> = public.into_iter().chain(own.control).collect();
-        reaches_own(&refused, peer, local)
+        let public = Some(own.public).filter(|_| !self.instances);
+        public
+            .into_iter()
+            .chain(own.control)
+            .any(|listener| reaches_own(&[listener], peer, local))
     }
 
     /// Direct connections trusting the web roots and the system's store (tests, tools).
