@@ -179,21 +179,27 @@ fn exchange(
     let out = req.body().map_err(|_| invalid("body"))?;
     let future = outgoing_handler::handle(req, None)
         .map_err(|e| CallError::Transport(format!("{url}: {e:?}")))?;
-    {
+    // A body the host stopped taking (the request was refused or failed meanwhile) is not the
+    // cause: the response's error code says why, so it is awaited either way.
+    let sent = {
         let stream = out.write().map_err(|_| invalid("body"))?;
-        for chunk in body.chunks(4096) {
-            stream.blocking_write_and_flush(chunk).map_err(|e| {
-                CallError::Transport(format!("{url}: sending the request failed: {e:?}"))
-            })?;
+        body.chunks(4096)
+            .try_for_each(|chunk| stream.blocking_write_and_flush(chunk))
+    };
+    let sent = match sent {
+        Ok(()) => OutgoingBody::finish(out, None).map_err(|e| format!("{e:?}")),
+        Err(e) => {
+            drop(out);
+            Err(format!("sending the request failed: {e:?}"))
         }
-    }
-    OutgoingBody::finish(out, None).map_err(|e| CallError::Transport(format!("{url}: {e:?}")))?;
+    };
     ctx.wait(&future.subscribe())?;
-    let response = match future.get() {
-        Some(Ok(Ok(r))) => r,
-        Some(Ok(Err(code))) => {
+    let response = match (future.get(), sent) {
+        (Some(Ok(Err(code))), _) => {
             return Err(CallError::Transport(format!("{url}: {}", describe(&code))));
         }
+        (_, Err(e)) => return Err(CallError::Transport(format!("{url}: {e}"))),
+        (Some(Ok(Ok(r))), Ok(())) => r,
         _ => return Err(CallError::Transport(format!("{url}: no response"))),
     };
     let status = response.status();

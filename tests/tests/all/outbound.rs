@@ -372,6 +372,11 @@ async fn a_remote_behind_the_sites_ca_is_reached_through_the_proxy_at_the_addres
     let (status, v) = call_skill(&a, &guarded, "chat", "hello").await;
     assert_ne!(status, 200, "{v}");
     assert!(v.to_string().contains("internal address"), "{v}");
+    // A body larger than the host takes at once is still being written when the guard refuses:
+    // the refusal, not the closed body stream, is what the operator reads.
+    let (status, v) = call_skill(&a, &guarded, "chat", &"x".repeat(256 << 10)).await;
+    assert_ne!(status, 200, "{v}");
+    assert!(v.to_string().contains("internal address"), "{v}");
     assert_eq!(to_endpoint(&proxy), 0, "{:?}", proxy.seen());
 
     let open = ok(&a, create(true)).await["id"]
