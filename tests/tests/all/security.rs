@@ -584,7 +584,13 @@ async fn concurrent_resends_run_one_turn_and_are_answered_with_its_settled_task(
             .all()
             .await
     };
-    let (answers, frames) = tokio::join!(blocking, streaming);
+    // The turn takes 1.5 s; each waiting resend is answered once the one before it has read
+    // the task, never after an idle instance's 30 s (kept instances once held the id).
+    let (answers, frames) = tokio::time::timeout(Duration::from_secs(15), async {
+        tokio::join!(blocking, streaming)
+    })
+    .await
+    .expect("every resend is answered within seconds of the turn settling");
     let id = &answers[0]["id"];
     for a in &answers {
         assert_eq!(

@@ -412,6 +412,7 @@ impl Run {
         }
         .await;
         metrics.host_calls(self.store.data_mut().burst().host_calls());
+        self.store.data_mut().end();
         let result = match result {
             Ok(proxy) => {
                 if let Some((key, warm)) = self.warm

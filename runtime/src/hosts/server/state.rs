@@ -49,6 +49,13 @@ impl State {
         self.table.is_empty() && self.limits.grown_to() <= KEEP_MEMORY
     }
 
+    /// Ends the request this store served, before its instance is kept: what the request
+    /// claims for itself (held message ids) is released now, not when the next request renews
+    /// the store or the idle instance expires.
+    pub fn end(&mut self) {
+        self.caps.storage.end();
+    }
+
     /// This store's data for the next request on its instance: `next`'s, keeping the limits
     /// (which carry what the instance's memory grew to).
     pub fn renew(&mut self, next: State) {

@@ -121,6 +121,14 @@ impl StorageCtx {
         }
     }
 
+    /// Ends the request's claims: the message ids it holds are released and a task it held
+    /// unwritten is forgotten. Called when its invocation returns, so a kept instance's store
+    /// makes no other request wait.
+    pub fn end(&mut self) {
+        self.held.clear();
+        self.unwritten = None;
+    }
+
     /// The span of one store operation.
     fn op(&self, operation: &'static str) -> tracing::Span {
         crate::telemetry::trace::store_span(self.store.system(), operation)

@@ -283,6 +283,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_kept_instance_holds_no_message_id_of_the_request_it_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let send = serde_json::json!({"message": {"messageId": "m-resent",
+            "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+        let first = rpc(&host, "SendMessage", send.clone()).await;
+        idle(&host, 1).await;
+        // A resend reads the message's task and writes nothing: its hold on the id ends with
+        // the request, not when its kept instance is renewed or expires.
+        let again = rpc(&host, "SendMessage", send).await;
+        assert_eq!(again["result"]["task"]["id"], first["result"]["task"]["id"]);
+        idle(&host, 1).await;
+        assert_eq!(
+            host.services.holds.len(),
+            0,
+            "the kept instance holds no id"
+        );
+    }
+
+    #[tokio::test]
     async fn an_instance_that_trapped_or_grew_large_is_not_kept() {
         let dir = tempfile::tempdir().unwrap();
         let host = host(dir.path());
