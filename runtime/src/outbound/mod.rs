@@ -64,6 +64,8 @@ pub struct Outbound {
     tokens: oauth::Tokens,
     records: RwLock<Vec<ConnectionRecord>>,
     live: RwLock<HashMap<String, Live>>,
+    /// Whether every connection enabled at start has been tried once (readiness waits for it).
+    tried: std::sync::atomic::AtomicBool,
 }
 
 /// The SSRF guard of a connection: its card URL's host is trusted as the operator gave it.
@@ -99,6 +101,7 @@ impl Outbound {
             tokens: oauth::Tokens::new(exit),
             records,
             live: RwLock::default(),
+            tried: Default::default(),
         })
     }
 
@@ -261,6 +264,21 @@ impl Outbound {
         for r in self.records().into_iter().filter(|r| r.enabled) {
             let _ = self.connect(&r).await;
         }
+        self.tried.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the start's connects are done, each connected or failed: until then a turn may
+    /// find a remote agent's tools missing that a moment later are there.
+    pub fn tried(&self) -> bool {
+        self.tried.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// How many enabled connections stand `status` now.
+    pub fn count(&self, status: Status) -> usize {
+        self.records()
+            .iter()
+            .filter(|r| r.enabled && self.live(&r.id).status == status)
+            .count()
     }
 
     /// A connection as the snapshot shows it.

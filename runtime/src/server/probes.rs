@@ -1,7 +1,8 @@
 //! Probes for orchestrators and load balancers on the public listener. `/healthz`: the process
 //! serves. `/readyz`: it can do its work — the store answers a write and a read within
 //! a second, every instance record is served (its component loaded, its preset known), and on a
-//! shared store this node renewed its leases within a lease time and its change notices flow.
+//! shared store this node renewed its leases within a lease time and its change notices flow, and
+//! the outbound connections enabled at start were each tried once.
 //! Neither answer carries a secret, a store's error text or an instance id (the log has those).
 
 use std::time::{Duration, Instant};
@@ -47,6 +48,7 @@ async fn readiness(app: &App) -> (bool, Value) {
         ("store", store(app).await),
         ("instances", instances(app)),
         ("cluster", cluster(app)),
+        ("connections", connections(app)),
     ];
     let ready = checks.iter().all(|(_, c)| c["ok"] == true);
     let body = json!({
@@ -112,6 +114,18 @@ fn instances(app: &App) -> Value {
         .filter(|r| !served.contains(&r.id))
         .count();
     json!({ "ok": not_served == 0, "served": served.len(), "notServed": not_served })
+}
+
+/// The outbound connections enabled at start, each tried once (connected or failed: a remote
+/// that is down does not keep the node from serving, the control API says why it failed).
+fn connections(app: &App) -> Value {
+    use crate::outbound::Status;
+    let o = &app.outbound;
+    json!({
+        "ok": o.tried(),
+        "connected": o.count(Status::Connected),
+        "failed": o.count(Status::Failed),
+    })
 }
 
 /// On a shared store: leases renewed within a lease time, and the notices' connection up.

@@ -513,4 +513,49 @@ async fn probes_say_live_and_ready_with_what_was_checked() {
     assert!(checks["store"]["ms"].as_u64().unwrap() < 1000);
     assert_eq!(checks["instances"]["notServed"], 0);
     assert_eq!(checks["cluster"], json!({"ok": true, "shared": false}));
+    assert_eq!(
+        checks["connections"],
+        json!({"ok": true, "connected": 0, "failed": 0})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_is_ready_once_each_declared_connection_was_tried() {
+    // A remote that takes connections and answers none until it hangs up, 2 s later: until
+    // then a turn would find its tools missing, so the node is not ready yet.
+    let remote = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = remote.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((c, _)) = remote.accept().await {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                drop(c);
+            });
+        }
+    });
+    let mut config = a2a_edge::config::Config::default();
+    let decl = json!({"id": "slow", "name": "slow", "allowPrivate": true,
+        "agentCardUrl": format!("http://127.0.0.1:{port}/agent-card.json")});
+    config
+        .connections
+        .push(serde_json::from_value(decl).unwrap());
+    let s = Server::start(config).await;
+    let (status, waiting) = s.get("/readyz").await;
+    assert_eq!(status, 503, "{waiting}");
+    assert_eq!(waiting["checks"]["connections"]["ok"], false, "{waiting}");
+    let mut ready = Value::Null;
+    for _ in 0..300 {
+        let (status, body) = s.get("/readyz").await;
+        if status == 200 {
+            ready = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A remote that is down fails its connection and leaves the node ready.
+    assert_eq!(
+        ready["checks"]["connections"],
+        json!({"ok": true, "connected": 0, "failed": 1}),
+        "{ready}"
+    );
 }
