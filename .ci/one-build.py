@@ -15,12 +15,14 @@ def artifacts(args):
     """(package name, version, target kind) → (features, files) of every dependency built;
     prints how long the build took."""
     started = time.monotonic()
-    out = subprocess.run(
+    run = subprocess.run(
         ["cargo", *args, "--release", "--message-format", "json-render-diagnostics"],
         stdout=subprocess.PIPE,
-        check=True,
         text=True,
-    ).stdout
+    )
+    if run.returncode != 0:
+        sys.exit(f"cargo {' '.join(args)} --release failed: its errors are above")
+    out = run.stdout
     built = {}
     for line in out.splitlines():
         if not line.startswith("{"):

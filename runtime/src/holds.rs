@@ -50,7 +50,7 @@ impl Holds {
 
     /// How many ids are held.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.lock().unwrap().len()
     }
 }
