@@ -76,13 +76,16 @@ pub struct UpdateSettings {
     pub timeout_ms: u64,
 }
 
+/// The package users install (`cargo install a2a-edge`): the binary's, whose releases the update
+/// check looks for. The library is `a2a-edge-runtime`.
+pub const PACKAGE: &str = "a2a-edge";
+
 impl Default for UpdateSettings {
     fn default() -> Self {
         let repo = env!("CARGO_PKG_REPOSITORY");
         UpdateSettings {
             enabled: true,
-            registry_url: concat!("https://crates.io/api/v1/crates/", env!("CARGO_PKG_NAME"))
-                .into(),
+            registry_url: format!("https://crates.io/api/v1/crates/{PACKAGE}"),
             manifest_url: format!(
                 "{}/main/Cargo.toml",
                 repo.replace("https://github.com/", "https://raw.githubusercontent.com/")

@@ -22,6 +22,7 @@ pub mod body;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
+pub mod command;
 pub mod config;
 pub mod control;
 pub mod credentials;

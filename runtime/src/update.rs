@@ -62,7 +62,7 @@ impl UpdateCheck {
                 "current": self.current.to_string(),
                 "error": null,
                 "repoUrl": self.settings.repo_url,
-                "packageName": env!("CARGO_PKG_NAME"),
+                "packageName": crate::config::PACKAGE,
             });
         }
         let mut cache = self.cache.lock().await;
@@ -110,7 +110,7 @@ impl UpdateCheck {
             "error": if best.is_some() { Value::Null } else { json!(errors.join("; ")) },
             "source": source,
             "repoUrl": self.settings.repo_url,
-            "packageName": env!("CARGO_PKG_NAME"),
+            "packageName": crate::config::PACKAGE,
             "checkedAt": crate::clock::now_ms(),
             "cached": false,
             "runtime": {

@@ -2,8 +2,10 @@
 //!
 //! The guests form one cargo workspace (`components/`, one lock file); a guest is built with
 //! `cargo build --release --locked --target wasm32-wasip2 -p <package>` from that workspace's
-//! folder (so its `.cargo/config.toml` applies) into a target directory under `OUT_DIR` (so the
-//! outer build's lock is never contended), with the host's rustflags removed. Rerun lines come
+//! folder (so its `.cargo/config.toml` applies) into `guests/` of the outer build's profile
+//! directory, with the host's rustflags removed. Every build script of the outer build shares
+//! that directory, so what two of them need (the bindings' proc macros, serde) compiles once;
+//! it is not the outer build's own target directory, whose lock the outer build holds. Rerun lines come
 //! from the guest's dep-info file, so exactly the sources that went into the wasm (path
 //! dependencies included) trigger a rebuild, plus the workspace's manifests and the WIT contract.
 
@@ -19,7 +21,7 @@ pub fn build(workspace: &Path, package: &str, wit_dir: &Path) -> PathBuf {
     }
     let out_dir =
         PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set for build scripts"));
-    let target_dir = out_dir.join("guests");
+    let target_dir = guests_dir(&out_dir);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args([
@@ -63,6 +65,19 @@ pub fn build(workspace: &Path, package: &str, wit_dir: &Path) -> PathBuf {
     println!("cargo:rerun-if-changed={}", wit_dir.display());
     track_dep_info(&release.join(format!("{lib_name}.d")));
     release.join(format!("{lib_name}.wasm"))
+}
+
+/// `<profile dir>/guests` for an `OUT_DIR` of cargo's layout (`<profile dir>/build/<unit>/out`),
+/// else `OUT_DIR/guests`.
+fn guests_dir(out_dir: &Path) -> PathBuf {
+    match out_dir.ancestors().nth(3) {
+        Some(profile)
+            if out_dir.ancestors().nth(2).and_then(Path::file_name) == Some("build".as_ref()) =>
+        {
+            profile.join("guests")
+        }
+        _ => out_dir.join("guests"),
+    }
 }
 
 /// The guests' compilation target.
@@ -155,6 +170,21 @@ fn track_dep_info(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The build scripts of one outer build share one guests directory beside their own.
+    #[test]
+    fn build_scripts_of_one_profile_share_the_guests_directory() {
+        let out = |unit: &str| PathBuf::from(format!("/t/release/build/{unit}/out"));
+        assert_eq!(
+            guests_dir(&out("a2a-edge-1")),
+            Path::new("/t/release/guests")
+        );
+        assert_eq!(guests_dir(&out("tests-2")), guests_dir(&out("a2a-edge-1")));
+        assert_eq!(
+            guests_dir(Path::new("/elsewhere/out")),
+            Path::new("/elsewhere/out/guests")
+        );
+    }
 
     /// Without the target and without rustup, the first line of the error is the fix.
     #[test]

@@ -62,7 +62,7 @@ fn open(path: &Path, fsync: bool) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // The journal of each write's savepoint in a group commit (the pages the write changed)
     // stays in memory instead of spilling past 64 KiB into a file created, written and unlinked
-    // in the temporary directory (`tests/store_temp_files.rs`).
+    // in the temporary directory (`runtime/bin/tests/store_temp_files.rs`).
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(conn)
 }

@@ -403,7 +403,7 @@ fn record_claim(
 
 /// Counts a new task in its conversation's kept summary (schema migration 13), which its first
 /// task adds; the summary follows the task's updates by triggers. One statement, as the binding
-/// it replaced: a trigger on insert would run two (`tests/hot_path.rs`).
+/// it replaced: a trigger on insert would run two (`runtime/bin/tests/hot_path.rs`).
 fn add_to_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
     c.prepare_cached(
         "INSERT INTO contexts VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6)

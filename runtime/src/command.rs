@@ -1,11 +1,13 @@
-//! The `a2a-edge` command.
+//! The `a2a-edge` command: its arguments and one arm per subcommand. The binary's `main` is
+//! this module's [`main`], so everything it runs is compiled with the library.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use a2a_edge::cli;
 use clap::{Parser, Subcommand};
+
+use crate::cli;
 
 #[derive(Parser)]
 #[command(
@@ -135,8 +137,9 @@ enum LogFormat {
 /// (wasmtime's compiler, cranelift, hyper) only when they warn.
 const DEFAULT_LOG_FILTER: &str = "warn,a2a_edge=info";
 
+/// Parses the arguments and runs the command on a multi-threaded runtime.
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
+pub async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve { .. }) {
         // A client piped into `head` should end quietly, as command-line tools do.
@@ -174,16 +177,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             log_format,
         } => {
             let config = match config {
-                Some(path) => a2a_edge::config::Config::load(&path)?,
-                None => a2a_edge::config::Config::default(),
+                Some(path) => crate::config::Config::load(&path)?,
+                None => crate::config::Config::default(),
             };
-            let tracing = a2a_edge::telemetry::trace::Tracing::start(
+            let tracing = crate::telemetry::trace::Tracing::start(
                 &config.telemetry,
-                &a2a_edge::egress::Exit::new(&config.egress)?,
+                &crate::egress::Exit::new(&config.egress)?,
             )?;
             let directives =
                 std::env::var("RUST_LOG").unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
-            let _log = a2a_edge::telemetry::logging::init(
+            let _log = crate::telemetry::logging::init(
                 &directives,
                 matches!(log_format, LogFormat::Json),
                 Some(&tracing),
@@ -191,7 +194,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(to) = &tracing.exports_to {
                 tracing::info!(to = %to, "exporting traces");
             }
-            let files = a2a_edge::raise_fd_limit();
+            let files = crate::raise_fd_limit();
             if files < u64::from(config.runtime.max_connections) + 256 {
                 tracing::warn!(
                     open_files = files,
@@ -200,17 +203,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             // First: a SIGHUP from now on re-reads the file (once serving), never ends the process.
-            let hangups = a2a_edge::reload::hangups()?;
-            let running = a2a_edge::Running::start_on(
+            let hangups = crate::reload::hangups()?;
+            let running = crate::Running::start_on(
                 config,
                 data_dir,
-                a2a_edge::Listen {
+                crate::Listen {
                     public: listen,
                     control: control_listen,
                 },
             )
             .await?;
-            a2a_edge::reload::on_sighup(running.app.clone(), hangups);
+            crate::reload::on_sighup(running.app.clone(), hangups);
             // The banner is for whoever watches; a closed stdout (`serve | head -1`) must not stop
             // the server, so write errors are ignored.
             let mut out = std::io::stdout().lock();
@@ -277,15 +280,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             control_listen,
         }) => {
-            let config = a2a_edge::config::Config::load(&file)?;
+            let config = crate::config::Config::load(&file)?;
             // What `serve` checks of its listeners against the file.
-            a2a_edge::Listen {
+            crate::Listen {
                 public: listen,
                 control: control_listen,
             }
             .check(&config)?;
             let (instances, connections) =
-                a2a_edge::declared::check(&config, &data_dir.join("components")).await?;
+                crate::declared::check(&config, &data_dir.join("components")).await?;
             if json {
                 println!(
                     "{}",
@@ -304,10 +307,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             data_dir,
             timeout,
         } => {
-            let db = data_dir.join(a2a_edge::store::SQLITE_FILE);
+            let db = data_dir.join(crate::store::SQLITE_FILE);
             let timeout = std::time::Duration::from_secs(timeout);
             let tasks =
-                tokio::task::spawn_blocking(move || a2a_edge::store::backup(&db, &dest, timeout))
+                tokio::task::spawn_blocking(move || crate::store::backup(&db, &dest, timeout))
                     .await??;
             println!("backed up {tasks} tasks");
             Ok(())

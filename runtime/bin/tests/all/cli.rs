@@ -1110,7 +1110,7 @@ async fn agent_new_writes_projects_in_rust_python_and_javascript_that_build_and_
         let wasm = match lang {
             "rust" => {
                 let target =
-                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-new");
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/agent-new");
                 let out = std::process::Command::new("cargo")
                     .args(["build", "--release", "--target", "wasm32-wasip2"])
                     .env("CARGO_TARGET_DIR", &target)
