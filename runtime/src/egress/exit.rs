@@ -219,7 +219,8 @@ impl Exit {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
-        // The Host header names the host and port, never `user@` of the URI.
+        // The Host header names the host and port, never `user@` of the URI: it replaces the
+        // one wasmtime-wasi-http made of the whole authority (a guest may not set it).
         let authority = request
             .uri()
             .authority()
@@ -227,11 +228,7 @@ impl Exit {
         request
             .headers_mut()
             .append(http::header::VIA, http::HeaderValue::from_static(VIA));
-        if let (Some(a), false) = (
-            authority,
-            request.headers().contains_key(http::header::HOST),
-        ) && let Ok(v) = http::HeaderValue::from_str(&a)
-        {
+        if let Some(v) = authority.and_then(|a| http::HeaderValue::from_str(&a).ok()) {
             request.headers_mut().insert(http::header::HOST, v);
         }
         // The request line carries the path (the authority travels in the Host header); a plain

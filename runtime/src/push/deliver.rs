@@ -313,7 +313,14 @@ impl Worker {
             .exit()
             .send(request, addrs, timeout)
             .await
-            .map_err(|e| Unreachable::Unresolved(format!("{e:?}")))?;
+            .map_err(|e| match e {
+                // The exit's refusal of this runtime's own listeners: no attempt changes it.
+                wasmtime_wasi_http::Error::DestinationIpProhibited => Unreachable::Refused(
+                    "the webhook URL reaches this runtime's own listener, which webhooks never reach"
+                        .into(),
+                ),
+                e => Unreachable::Unresolved(format!("{e:?}")),
+            })?;
         Ok(response.status().as_u16())
     }
 }

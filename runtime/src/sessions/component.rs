@@ -82,3 +82,54 @@ impl Backend for Component {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An agent whose turns never end.
+    struct Endless;
+
+    impl Agents for Endless {
+        fn turn(
+            &self,
+            _: Arc<ComponentSettings>,
+            _: TurnInput,
+            _: EventSink,
+            _: CancellationToken,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Progress> + Send>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    async fn timed_out(backend: &Component) -> String {
+        let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let input = TurnInput::sample("hi", Vec::new());
+        match backend.turn(input, events, CancellationToken::new()).await {
+            Progress::Failed(why) => why,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A turn that found every slot taken until its timeout says so, not that it ran too long.
+    #[tokio::test]
+    async fn a_timeout_says_whether_the_turn_ran_or_waited_for_a_slot() {
+        let mut settings = ComponentSettings::default();
+        settings.limits.timeout_ms = 50;
+        settings.limits.concurrent_turns = 1;
+        let agents = Arc::new(OnceLock::new());
+        let _ = agents.set(Arc::new(Endless) as Arc<dyn Agents>);
+        let backend = Component::new(&settings, agents);
+        let ran = timed_out(&backend).await;
+        assert!(ran.contains("ran longer than 50 ms"), "{ran}");
+        let held = backend.slots.clone().acquire_owned().await.unwrap();
+        let waited = timed_out(&backend).await;
+        assert!(
+            waited.contains("waited 50 ms")
+                && waited.contains("1 concurrent turns")
+                && waited.contains("never started"),
+            "{waited}"
+        );
+        drop(held);
+    }
+}

@@ -1225,6 +1225,14 @@ fn config_check_validates_a_file_without_starting_and_names_what_is_wrong() {
         ),
         ("[runtime\n", &["edge.toml is invalid"][..]),
         (
+            "[[presets]]\nid = \"web\"\nbackend = \"component\"\ncomponent = \"echo-agent\"\ngrants = { allowedHosts = [\"[::1]\", \"::1\"] }\n",
+            &[
+                "preset \"web\"",
+                "allowedHosts entry \"::1\"",
+                "in brackets",
+            ][..],
+        ),
+        (
             "[tls]\ncertFile = \"missing.pem\"\nkeyFile = \"missing.key\"\n",
             &["certFile"][..],
         ),

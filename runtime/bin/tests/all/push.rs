@@ -527,6 +527,34 @@ async fn webhooks_to_internal_addresses_are_refused_unless_allowed() {
     assert_eq!(before, after, "no task was created");
 }
 
+/// Even with internal webhooks allowed, a webhook never reaches this runtime's own listener:
+/// its deliveries are refused before a request, given up at once, not answered by the control API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_at_the_runtimes_own_listener_is_never_delivered() {
+    let s = Server::start(config(true)).await;
+    let own = s.running.as_ref().unwrap().addr.port();
+    let c = Client::of(&s);
+    let url = format!("http://127.0.0.1:{own}/a2a/api/instances");
+    let configuration = json!({"taskPushNotificationConfig": {"url": url}});
+    c.send("a", "own-1", configuration).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let config = loop {
+        let (_, push) = s.get("/a2a/api/push?id=a").await;
+        let config = push["configs"][0].clone();
+        if config["failed"].as_u64().unwrap_or(0) > 0 || std::time::Instant::now() > deadline {
+            break config;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let why = config["lastStatus"].as_str().unwrap_or_default();
+    assert_eq!(config["delivered"], 0, "{config}");
+    assert_eq!(config["pending"], 0, "given up, not retried: {config}");
+    assert!(
+        why.contains("this runtime's own listener"),
+        "refused before any request, not answered: {config}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_of_a_receiver_that_is_down_survive_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();

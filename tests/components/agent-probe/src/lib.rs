@@ -12,6 +12,7 @@
 //! - `llm <text>`: asks the granted model, its answer streamed to the caller;
 //! - `post <url> <body>`: POSTs the JSON body, says the status or the error;
 //! - `read <url>`: GETs the URL and reads its whole body, says how many bytes;
+//! - `declared <url> <length> <body>`: POSTs `body` under a `content-length` of `length`;
 //! - `naps <n> <ms>`: waits `n` times `ms` on a clock; `puts <n>`: `n` key-value writes;
 //! - `outcome <failed|input|auth|unavailable> <bytes>`: that outcome, its text `bytes` long;
 //! - `artifact <parts>`: an artifact of those parts (JSON), says `ok` or the refusal;
@@ -36,9 +37,9 @@ fn done(said: Result<(), String>) -> Outcome {
     }
 }
 
-/// GETs `url`, or POSTs `body` as JSON; the status (with the body's length when `read`), or
-/// the error.
-fn request(url: &str, body: Option<&str>, read: bool) -> String {
+/// GETs `url`, or POSTs `body` as JSON (under the `content-length` given, if any); the status
+/// (with the body's length when `read`), or the error.
+fn request(url: &str, body: Option<&str>, length: Option<&str>, read: bool) -> String {
     use wasip2::http::outgoing_handler::handle;
     use wasip2::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -48,6 +49,9 @@ fn request(url: &str, body: Option<&str>, read: bool) -> String {
     let headers = Fields::new();
     if body.is_some() {
         let _ = headers.append("content-type", b"application/json");
+    }
+    if let Some(length) = length {
+        let _ = headers.append("content-length", length.as_bytes());
     }
     let request = OutgoingRequest::new(headers);
     if body.is_some() {
@@ -66,21 +70,26 @@ fn request(url: &str, body: Option<&str>, read: bool) -> String {
         Err(e) => return format!("refused: {e:?}"),
         Ok(future) => future,
     };
+    // A write the host fails is noted and the request carried on, as a careless (or hostile)
+    // guest would: whatever it wrote must still not leave.
+    let mut failed = String::new();
     if let Some(body) = body {
         let stream = outgoing.write().expect("the stream, once");
-        let _ = stream.blocking_write_and_flush(body.as_bytes());
+        if let Err(e) = stream.blocking_write_and_flush(body.as_bytes()) {
+            failed = format!("writing the body failed: {e:?}; ");
+        }
         drop(stream);
     }
     let _ = OutgoingBody::finish(outgoing, None);
     future.subscribe().block();
     let response = match future.get() {
         Some(Ok(Ok(response))) => response,
-        Some(Ok(Err(e))) => return format!("refused: {e:?}"),
-        other => return format!("no response: {other:?}"),
+        Some(Ok(Err(e))) => return format!("{failed}refused: {e:?}"),
+        other => return format!("{failed}no response: {other:?}"),
     };
     let status = response.status();
     if !read {
-        return format!("status {status}");
+        return format!("{failed}status {status}");
     }
     let body = response.consume().expect("the body, once");
     let stream = body.stream().expect("the stream, once");
@@ -165,11 +174,17 @@ impl Agent for Probe {
                 wasip2::clocks::monotonic_clock::subscribe_duration(30_000_000_000).block();
                 done(say("waited"))
             }
-            t if t.starts_with("http ") => done(say(&request(&t[5..], None, false))),
-            t if t.starts_with("read ") => done(say(&request(&t[5..], None, true))),
+            t if t.starts_with("http ") => done(say(&request(&t[5..], None, None, false))),
+            t if t.starts_with("read ") => done(say(&request(&t[5..], None, None, true))),
+            t if t.starts_with("declared ") => {
+                let mut args = t[9..].splitn(3, ' ');
+                let (url, length, body) = (args.next(), args.next(), args.next());
+                let said = request(url.unwrap_or(""), body, length, false);
+                done(say(&said))
+            }
             t if t.starts_with("post ") => {
                 let (url, body) = t[5..].split_once(' ').unwrap_or((&t[5..], "{}"));
-                done(say(&request(url, Some(body), false)))
+                done(say(&request(url, Some(body), None, false)))
             }
             t if t.starts_with("naps ") => {
                 let mut words = t[5..].split(' ').map(|w| w.parse::<u64>().unwrap_or(1));
