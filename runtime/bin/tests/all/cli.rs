@@ -800,13 +800,22 @@ async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_starts_and_answers_within_a_limited_address_space() {
     let dir = tempfile::tempdir().unwrap();
+    // An agent preset too: the agents' pool is then reserved, sized from its limits.
+    let config = dir.path().join("edge.toml");
+    std::fs::write(
+        &config,
+        "[[presets]]\nid = \"echoes\"\nbackend = \"component\"\ncomponent = \"echo-agent\"\nlimits = { memoryMib = 64, concurrentTurns = 8 }\n\n[[instances]]\nid = \"agent\"\nname = \"agent\"\npreset = \"echoes\"\n",
+    )
+    .unwrap();
     // 16 GiB of address space (as `ulimit -v`, strict overcommit or valgrind allow): far less
     // than a pool of 4 GiB reservations per memory.
-    let (child, base) = started(limited(&format!("-v {}", 16u64 << 20), dir.path())).await;
+    let mut cmd = limited(&format!("-v {}", 16u64 << 20), dir.path());
+    cmd.env("A2A_EDGE_CONFIG", &config);
+    let (child, base) = started(cmd).await;
     let params = serde_json::json!({"message": {"messageId": "m-as", "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
     let answer = request(
         &reqwest::Client::new(),
-        &format!("{base}/a2a/demo"),
+        &format!("{base}/a2a/agent"),
         "SendMessage",
         params,
     )
@@ -816,7 +825,7 @@ async fn serve_starts_and_answers_within_a_limited_address_space() {
     let body: serde_json::Value = answer.json().await.unwrap();
     assert_eq!(
         body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{body}"
+        "the agent's turn ran: {body}"
     );
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().await.unwrap();
