@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,16 +39,18 @@ def free_port():
         return s.getsockname()[1]
 
 
-def kinds(task_id):
-    """(name, request) of each kind measured; a request is (method, path, body)."""
-    def send(i):
-        msg = {"messageId": f"m-{i}-{time.monotonic_ns()}", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
-        return ("POST", "/a2a/demo", {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": msg}})
+def send_message(i):
+    """The `i`th blocking SendMessage (method, path, body): a message id of its own each time."""
+    msg = {"messageId": f"m-{i}-{time.monotonic_ns()}", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+    return ("POST", "/a2a/demo", {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": msg}})
 
+
+def kinds(task_id):
+    """(name, the `i`th request) of each kind measured; a request is (method, path, body)."""
     return [
         ("card", lambda i: ("GET", "/a2a/demo/agent-card.json", None)),
         ("GetTask", lambda i: ("POST", "/a2a/demo", {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}})),
-        ("SendMessage", send),
+        ("SendMessage", send_message),
     ]
 
 
@@ -88,27 +91,30 @@ def measure(binary):
     config = work / "edge.toml"
     config.write_text(f'[runtime]\ncacheDir = "{CACHE}"\n')
     port = free_port()
+    log = open(work / "server.log", "w")
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/cg.out", binary, "serve",
          "--listen", f"127.0.0.1:{port}", "--data-dir", str(work / "data"), "--config", str(config)],
-        stdout=subprocess.DEVNULL, stderr=open(work / "server.log", "w"),
+        stdout=subprocess.DEVNULL, stderr=log,
         env={**os.environ, "RUST_LOG": "warn,a2a_edge=info"},
     )
     try:
         deadline = time.monotonic() + 600
         while True:
+            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
+                probe.request("GET", "/readyz")
+                if probe.getresponse().status == 200:
                     break
             except OSError:
                 pass
+            finally:
+                probe.close()
             if server.poll() is not None or time.monotonic() > deadline:
                 sys.exit(f"the server did not become ready under valgrind:\n{(work / 'server.log').read_text()[-3000:]}")
             time.sleep(0.5)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        first = json.loads(call(conn, *kinds("")[2][1](0)))
+        first = json.loads(call(conn, *send_message(0)))
         task_id = first["result"]["task"]["id"]
         measured = {}
         for name, request in kinds(task_id):
@@ -128,7 +134,8 @@ def measure(binary):
             server.wait(timeout=120)
         except subprocess.TimeoutExpired:
             server.kill()
-        subprocess.run(["rm", "-rf", str(work)])
+        log.close()
+        shutil.rmtree(work)
 
 
 def main():

@@ -5,9 +5,10 @@
 //! folder (so its `.cargo/config.toml` applies) into `guests/` of the outer build's profile
 //! directory, with the host's rustflags removed. Every build script of the outer build shares
 //! that directory, so what two of them need (the bindings' proc macros, serde) compiles once;
-//! it is not the outer build's own target directory, whose lock the outer build holds. Rerun lines come
-//! from the guest's dep-info file, so exactly the sources that went into the wasm (path
-//! dependencies included) trigger a rebuild, plus the workspace's manifests and the WIT contract.
+//! it is not the outer build's own target directory, whose lock the outer build holds. Rerun
+//! lines come from the guest's dep-info file, so exactly the sources that went into the wasm
+//! (path dependencies included) trigger a rebuild, plus the workspace's manifests and the WIT
+//! contract.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -70,10 +71,9 @@ pub fn build(workspace: &Path, package: &str, wit_dir: &Path) -> PathBuf {
 /// `<profile dir>/guests` for an `OUT_DIR` of cargo's layout (`<profile dir>/build/<unit>/out`),
 /// else `OUT_DIR/guests`.
 fn guests_dir(out_dir: &Path) -> PathBuf {
-    match out_dir.ancestors().nth(3) {
-        Some(profile)
-            if out_dir.ancestors().nth(2).and_then(Path::file_name) == Some("build".as_ref()) =>
-        {
+    let mut up = out_dir.ancestors().skip(2);
+    match (up.next(), up.next()) {
+        (Some(build), Some(profile)) if build.file_name() == Some("build".as_ref()) => {
             profile.join("guests")
         }
         _ => out_dir.join("guests"),
