@@ -10,7 +10,9 @@ it answers ROUNDS of them one after another, and divides. Exits 1 naming the fig
 budget when a kind costs more than its budget plus the file's tolerance; prints a line when it
 costs much less (lower the budget then). `--record` writes the figures as the new budget: a
 reviewed edit, with the reason in its commit. Counts do not depend on the machine's load; compare
-them only with counts of this script.
+them only with counts of this script. With PROFILE=DIR each kind's callgrind dump is kept as
+DIR/<kind>.callgrind (read it with `callgrind_annotate --inclusive=yes`); RUST_LOG replaces the
+log filter (default `warn,a2a_edge=info`: the access line on, as operators run it).
 """
 
 import http.client
@@ -96,7 +98,7 @@ def measure(binary):
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/cg.out", binary, "serve",
          "--listen", f"127.0.0.1:{port}", "--data-dir", str(work / "data"), "--config", str(config)],
         stdout=subprocess.DEVNULL, stderr=log,
-        env={**os.environ, "RUST_LOG": "warn,a2a_edge=info"},
+        env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn,a2a_edge=info")},
     )
     try:
         deadline = time.monotonic() + 600
@@ -125,8 +127,12 @@ def measure(binary):
             for i in range(ROUNDS):
                 call(conn, *request(WARM + i))
             control(server.pid, "-d")
-            _, count = totals(work, seen)
+            dump, count = totals(work, seen)
             measured[name] = count // ROUNDS
+            if os.environ.get("PROFILE"):
+                keep = pathlib.Path(os.environ["PROFILE"])
+                keep.mkdir(parents=True, exist_ok=True)
+                shutil.copy(dump, keep / f"{name}.callgrind")
         return measured
     finally:
         server.send_signal(signal.SIGTERM)

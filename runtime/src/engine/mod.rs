@@ -4,6 +4,7 @@
 
 mod cache;
 pub mod registry;
+mod ticker;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use wasmtime::{
 
 pub use cache::Cache;
 pub use registry::Registry;
+pub use ticker::{Running, Ticker};
 
 use crate::config::RuntimeSettings;
 
@@ -36,6 +38,7 @@ pub struct Engine {
     /// Component instances alive at once: `[runtime] maxInstances`, or fewer where the
     /// process's address space holds fewer.
     pub max_instances: u32,
+    ticker: Ticker,
 }
 
 /// A pool of `n` component instances whose memories grow to `memory_bytes`, `core_instances`
@@ -151,7 +154,7 @@ impl Engine {
                 }
             );
         }
-        spawn_epoch_ticker(&wasm);
+        let ticker = Ticker::start(&wasm);
         let cache_dir = settings
             .cache_dir
             .clone()
@@ -167,6 +170,7 @@ impl Engine {
             cpu_burst_ticks,
             memory_bytes,
             max_instances: max,
+            ticker,
         })
     }
 
@@ -199,9 +203,22 @@ impl Engine {
             }
             Ok(UpdateDeadline::Yield(1))
         });
-        store.call_hook(|mut ctx, hook| {
+        let ticker = self.ticker.clone();
+        store.call_hook(move |mut ctx, hook| {
             let b = ctx.data_mut().burst();
             match hook {
+                CallHook::CallingWasm => {
+                    b.depth += 1;
+                    if b.depth == 1 {
+                        b.running = Some(ticker.running());
+                    }
+                }
+                CallHook::ReturningFromWasm => {
+                    b.depth = b.depth.saturating_sub(1);
+                    if b.depth == 0 {
+                        b.running = None;
+                    }
+                }
                 CallHook::CallingHost => b.host_calls += 1,
                 // The epoch callback itself is a host call: its return must not reset the count.
                 CallHook::ReturningFromHost if !std::mem::take(&mut b.in_epoch_callback) => {
@@ -222,6 +239,11 @@ pub struct Burst {
     ticks: u32,
     in_epoch_callback: bool,
     host_calls: u64,
+    /// Calls into the guest under way (a host call may call back in).
+    depth: u32,
+    /// Held while the guest is entered, so the epoch advances; dropped with the store when a
+    /// call is abandoned midway.
+    running: Option<Running>,
 }
 
 impl Burst {
@@ -306,13 +328,13 @@ pub fn trap_cause(e: &wasmtime::Error) -> String {
 /// `slots` instances (the turns that may run at once), each memory reserving `memory_bytes`
 /// (the largest preset limit; the store's limiter holds each turn to its own), sized for
 /// language runtimes (CPython, StarlingMonkey: many core instances, large tables); epoch
-/// interruption for their CPU limit and cancel. With no slot (no agent preset) nothing is
-/// reserved: the engine only loads components.
+/// interruption for their CPU limit and cancel (its ticker: a turn holds [`Ticker::running`]).
+/// With no slot (no agent preset) nothing is reserved: the engine only loads components.
 pub fn agent_engine(
     cache_dir: &Path,
     slots: u32,
     memory_bytes: usize,
-) -> anyhow::Result<(wasmtime::Engine, Cache)> {
+) -> anyhow::Result<(wasmtime::Engine, Cache, Ticker)> {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
@@ -332,24 +354,9 @@ pub fn agent_engine(
     }
     let wasm = wt(wasmtime::Engine::new(&config))
         .context("cannot create the agents' engine (is enough virtual address space available?)")?;
-    spawn_epoch_ticker(&wasm);
+    let ticker = Ticker::start(&wasm);
     let cache = Cache::new(wasm.clone(), cache_dir.join("agents"))?;
-    Ok((wasm, cache))
-}
-
-/// Advances the engine's epoch every tick until the engine is gone.
-fn spawn_epoch_ticker(engine: &wasmtime::Engine) {
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("a2a-edge-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .expect("spawning the epoch thread");
+    Ok((wasm, cache, ticker))
 }
 
 #[cfg(test)]
@@ -360,7 +367,7 @@ mod tests {
     fn no_engine_compiles_what_the_open_wasmtime_advisories_need() {
         let dir = tempfile::tempdir().unwrap();
         let server = Engine::new(&RuntimeSettings::default(), dir.path()).unwrap();
-        let (agents, _) = agent_engine(dir.path(), 2, 16 << 20).unwrap();
+        let (agents, _, _) = agent_engine(dir.path(), 2, 16 << 20).unwrap();
         for engine in [&server.wasm, &agents] {
             assert!(
                 !engine.get_concurrency_support(),

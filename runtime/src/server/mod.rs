@@ -25,7 +25,7 @@ use crate::app::App;
 use crate::control;
 use crate::hosts::server::CallNote;
 use crate::responses::{Body, holding, json};
-use crate::telemetry::trace;
+use crate::telemetry::{access, trace};
 use crate::tls::{PeerCert, Tls};
 
 pub use slots::Slots;
@@ -423,21 +423,25 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
     if status >= 500 {
         span.record("otel.status_code", "error");
     }
-    let ms = millis(started);
+    let elapsed = started.elapsed();
     let call = note.take();
-    // A gRPC answer is logged with the HTTP status its gRPC status stands for.
-    let status = call.status.unwrap_or(status);
     let (instance, a2a_method, task) = (
         instance.as_deref().unwrap_or(""),
         call.method.as_deref().unwrap_or(""),
         call.task_id.as_deref().unwrap_or(""),
     );
-    let outcome = call.outcome.as_deref().unwrap_or("");
-    if matches!(status, 401 | 403 | 429) || status >= 500 {
-        tracing::warn!(parent: &span, %peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request refused");
-    } else {
-        tracing::info!(parent: &span, %peer, instance, %path, a2a_method, outcome, status, ms, task, "a2a request");
-    }
+    let line = access::Line {
+        peer,
+        instance,
+        path: &path,
+        a2a_method,
+        outcome: call.outcome.as_deref().unwrap_or(""),
+        // A gRPC answer is logged with the HTTP status its gRPC status stands for.
+        status: call.status.unwrap_or(status),
+        elapsed,
+        task,
+    };
+    access::log(&line, &span);
     if !crate::responses::is_event_stream(&response) {
         return response;
     }

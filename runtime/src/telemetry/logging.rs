@@ -53,20 +53,49 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     line.into()
 }
 
-/// Standard error that never fails: a write it cannot make is counted and dropped.
-struct Stderr;
+/// Bytes of lines gathered before they are written.
+const BATCH_BYTES: usize = 64 << 10;
+
+/// Standard error that never fails, written a batch at a time: the writer thread gathers the
+/// lines queued since its last write (up to [`BATCH_BYTES`]) and writes them at once, so a busy
+/// server makes a write per batch, not per line. A batch it cannot write is counted (its lines)
+/// and dropped.
+#[derive(Default)]
+struct Stderr(Vec<u8>);
+
+impl Stderr {
+    fn write_out(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        if std::io::stderr().write_all(&self.0).is_err() {
+            let lines = self.0.iter().filter(|b| **b == b'\n').count().max(1);
+            REFUSED.fetch_add(lines as u64, Ordering::Relaxed);
+        }
+        self.0.clear();
+    }
+}
 
 impl Write for Stderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if std::io::stderr().write_all(buf).is_err() {
-            REFUSED.fetch_add(1, Ordering::Relaxed);
+        if self.0.len() + buf.len() > BATCH_BYTES {
+            self.write_out();
         }
+        self.0.extend_from_slice(buf);
         Ok(buf.len())
     }
 
+    /// The writer thread flushes when its queue is empty.
     fn flush(&mut self) -> std::io::Result<()> {
+        self.write_out();
         let _ = std::io::stderr().flush();
         Ok(())
+    }
+}
+
+impl Drop for Stderr {
+    fn drop(&mut self) {
+        self.write_out();
     }
 }
 
@@ -87,15 +116,22 @@ pub fn init(directives: &str, json: bool, tracing: Option<&super::trace::Tracing
         .lossy(true)
         .buffered_lines_limit(QUEUED_LINES)
         .thread_name("a2a-edge-log")
-        .finish(Stderr);
+        .finish(Stderr::default());
     let _ = QUEUE_DROPS.set(writer.error_counter());
+    let ansi = !json && std::io::stderr().is_terminal();
+    super::access::install::<tracing_subscriber::Registry>(
+        writer.clone(),
+        json,
+        ansi,
+        &filter(directives),
+    );
     let lines = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .log_internal_errors(false);
     let lines = if json {
         lines.json().boxed()
     } else {
-        lines.with_ansi(std::io::stderr().is_terminal()).boxed()
+        lines.with_ansi(ansi).boxed()
     };
     let only_requests =
         tracing_subscriber::filter::filter_fn(|m| !m.is_span() || m.name() == REQUEST_SPAN);

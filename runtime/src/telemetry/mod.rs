@@ -1,6 +1,7 @@
 //! What the runtime counts, and its two renderings: JSON for the control API, and the
 //! OpenMetrics text format (which Prometheus reads) through `prometheus-client`.
 
+pub mod access;
 mod histogram;
 pub mod logging;
 pub mod series;

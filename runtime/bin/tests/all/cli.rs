@@ -549,6 +549,65 @@ async fn serve_logs(args: &[&str]) -> String {
     String::from_utf8(out.stderr).unwrap()
 }
 
+/// The voluntary context switches of each epoch ticker thread of `pid`, by thread id.
+fn epoch_wake_ups(pid: u32) -> Vec<(String, u64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let mut threads: Vec<(String, u64)> = tasks
+        .filter_map(|t| {
+            let dir = t.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            if comm.trim() != "a2a-edge-epoch" {
+                return None;
+            }
+            let status = std::fs::read_to_string(dir.join("status")).ok()?;
+            let switches = status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+                .trim()
+                .parse()
+                .ok()?;
+            Some((dir.display().to_string(), switches))
+        })
+        .collect();
+    threads.sort();
+    threads
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_wakes_no_epoch_ticker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = serve(dir.path(), &[]).await;
+    let http = reqwest::Client::new();
+    let send = |id: &str| {
+        let params = serde_json::json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+        request(&http, &format!("{base}/a2a/demo"), "SendMessage", params).send()
+    };
+    assert_eq!(send("m-idle-1").await.unwrap().status().as_u16(), 200);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let pid = child.id().unwrap();
+    let before = epoch_wake_ups(pid);
+    assert_eq!(
+        before.len(),
+        2,
+        "the servers' and the agents' engines each have a ticker: {before:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let after = epoch_wake_ups(pid);
+    for ((thread, was), (_, now)) in before.iter().zip(&after) {
+        assert!(
+            now - was <= 2,
+            "{thread} woke {} times in an idle second (a 10 ms ticker wakes 100)",
+            now - was
+        );
+    }
+    // Woken again by the next request, which runs as before.
+    let answer: Value = send("m-idle-2").await.unwrap().json().await.unwrap();
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_logs_every_request_and_refusal_in_text_or_json() {
     let json = serve_logs(&["--log-format", "json"]).await;

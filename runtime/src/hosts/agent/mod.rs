@@ -70,6 +70,8 @@ pub struct Agent {
 /// The agents' host.
 pub struct AgentHost {
     engine: wasmtime::Engine,
+    /// Advances the engine's epoch while a turn runs.
+    ticker: crate::engine::Ticker,
     cache: Cache,
     linker: Linker<AgentState>,
     components_dir: PathBuf,
@@ -115,11 +117,12 @@ impl AgentHost {
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<AgentHost> {
         let (slots, memory_mib) = pool(presets);
-        let (engine, cache) =
+        let (engine, cache, ticker) =
             crate::engine::agent_engine(cache_dir, slots, (memory_mib as usize) << 20)?;
         let linker = state::link(&engine)?;
         Ok(AgentHost {
             engine,
+            ticker,
             cache,
             linker,
             components_dir,
@@ -316,6 +319,7 @@ impl AgentHost {
             checked.check()?;
             Ok(UpdateDeadline::Yield(1))
         });
+        let _ticking = self.ticker.running();
         let run = meter.polls(async {
             let instance: AgentWorld = agent.pre.instantiate_async(&mut store).await?;
             instance.call_run(&mut store, &turn).await

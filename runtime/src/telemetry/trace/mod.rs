@@ -178,13 +178,12 @@ impl SpanProcessor for Pipeline {
     fn on_start(&self, _: &mut opentelemetry_sdk::trace::Span, _: &opentelemetry::Context) {}
 
     fn on_end(&self, span: SpanData) {
-        let view = SpanView::from(&span);
         if let Some(export) = &self.export
             && span.span_context.is_sampled()
         {
-            export.on_end(span);
+            export.on_end(span.clone());
         }
-        self.ring.keep(view);
+        self.ring.keep(span);
     }
 
     fn force_flush(&self) -> OTelSdkResult {

@@ -2,7 +2,8 @@
 //! waterfall, kept whether or not spans are exported. Spans are kept by trace, oldest traces
 //! dropped first, each as a compact view with its texts cut short; a task names the traces that
 //! touched it (the one that created it, always, and the latest reads, writes, cancels and
-//! resubscriptions).
+//! resubscriptions). A span is kept as it ended and made into its view only when read: most
+//! spans (a card's, a read's) are dropped unread.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
@@ -157,7 +158,7 @@ struct Traces {
 #[derive(Debug)]
 struct Trace {
     seq: u64,
-    spans: Vec<SpanView>,
+    spans: Vec<SpanData>,
 }
 
 impl Traces {
@@ -167,7 +168,7 @@ impl Traces {
     }
 
     /// The spans of `id`, a new (empty) trace when it has none yet.
-    fn trace(&mut self, id: TraceId) -> &mut Vec<SpanView> {
+    fn trace(&mut self, id: TraceId) -> &mut Vec<SpanData> {
         let seq = self.next;
         let trace = self.by_id.entry(id).or_insert_with(|| {
             self.order.push_back((id, seq));
@@ -183,8 +184,8 @@ impl Traces {
     }
 
     /// Keeps `span` under its trace, dropping the oldest traces beyond `max` spans.
-    fn keep(&mut self, span: SpanView, max: usize) {
-        let trace = self.trace(span.trace_id);
+    fn keep(&mut self, span: SpanData, max: usize) {
+        let trace = self.trace(span.span_context.trace_id());
         if trace.len() >= MAX_SPANS_PER_TRACE {
             return;
         }
@@ -208,7 +209,7 @@ impl Traces {
     }
 
     /// Takes a trace's spans out.
-    fn take(&mut self, id: TraceId) -> Vec<SpanView> {
+    fn take(&mut self, id: TraceId) -> Vec<SpanData> {
         let Some(trace) = self.by_id.remove(&id) else {
             return Vec::new();
         };
@@ -222,7 +223,7 @@ impl Traces {
     }
 
     /// The spans of `id`, if kept.
-    fn get(&self, id: &TraceId) -> Option<&Vec<SpanView>> {
+    fn get(&self, id: &TraceId) -> Option<&Vec<SpanData>> {
         self.by_id.get(id).map(|t| &t.spans)
     }
 }
@@ -255,10 +256,12 @@ struct Inner {
 pub struct SpanRing(Mutex<Inner>);
 
 impl SpanRing {
-    /// Keeps an ended span.
-    pub fn keep(&self, span: SpanView) {
+    /// Keeps an ended span (its attributes and events within the view's bounds).
+    pub fn keep(&self, mut span: SpanData) {
+        span.attributes.truncate(MAX_ATTRIBUTES);
+        span.events.events.truncate(MAX_EVENTS);
         let mut g = self.0.lock().unwrap();
-        if g.kept.holds(&span.trace_id) {
+        if g.kept.holds(&span.span_context.trace_id()) {
             g.kept.keep(span, MAX_SPANS);
         } else {
             g.pending.keep(span, MAX_PENDING_SPANS);
@@ -325,7 +328,7 @@ impl SpanRing {
             .iter()
             .filter_map(|t| g.kept.get(t))
             .flatten()
-            .cloned()
+            .map(SpanView::from)
             .collect();
         drop(g);
         spans.sort_by_key(|s| s.start_us);
@@ -339,9 +342,9 @@ mod tests {
     use opentelemetry::trace::{TraceFlags, TraceState};
     use std::time::Duration;
 
-    fn span(trace: u128, id: u64, parent: u64, start: u64) -> SpanView {
+    fn span(trace: u128, id: u64, parent: u64, start: u64) -> SpanData {
         let at = UNIX_EPOCH + Duration::from_micros(start);
-        SpanView::from(&SpanData {
+        SpanData {
             span_context: SpanContext::new(
                 TraceId::from(trace),
                 SpanId::from(id),
@@ -364,7 +367,7 @@ mod tests {
             links: Default::default(),
             status: Status::Unset,
             instrumentation_scope: Default::default(),
-        })
+        }
     }
 
     fn at(trace: u128, span: u64) -> SpanRef {
