@@ -89,9 +89,15 @@ impl Request {
     }
 }
 
-/// Sends a complete response.
+/// Sends a complete response, with its `Content-Length` (so it goes out in one piece, not
+/// chunked) where the status allows one.
 pub fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &str)], body: &[u8]) {
-    let Some(stream) = start(out, status, headers) else {
+    let length = body.len().to_string();
+    let mut all = headers.to_vec();
+    if !matches!(status, 100..=199 | 204 | 304) {
+        all.push(("content-length", &length));
+    }
+    let Some(stream) = start(out, status, &all) else {
         return;
     };
     let _ = write_all(&stream.1, body);

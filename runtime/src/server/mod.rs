@@ -231,10 +231,12 @@ impl Conn {
             if let Some(cert) = &cert {
                 req.extensions_mut().insert(cert.clone());
             }
-            async move {
+            // Boxed: hyper moves the request's future a few times, and a pointer is cheaper to
+            // move than the state of every route it may take.
+            Box::pin(async move {
                 let response = route(&app, link, req).await;
                 Ok::<_, Infallible>(response.map(|body| holding(body, guard)))
-            }
+            })
         });
         if h2 {
             // HTTP/2 has no header timeout: a connection that has answered nothing for `idle`

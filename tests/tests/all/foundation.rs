@@ -500,6 +500,80 @@ async fn wrong_methods_and_unknown_rpc_methods_answer_clearly() {
     assert_eq!(r.status().as_u16(), 400);
 }
 
+/// The head of a raw HTTP/1.1 answer to `body` posted to `path`, lower-cased, and whether its
+/// body came whole (as many bytes as its `content-length` says).
+async fn posted(addr: std::net::SocketAddr, path: &str, accept: &str, body: &str) -> String {
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: {accept}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&answer).to_lowercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn complete_answers_carry_their_length_and_only_streams_are_chunked() {
+    let s = Server::default().await;
+    let addr = s.running.as_ref().unwrap().addr;
+    let send = |method: &str, id: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}).to_string()
+    };
+    let answer = posted(
+        addr,
+        "/a2a/demo",
+        "application/json",
+        &send("SendMessage", "m-len"),
+    )
+    .await;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("http/1.1 200"), "{answer}");
+    assert!(
+        !head.contains("transfer-encoding"),
+        "a complete answer is not chunked: {head}"
+    );
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .unwrap_or_else(|| panic!("no content-length: {head}"))
+        .parse()
+        .unwrap();
+    assert_eq!(length, body.len(), "{answer}");
+    let task: Value = serde_json::from_str(body).unwrap();
+    let id = task["result"]["task"]["id"].as_str().unwrap();
+    let get =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": id}}).to_string();
+    let answer = posted(addr, "/a2a/demo", "application/json", &get).await;
+    assert!(
+        answer.contains("content-length: ") && !answer.contains("transfer-encoding"),
+        "{answer}"
+    );
+    // A notification is answered 204, which carries no length.
+    let note = json!({"jsonrpc": "2.0", "method": "GetTask", "params": {"id": id}}).to_string();
+    let answer = posted(addr, "/a2a/demo", "application/json", &note).await;
+    assert!(
+        answer.starts_with("http/1.1 204") && !answer.contains("content-length: "),
+        "{answer}"
+    );
+    // A stream's length is not known when its head goes out.
+    let answer = posted(
+        addr,
+        "/a2a/demo",
+        "text/event-stream",
+        &send("SendStreamingMessage", "m-len-2"),
+    )
+    .await;
+    assert!(
+        answer.contains("transfer-encoding: chunked") && answer.contains("data:"),
+        "{answer}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_say_live_and_ready_with_what_was_checked() {
     let s = Server::default().await;
