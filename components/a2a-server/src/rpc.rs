@@ -81,18 +81,29 @@ impl Reply {
     }
 
     /// A result: in the JSON-RPC envelope, or bare.
-    fn ok(&self, out: ResponseOutparam, v: Value) {
+    fn ok(&self, out: ResponseOutparam, answer: impl Into<Answer>) {
         request_context::record_call(self.called(), "ok");
-        let body = match self.binding {
-            Binding::JsonRpc if self.v03 => {
-                jsonrpc::success(&self.id, compat03::result_out(&self.method, &v))
+        let body = match (answer.into(), self.v03) {
+            // Already serialised and going out as it is: spliced into the envelope.
+            (Answer::Text(text), false) => match self.binding {
+                Binding::JsonRpc => jsonrpc::success_text(&self.id, &text),
+                Binding::Rest => text,
+            },
+            (answer, v03) => {
+                let v = answer.value();
+                match self.binding {
+                    Binding::JsonRpc if v03 => {
+                        jsonrpc::success(&self.id, compat03::result_out(&self.method, &v))
+                    }
+                    Binding::JsonRpc => jsonrpc::success(&self.id, v),
+                    Binding::Rest if v03 => compat03::rest::result_out(&self.method, &v),
+                    Binding::Rest => v,
+                }
+                .to_string()
             }
-            Binding::JsonRpc => jsonrpc::success(&self.id, v),
-            Binding::Rest if self.v03 => compat03::rest::result_out(&self.method, &v),
-            Binding::Rest => v,
         };
         let headers = [("content-type", self.media)];
-        http::respond(out, 200, &headers, body.to_string().as_bytes())
+        http::respond(out, 200, &headers, body.as_bytes())
     }
 
     /// The method as its caller named it (a 0.3 name for a 0.3 call), for the metrics and log.
@@ -111,6 +122,35 @@ impl Reply {
             rpc_id: (self.binding == Binding::JsonRpc).then(|| self.id.clone()),
             v03: self.v03,
         }
+    }
+}
+
+/// A method's result: a value, or its JSON text already written (the same bytes the value
+/// would write), which goes out without being built as a value.
+enum Answer {
+    Value(Value),
+    Text(String),
+}
+
+impl Answer {
+    /// The result as a value (parsing a text: for the 0.3 reshaping only).
+    fn value(self) -> Value {
+        match self {
+            Answer::Value(v) => v,
+            Answer::Text(t) => serde_json::from_str(&t).unwrap_or_default(),
+        }
+    }
+}
+
+impl From<Value> for Answer {
+    fn from(v: Value) -> Answer {
+        Answer::Value(v)
+    }
+}
+
+impl From<a2a_protocol::idempotency::SendAnswer> for Answer {
+    fn from(a: a2a_protocol::idempotency::SendAnswer) -> Answer {
+        Answer::Text(serde_json::to_string(&a).unwrap_or_default())
     }
 }
 
@@ -290,9 +330,9 @@ fn run(
             }
             Ok(send::Begin::Run(mut run)) => {
                 run.drive();
-                run.outcome()
+                run.outcome().map(Answer::from)
             }
-            Ok(send::Begin::Answer(v)) => Ok(v),
+            Ok(send::Begin::Answer(v)) => Ok(v.into()),
             Err(e) => Err(e),
         },
         Method::SendStreamingMessage => {
@@ -311,19 +351,19 @@ fn run(
             }
             Err(e) => return reply.fail_stream(out, e),
         },
-        Method::GetTask => tasks::get(params),
-        Method::ListTasks => tasks::list(params),
-        Method::CancelTask => tasks::cancel(params),
+        Method::GetTask => tasks::get(params).map(Answer::Text),
+        Method::ListTasks => tasks::list(params).map(Answer::from),
+        Method::CancelTask => tasks::cancel(params).map(Answer::from),
         Method::GetExtendedAgentCard => {
             // The 0.3 fields for a 0.3 call only.
             let mut input: a2a_protocol::card::CardInput = instance.into();
             input.compat03 &= reply.v03;
-            a2a_protocol::card::extended(&input)
+            a2a_protocol::card::extended(&input).map(Answer::from)
         }
-        Method::CreatePushConfig => push::create(params),
-        Method::GetPushConfig => push::get(params),
-        Method::ListPushConfigs => push::list(params),
-        Method::DeletePushConfig => push::delete(params),
+        Method::CreatePushConfig => push::create(params).map(Answer::from),
+        Method::GetPushConfig => push::get(params).map(Answer::from),
+        Method::ListPushConfigs => push::list(params).map(Answer::from),
+        Method::DeletePushConfig => push::delete(params).map(Answer::from),
     };
     match result {
         Ok(v) => reply.ok(out, v),

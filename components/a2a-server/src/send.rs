@@ -27,7 +27,7 @@ use crate::stored::load as load_task;
 /// What a send turns into before any turn runs.
 pub enum Begin {
     /// Answer at once (an idempotent resend).
-    Answer(Value),
+    Answer(idempotency::SendAnswer),
     /// A task to drive (boxed: it is most of what a send carries).
     Run(Box<Run>),
 }
@@ -402,7 +402,7 @@ impl Run {
 
     /// The answer once the run is over: the task (or message), or why its task could not be
     /// stored.
-    pub fn outcome(self) -> Result<Value, RpcError> {
+    pub fn outcome(self) -> Result<idempotency::SendAnswer, RpcError> {
         match self.lost {
             Some(e) => Err(e),
             None => Ok(self.answer()),
@@ -410,7 +410,7 @@ impl Run {
     }
 
     /// The answer for the task as it stands.
-    pub fn answer(&self) -> Value {
+    pub fn answer(&self) -> idempotency::SendAnswer {
         answer(self.ex.task().clone(), &self.config)
     }
 
@@ -672,6 +672,6 @@ fn admit_attachments(message: &mut Message) -> Result<(), RpcError> {
     Ok(())
 }
 
-fn answer(task: Task, config: &SendMessageConfiguration) -> Value {
+fn answer(task: Task, config: &SendMessageConfiguration) -> idempotency::SendAnswer {
     idempotency::answer(task, config.history_length)
 }

@@ -17,11 +17,7 @@ pub fn send(begun: Begin, out: ResponseOutparam, envelope: Envelope) {
     let mut sse = Sse::start(out, envelope);
     match begun {
         // An idempotent resend: the original task (or message) as it stands.
-        Begin::Answer(v) => {
-            if let Some((key, value)) = v.as_object().and_then(|o| o.iter().next()) {
-                sse.frame(None, key, &value.to_string());
-            }
-        }
+        Begin::Answer(answer) => sse.frame(None, answer.kind(), &answer.inner_text()),
         Begin::Run(mut run) => {
             sse.hold_task(run.task());
             run.attach(sse);

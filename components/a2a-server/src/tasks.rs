@@ -12,8 +12,8 @@ use a2a_guest::{now_ms, uuid_at};
 use crate::frames;
 use crate::stored::load;
 
-/// `GetTask`.
-pub fn get(params: &Value) -> Result<Value, RpcError> {
+/// `GetTask`: the task's JSON text (serialised once, as a value of it would be written).
+pub fn get(params: &Value) -> Result<String, RpcError> {
     let p: GetTaskRequest = jsonrpc::params(params)?;
     if p.history_length.is_some_and(|n| n < 0) {
         return Err(RpcError::new(
@@ -22,7 +22,8 @@ pub fn get(params: &Value) -> Result<Value, RpcError> {
         ));
     }
     let (_, task) = load(&p.id)?;
-    Ok(serde_json::to_value(task.with_history_length(p.history_length)).unwrap_or_default())
+    serde_json::to_string(&task.with_history_length(p.history_length))
+        .map_err(|e| RpcError::new(ErrorKind::Internal, format!("task {}: {e}", p.id)))
 }
 
 /// `ListTasks`: newest status first, cursor paging.

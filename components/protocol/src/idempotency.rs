@@ -31,10 +31,39 @@ pub fn is_retry(message: &Message, fingerprint: &str, recorded: &str, task: &Tas
 /// What a send is answered with once its task stands as `task`: the agent's direct message
 /// when the turn answered with one (its completed status carries it), else the task with at
 /// most `history_length` messages. A resend gets the same answer as the first send.
-pub fn answer(task: Task, history_length: Option<i64>) -> serde_json::Value {
-    match &task.status.message {
-        Some(m) if task.status.state == TaskState::Completed => serde_json::json!({ "message": m }),
-        _ => serde_json::json!({ "task": task.with_history_length(history_length) }),
+pub fn answer(task: Task, history_length: Option<i64>) -> SendAnswer {
+    match task.status.message {
+        Some(m) if task.status.state == TaskState::Completed => SendAnswer::Message(m),
+        _ => SendAnswer::Task(task.with_history_length(history_length)),
+    }
+}
+
+/// A send's answer: `{"message": …}` or `{"task": …}`, serialised once where it goes out.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SendAnswer {
+    /// The agent's direct message.
+    Message(Message),
+    /// The task as it stands.
+    Task(Task),
+}
+
+impl SendAnswer {
+    /// Its member's name (`message`, `task`), as a stream frame names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SendAnswer::Message(_) => "message",
+            SendAnswer::Task(_) => "task",
+        }
+    }
+
+    /// Its member's JSON text.
+    pub fn inner_text(&self) -> String {
+        match self {
+            SendAnswer::Message(m) => serde_json::to_string(m),
+            SendAnswer::Task(t) => serde_json::to_string(t),
+        }
+        .unwrap_or_default()
     }
 }
 
@@ -51,14 +80,17 @@ mod tests {
         let m = Message::agent_text("a".into(), "c", "t", "hi");
         ex.apply(Progress::Message(m.clone()), 1, || "x".into())
             .unwrap();
+        let direct = answer(ex.task().clone(), None);
         assert_eq!(
-            answer(ex.task().clone(), None),
+            serde_json::to_value(&direct).unwrap(),
             serde_json::json!({ "message": m })
         );
+        assert_eq!(direct.kind(), "message");
         let mut failed = ex.task().clone();
         failed.status.state = TaskState::Failed;
+        let task = serde_json::to_value(answer(failed, Some(0))).unwrap();
         assert!(
-            answer(failed, Some(0))["task"]["history"]
+            task["task"]["history"]
                 .as_array()
                 .is_none_or(|h| h.is_empty())
         );

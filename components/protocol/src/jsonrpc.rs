@@ -89,6 +89,19 @@ pub fn success(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
+/// The text of a success envelope around `result`, a result already serialised: the bytes
+/// `success(id, result).to_string()` writes, without building either as a value.
+pub fn success_text(id: &Value, result: &str) -> String {
+    let id = id.to_string();
+    let mut text = String::with_capacity(result.len() + id.len() + 32);
+    text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    text.push_str(&id);
+    text.push_str(r#","result":"#);
+    text.push_str(result);
+    text.push('}');
+    text
+}
+
 /// An error envelope.
 pub fn failure(id: &Value, error: &RpcError, legacy: bool) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error.to_json(legacy)})
@@ -97,6 +110,18 @@ pub fn failure(id: &Value, error: &RpcError, legacy: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_success_text_is_the_envelope_a_value_would_write() {
+        let result =
+            json!({"id": "t-1", "status": {"state": "TASK_STATE_COMPLETED"}, "n": [1, 2.5, null]});
+        for id in [json!(1), json!("a\"b"), Value::Null, json!(-7)] {
+            assert_eq!(
+                success_text(&id, &result.to_string()),
+                success(&id, result.clone()).to_string()
+            );
+        }
+    }
 
     fn err(body: &str) -> (Value, ErrorKind) {
         let (id, e) = parse_request(body.as_bytes()).unwrap_err();

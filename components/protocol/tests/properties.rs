@@ -3,7 +3,7 @@
 
 use a2a_protocol::sse::Decoder;
 use a2a_protocol::time::{parse_rfc3339_ms, rfc3339_ms};
-use a2a_protocol::{Message, Part, Role, client, idempotency, jsonrpc};
+use a2a_protocol::{Message, Part, Role, Task, client, idempotency, jsonrpc};
 use proptest::prelude::*;
 
 fn json_text() -> impl Strategy<Value = String> {
@@ -41,7 +41,38 @@ fn message() -> impl Strategy<Value = Message> {
         })
 }
 
+/// Tasks as a store holds them: any history, metadata of any JSON, data parts of any JSON.
+fn task() -> impl Strategy<Value = Task> {
+    (
+        "[a-z0-9-]{1,20}",
+        prop::collection::vec(message(), 0..4),
+        proptest::option::of(json_text()),
+        proptest::option::of(json_text()),
+        prop_oneof![Just("TASK_STATE_WORKING"), Just("TASK_STATE_COMPLETED"), Just("TASK_STATE_FAILED")],
+    )
+        .prop_map(|(id, history, metadata, data, state)| {
+            let mut task = serde_json::json!({"id": id, "contextId": "c", "status": {"state": state, "timestamp": "2026-12-07T12:00:00.000Z"}, "history": history});
+            if let Some(Ok(m @ serde_json::Value::Object(_))) = metadata.map(|m| serde_json::from_str(&m)) {
+                task["metadata"] = m;
+            }
+            if let Some(Ok(d)) = data.map(|d| serde_json::from_str::<serde_json::Value>(&d)) {
+                task["artifacts"] = serde_json::json!([{"artifactId": "a", "parts": [{"data": d}, {"text": "x"}]}]);
+            }
+            serde_json::from_value(task).expect("a well-formed task")
+        })
+}
+
 proptest! {
+    #[test]
+    fn a_task_serialised_once_is_the_text_its_value_writes(t in task(), id in prop_oneof![Just(serde_json::json!(1)), "[a-z\"]{0,8}".prop_map(serde_json::Value::from)]) {
+        // GetTask writes the task's text straight into the envelope: the same bytes as the
+        // value route it replaced.
+        let text = serde_json::to_string(&t).unwrap();
+        let value = serde_json::to_value(&t).unwrap();
+        prop_assert_eq!(&text, &value.to_string());
+        prop_assert_eq!(jsonrpc::success_text(&id, &text), jsonrpc::success(&id, value).to_string());
+    }
+
     #[test]
     fn requests_never_panic(body in json_text(), bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = jsonrpc::parse_request(body.as_bytes());
