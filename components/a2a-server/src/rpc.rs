@@ -332,7 +332,7 @@ fn run(
                 run.drive();
                 run.outcome().map(Answer::from)
             }
-            Ok(send::Begin::Answer(v)) => Ok(v.into()),
+            Ok(send::Begin::Answer(v)) => Ok((*v).into()),
             Err(e) => Err(e),
         },
         Method::SendStreamingMessage => {

@@ -27,7 +27,7 @@ use crate::stored::load as load_task;
 /// What a send turns into before any turn runs.
 pub enum Begin {
     /// Answer at once (an idempotent resend).
-    Answer(idempotency::SendAnswer),
+    Answer(Box<idempotency::SendAnswer>),
     /// A task to drive (boxed: it is most of what a send carries).
     Run(Box<Run>),
 }
@@ -142,7 +142,7 @@ fn claim(
             if let Some(c) = config.task_push_notification_config.clone() {
                 crate::push::register(c, &task.id)?;
             }
-            return Ok(Begin::Answer(answer(task, &config)));
+            return Ok(Begin::Answer(Box::new(answer(task, &config))));
         }
         if instance.attachments && !admitted {
             admit_attachments(&mut message)?;
@@ -369,7 +369,7 @@ impl Run {
     /// A run to drive, or the answer when the task settled already (over quota).
     fn begin(self) -> Begin {
         if self.settled() {
-            Begin::Answer(self.answer())
+            Begin::Answer(Box::new(self.answer()))
         } else {
             Begin::Run(Box::new(self))
         }

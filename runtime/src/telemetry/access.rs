@@ -146,6 +146,7 @@ thread_local! {
 impl Out {
     fn write(&self, line: &Line, refused: bool, span: &tracing::Span) {
         let ids = super::trace::position(span);
+        let name = span.metadata().map_or("", |m| m.name());
         SCRATCH.with_borrow_mut(|(buf, second, prefix)| {
             buf.clear();
             let now = SystemTime::now()
@@ -163,7 +164,7 @@ impl Out {
                 *d = b'0' + (micros / 10u32.pow(5 - i as u32) % 10) as u8;
             }
             stamp[26] = b'Z';
-            let ids = ids.map(|s| (s.trace_id(), s.span_id()));
+            let ids = ids.map(|s| (name, s.trace_id(), s.span_id()));
             if self.json {
                 json_line(buf, &stamp, line, refused, ids);
             } else {
@@ -175,7 +176,12 @@ impl Out {
     }
 }
 
-type Ids = Option<(opentelemetry::trace::TraceId, opentelemetry::trace::SpanId)>;
+/// The request's span: its name, trace and id.
+type Ids = Option<(
+    &'static str,
+    opentelemetry::trace::TraceId,
+    opentelemetry::trace::SpanId,
+)>;
 
 /// The message of the line.
 fn message(refused: bool) -> &'static str {
@@ -235,11 +241,10 @@ fn json_line(buf: &mut Vec<u8>, stamp: &[u8], line: &Line, refused: bool, ids: I
     buf.extend_from_slice(b"},\"target\":\"");
     buf.extend_from_slice(TARGET.as_bytes());
     buf.push(b'"');
-    if let Some((trace, span)) = ids {
+    if let Some((name, trace, span)) = ids {
         let _ = write!(
             buf,
-            ",\"span\":{{\"trace_id\":\"{trace}\",\"span_id\":\"{span}\",\"name\":\"{}\"}}",
-            super::logging::REQUEST_SPAN
+            ",\"span\":{{\"trace_id\":\"{trace}\",\"span_id\":\"{span}\",\"name\":\"{name}\"}}"
         );
     }
     buf.extend_from_slice(b"}\n");
@@ -253,12 +258,8 @@ fn text_line(buf: &mut Vec<u8>, stamp: &[u8], line: &Line, refused: bool, ids: I
         (false, true) => b" \x1b[32m INFO\x1b[0m ",
         (true, true) => b" \x1b[33m WARN\x1b[0m ",
     });
-    if let Some((trace, span)) = ids {
-        let _ = write!(
-            buf,
-            "{}{{trace_id={trace} span_id={span}}}: ",
-            super::logging::REQUEST_SPAN
-        );
+    if let Some((name, trace, span)) = ids {
+        let _ = write!(buf, "{name}{{trace_id={trace} span_id={span}}}: ");
     }
     buf.extend_from_slice(TARGET.as_bytes());
     buf.extend_from_slice(b": ");
@@ -266,7 +267,7 @@ fn text_line(buf: &mut Vec<u8>, stamp: &[u8], line: &Line, refused: bool, ids: I
     let _ = write!(buf, " peer={} instance=", line.peer);
     quoted(buf, line.instance);
     buf.extend_from_slice(b" path=");
-    buf.extend_from_slice(super::logging::printable(line.path).as_bytes());
+    bare(buf, line.path);
     buf.extend_from_slice(b" a2a_method=");
     quoted(buf, line.a2a_method);
     buf.extend_from_slice(b" outcome=");
@@ -280,11 +281,24 @@ fn text_line(buf: &mut Vec<u8>, stamp: &[u8], line: &Line, refused: bool, ids: I
     buf.push(b'\n');
 }
 
+/// Whether `s` is printable ASCII that needs no escape inside quotes.
+fn plain(s: &str) -> bool {
+    s.bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+}
+
+/// `s` as `Display` writes it where it is plain (a path), else quoted with escapes.
+fn bare(buf: &mut Vec<u8>, s: &str) {
+    if plain(s) {
+        buf.extend_from_slice(s.as_bytes());
+    } else {
+        quoted(buf, s);
+    }
+}
+
 /// `s` as `Debug` writes a string: quoted, with escapes; copied as it is when nothing needs one.
 fn quoted(buf: &mut Vec<u8>, s: &str) {
-    if s.bytes()
-        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
-    {
+    if plain(s) {
         buf.push(b'"');
         buf.extend_from_slice(s.as_bytes());
         buf.push(b'"');
@@ -339,6 +353,7 @@ mod tests {
     fn a_json_line_parses_with_every_field_and_its_trace() {
         let mut buf = Vec::new();
         let ids = Some((
+            "a2a",
             opentelemetry::trace::TraceId::from(0x0af7651916cd43dd8448eb211c80319c_u128),
             opentelemetry::trace::SpanId::from(0xb7ad6b7169203331_u64),
         ));
@@ -358,6 +373,7 @@ mod tests {
         assert_eq!(f["task"], "t\"1\n");
         assert_eq!(v["span"]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
         assert_eq!(v["span"]["span_id"], "b7ad6b7169203331");
+        assert_eq!(v["span"]["name"], "a2a");
     }
 
     #[test]
@@ -378,12 +394,16 @@ mod tests {
             "2026-12-07T12:00:01.000042Z  INFO a2a_edge::server: a2a request peer=127.0.0.1:4242 instance=\"demo\" path=/a2a/demo a2a_method=\"SendMessage\" outcome=\"\" status=200 ms=0.005 task=\"forged\\n2026 INFO\"\n"
         );
         assert_eq!(text.lines().count(), 1);
+        let mut path = Vec::new();
+        bare(&mut path, "/a2a/demo");
+        bare(&mut path, " /a2a/x\n");
+        assert_eq!(path, b"/a2a/demo\" /a2a/x\\n\"");
     }
 
     #[test]
     fn the_filter_decides_each_level_once_or_leaves_it_to_tracing() {
         let decide = |directives: &str| {
-            let f = super::super::logging::filter(directives);
+            let f = tracing_subscriber::EnvFilter::new(directives);
             let at = |meta| {
                 let i = Filter::<tracing_subscriber::Registry>::callsite_enabled(&f, meta);
                 (i.is_always(), i.is_never())
