@@ -92,11 +92,11 @@ impl WasiHttpView for Bare {
     }
 }
 
-fn request(path: &str) -> http::Request<Full<Bytes>> {
+fn request(path: &str) -> http::Request<Bytes> {
     http::Request::builder()
         .method("POST")
         .uri(format!("http://127.0.0.1{path}"))
-        .body(Full::new(Bytes::new()))
+        .body(Bytes::new())
         .unwrap()
 }
 
@@ -183,7 +183,7 @@ async fn bare(rounds: usize) -> (Duration, Duration) {
             let req = store
                 .data_mut()
                 .http()
-                .new_incoming_request(Scheme::Http, request("/none/0"))
+                .new_incoming_request(Scheme::Http, request("/none/0").map(Full::new))
                 .unwrap();
             let (tx, rx) = tokio::sync::oneshot::channel();
             let out = store.data_mut().http().new_response_outparam(tx).unwrap();

@@ -1,7 +1,8 @@
 //! WASI HTTP plumbing: read a request, write a JSON answer or an SSE stream.
 
+use a2a_guest::server::a2a::edge::exchange;
 use wasip2::http::types::{
-    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
+    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
 use wasip2::io::streams::{OutputStream, StreamError};
 
@@ -17,39 +18,18 @@ pub struct Request {
 }
 
 impl Request {
-    /// Reads headers and the whole body (the host bounded it already), and the method when
-    /// `routes_on_method` (only the HTTP+JSON binding does: a host call the hot path spares).
-    pub fn read(req: IncomingRequest, routes_on_method: bool) -> Request {
-        let headers = req.headers().entries();
-        let method = if !routes_on_method {
-            String::new()
-        } else {
-            match req.method() {
-                Method::Get => "GET".to_owned(),
-                Method::Post => "POST".to_owned(),
-                Method::Delete => "DELETE".to_owned(),
-                Method::Head => "HEAD".to_owned(),
-                Method::Put => "PUT".to_owned(),
-                Method::Patch => "PATCH".to_owned(),
-                Method::Options => "OPTIONS".to_owned(),
-                Method::Connect => "CONNECT".to_owned(),
-                Method::Trace => "TRACE".to_owned(),
-                Method::Other(m) => m,
-            }
-        };
-        let target = req.path_with_query().unwrap_or_default();
-        let (path, query) = match target.split_once('?') {
+    /// Reads the request, its body whole (the host bounded it already), in one crossing.
+    pub fn read(req: IncomingRequest) -> Request {
+        let exchange::Request {
+            method,
+            path_with_query,
+            headers,
+            body,
+        } = exchange::read(req);
+        let (path, query) = match path_with_query.split_once('?') {
             Some((p, q)) => (p.to_owned(), q.to_owned()),
-            None => (target, String::new()),
+            None => (path_with_query, String::new()),
         };
-        let mut body = Vec::new();
-        if let Ok(incoming) = req.consume()
-            && let Ok(stream) = incoming.stream()
-        {
-            while let Ok(chunk) = stream.blocking_read(64 * 1024) {
-                body.extend_from_slice(&chunk);
-            }
-        }
         Request {
             method,
             path,
@@ -89,19 +69,19 @@ impl Request {
     }
 }
 
-/// Sends a complete response, with its `Content-Length` (so it goes out in one piece, not
-/// chunked) where the status allows one.
+/// Sends a complete response in one crossing (the host adds its `Content-Length`, so it goes
+/// out in one piece, not chunked, where the status allows one).
 pub fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &str)], body: &[u8]) {
-    let length = body.len().to_string();
-    let mut all = headers.to_vec();
-    if !matches!(status, 100..=199 | 204 | 304) {
-        all.push(("content-length", &length));
-    }
-    let Some(stream) = start(out, status, &all) else {
-        return;
-    };
-    let _ = write_all(&stream.1, body);
-    finish(stream);
+    // A malformed header is the component's fault: the host answers 500 then.
+    let _ = exchange::respond(out, status, &owned(headers), body);
+}
+
+/// Headers as WASI HTTP and the exchange take them.
+fn owned(headers: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+    headers
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+        .collect()
 }
 
 /// A started response: its body and the stream writing it.
@@ -109,11 +89,7 @@ pub type Started = (OutgoingBody, OutputStream);
 
 /// Sends the status and headers; the body follows through [`write_all`] and [`finish`].
 pub fn start(out: ResponseOutparam, status: u16, headers: &[(&str, &str)]) -> Option<Started> {
-    let list: Vec<(String, Vec<u8>)> = headers
-        .iter()
-        .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
-        .collect();
-    let response = OutgoingResponse::new(Fields::from_list(&list).ok()?);
+    let response = OutgoingResponse::new(Fields::from_list(&owned(headers)).ok()?);
     // A new response is 200 already: a crossing saved on most answers.
     if status != 200 {
         response.set_status_code(status).ok()?;

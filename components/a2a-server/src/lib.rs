@@ -33,7 +33,7 @@ static ALLOCATOR: a2a_guest::scrub::Zeroing = a2a_guest::scrub::Zeroing;
 #[inline(never)]
 fn serve(request: IncomingRequest, out: ResponseOutparam) {
     let route = request_context::route();
-    let request = http::Request::read(request, route == Route::Rest);
+    let request = http::Request::read(request);
     match route {
         Route::Card => card::serve(&request, out),
         Route::Rpc | Route::Internal => rpc::serve(&request, out, rpc::Binding::JsonRpc),

@@ -1,8 +1,9 @@
 //! A binary of its own: the statement counter it reads is the process's.
 //!
-//! What one echo `SendMessage` costs, counted rather than timed (timings are noise on shared
-//! machines): the host functions the component calls and the SQL statements the store runs. A
-//! change that adds to either fails here; lower the ceilings when a change removes some.
+//! What one echo `SendMessage` and one `GetTask` cost, counted rather than timed (timings are
+//! noise on shared machines): the host functions the component calls and the SQL statements the
+//! store runs. A change that adds to either fails here; lower the ceilings when a change removes
+//! some.
 
 use serde_json::{Value, json};
 
@@ -10,8 +11,11 @@ use a2a_edge_tests::Server;
 use a2a_edge_tests::jsonrpc::request;
 
 /// Host functions (WASI and `a2a:edge`) one echo SendMessage calls (48 before the answer's
-/// default status, one random draw for both ids and the clock read once per status change).
-const MAX_HOST_CALLS: u64 = 43;
+/// default status, one random draw for both ids and the clock read once per status change; 43
+/// before the request was read and the answer written through `a2a:edge/exchange`).
+const MAX_HOST_CALLS: u64 = 21;
+/// Host functions one GetTask calls.
+const MAX_GET_TASK_HOST_CALLS: u64 = 6;
 /// SQL statements it runs, as SQLite's trace counts them: the idempotency lookup, then one group
 /// commit (begin, savepoint, claim check, context binding, task insert and the trigger keeping
 /// the task counts, claim record, release, commit).
@@ -85,5 +89,22 @@ async fn one_echo_send_message_costs_no_more_host_calls_and_statements_than_toda
     assert!(
         statements <= MAX_STATEMENTS,
         "one echo SendMessage ran {statements} SQL statements (at most {MAX_STATEMENTS})"
+    );
+
+    let task = send(&client, &base, "read-back").await["result"]["task"]["id"].clone();
+    let before = counters(&client, &base).await;
+    let got = json(request(
+        &client,
+        &format!("{base}/a2a/demo"),
+        "GetTask",
+        json!({"id": task}),
+    ))
+    .await;
+    assert_eq!(got["result"]["id"], task, "{got}");
+    let host_calls = counters(&client, &base).await.0 - before.0;
+    println!("one GetTask: {host_calls} host calls");
+    assert!(
+        host_calls <= MAX_GET_TASK_HOST_CALLS,
+        "one GetTask made {host_calls} host calls (at most {MAX_GET_TASK_HOST_CALLS})"
     );
 }

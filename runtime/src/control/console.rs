@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use http::{Request, Response, header};
-use http_body_util::Full;
 use hyper::body::Incoming;
 
 use super::{CONTROL_BODY_LIMIT, control_peer, refusal};
@@ -66,7 +65,7 @@ pub async fn rpc(app: &Arc<App>, id: Option<&str>, req: Request<Incoming>) -> Re
     };
     let response = app
         .host
-        .handle(call, Request::from_parts(parts, Full::new(body)))
+        .handle(call, Request::from_parts(parts, body))
         .await;
     holding_stream(response, slot)
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Request, Response};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
@@ -197,7 +197,7 @@ async fn invoke(
     app: &Arc<App>,
     instance: &Arc<Instance>,
     route: Route,
-    req: Request<Full<Bytes>>,
+    req: Request<Bytes>,
 ) -> Result<(u16, Bytes), String> {
     let call = Invocation {
         instance: instance.clone(),
@@ -228,7 +228,7 @@ pub async fn call(
     let req = Request::post(&instance.record.endpoint_path)
         .header("host", "localhost")
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
+        .body(Bytes::from(body))
         .expect("a static request is valid");
     let (status, bytes) = invoke(app, instance, Route::Internal, req).await?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|_| {
@@ -249,7 +249,7 @@ pub async fn card_of(app: &Arc<App>, instance: &Arc<Instance>) -> Result<Value, 
     let path = format!("{}/agent-card.json", instance.record.endpoint_path);
     let req = Request::get(path)
         .header("host", "localhost")
-        .body(Full::new(Bytes::new()))
+        .body(Bytes::new())
         .expect("a static request is valid");
     let (status, bytes) = invoke(app, instance, Route::Http(RouteKind::Card), req).await?;
     if status != 200 {

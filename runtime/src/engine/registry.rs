@@ -45,6 +45,15 @@ pub struct Loaded<T: 'static> {
     pub from_cache: bool,
     /// Pre-instantiated, ready to serve.
     pub pre: ProxyPre<T>,
+    /// The interfaces it imports (`a2a:edge/storage@0.7.0`, …).
+    imports: Vec<String>,
+}
+
+impl<T> Loaded<T> {
+    /// Whether it imports `interface` (its name with package and version).
+    pub fn imports(&self, interface: &str) -> bool {
+        self.imports.iter().any(|i| i == interface)
+    }
 }
 
 /// The components of one linker (one kind of store data `T`).
@@ -140,6 +149,11 @@ impl<T: Send + 'static> Registry<T> {
     fn load(&self, name: &str, wasm: &[u8], source: Source) -> anyhow::Result<Loaded<T>> {
         check_name(name)?;
         let (component, sha256, from_cache) = self.cache.load(name, wasm)?;
+        let imports = component
+            .component_type()
+            .imports(self.linker.engine())
+            .map(|(name, _)| name.to_owned())
+            .collect();
         let instance_pre = wt(self.linker.instantiate_pre(&component)).with_context(|| {
             format!("component {name:?} imports something this runtime does not provide")
         })?;
@@ -154,6 +168,7 @@ impl<T: Send + 'static> Registry<T> {
             loaded_at: crate::clock::now_ms(),
             from_cache,
             pre,
+            imports,
         })
     }
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use a2a_protocol::ErrorKind;
 use http::{Method, Request, Response, header};
-use http_body_util::Full;
 use hyper::body::Incoming;
 
 use crate::app::App;
@@ -227,7 +226,7 @@ async fn dispatch(
     let slot = app
         .services()
         .stream_slot(&call.instance, streams, refuse.framing)?;
-    let req = Request::from_parts(parts, Full::new(body));
+    let req = Request::from_parts(parts, body);
     let response = app.host.handle(call, req).await;
     Ok(holding_stream(response, slot))
 }

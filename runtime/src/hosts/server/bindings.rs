@@ -29,6 +29,8 @@ wasmtime::component::bindgen!({
     require_store_data_send: true,
     with: {
         "wasi:io": wasmtime_wasi::p2::bindings::io,
+        "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        "wasi:http": wasmtime_wasi_http::p2::bindings::http,
         "a2a:edge/events.subscription": crate::events::Subscription,
         "a2a:edge/sessions.turn": crate::sessions::Turn,
         "a2a:edge/admission.slot": crate::admission::TaskSlot,

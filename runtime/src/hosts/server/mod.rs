@@ -15,6 +15,10 @@ mod card_cache;
 mod context;
 mod drive;
 mod events;
+mod exchange;
+
+/// The interface a component reads its request and writes its answer through in one crossing.
+const EXCHANGE: &str = "a2a:edge/exchange@0.7.0";
 mod handoff;
 mod owner;
 mod push;
@@ -109,7 +113,7 @@ impl Host {
     pub async fn handle(
         &self,
         call: Invocation,
-        req: http::Request<Full<Bytes>>,
+        req: http::Request<Bytes>,
     ) -> http::Response<Body> {
         let (instance_id, route) = (call.instance.record.id.clone(), call.route);
         let component = &call.instance.record.component;
@@ -197,7 +201,7 @@ impl Host {
         &self,
         call: &Invocation,
         component: &Loaded<State>,
-        req: http::Request<Full<Bytes>>,
+        req: http::Request<Bytes>,
     ) -> wasmtime::Result<Started> {
         let started = Instant::now();
         let state::Prepared {
@@ -221,6 +225,12 @@ impl Host {
             None => (self.engine.store(state), None),
         };
         let (tx, answer) = tokio::sync::oneshot::channel();
+        // A component that reads its request through the exchange gets it there, whole.
+        let req = if component.imports(EXCHANGE) {
+            store.data_mut().exchange().hold(req)
+        } else {
+            req.map(Full::new)
+        };
         let request = store
             .data_mut()
             .http()

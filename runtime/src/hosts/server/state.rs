@@ -13,11 +13,14 @@ use wasmtime_wasi_http::{
 };
 
 use super::services::{Books, Invocation, Services, View};
-use super::{admission, attachments, bindings, context, events, handoff, push, sessions, storage};
+use super::{
+    admission, attachments, bindings, context, events, exchange, handoff, push, sessions, storage,
+};
 use crate::engine::{Burst, Metered, wt};
 
 /// The capabilities of one request's store, one per `a2a:edge` interface.
 struct Capabilities {
+    exchange: exchange::ExchangeCtx,
     context: context::ContextCtx,
     storage: storage::StorageCtx,
     events: events::EventsCtx,
@@ -54,6 +57,11 @@ impl State {
     /// the store or the idle instance expires.
     pub fn end(&mut self) {
         self.caps.storage.end();
+    }
+
+    /// The request's exchange capability.
+    pub fn exchange(&mut self) -> &mut exchange::ExchangeCtx {
+        &mut self.caps.exchange
     }
 
     /// This store's data for the next request on its instance: `next`'s, keeping the limits
@@ -131,44 +139,33 @@ pub fn link(engine: &wasmtime::Engine) -> anyhow::Result<Linker<State>> {
     wt(wasmtime_wasi_http::p2::add_only_http_to_linker_async(
         &mut linker,
     ))?;
-    wt(bindings::request_context::add_to_linker::<
-        State,
-        HasSelf<context::ContextCtx>,
-    >(&mut linker, |s| &mut s.caps.context))?;
-    wt(bindings::storage::add_to_linker::<
-        State,
-        HasSelf<storage::StorageCtx>,
-    >(&mut linker, |s| &mut s.caps.storage))?;
-    wt(
-        bindings::push::add_to_linker::<State, HasSelf<push::PushCtx>>(&mut linker, |s| {
-            &mut s.caps.push
-        }),
-    )?;
-    wt(bindings::attachments::add_to_linker::<
-        State,
-        HasSelf<attachments::AttachmentsCtx>,
-    >(&mut linker, |s| &mut s.caps.attachments))?;
-    wt(bindings::events::add_to_linker::<
-        State,
-        WithTable<events::EventsCtx>,
-    >(&mut linker, |s| View {
-        ctx: &mut s.caps.events,
-        table: &mut s.table,
-    }))?;
-    wt(bindings::sessions::add_to_linker::<
-        State,
-        WithTable<sessions::SessionsCtx>,
-    >(&mut linker, |s| View {
-        ctx: &mut s.caps.sessions,
-        table: &mut s.table,
-    }))?;
-    wt(bindings::admission::add_to_linker::<
-        State,
-        WithTable<admission::AdmissionCtx>,
-    >(&mut linker, |s| View {
-        ctx: &mut s.caps.admission,
-        table: &mut s.table,
-    }))?;
+    // An interface on its capability alone, or (`table`) beside the store's resource table.
+    macro_rules! link {
+        ($interface:ident, $field:ident: $ctx:ty) => {
+            wt(bindings::$interface::add_to_linker::<State, HasSelf<$ctx>>(
+                &mut linker,
+                |s| &mut s.caps.$field,
+            ))?
+        };
+        ($interface:ident, $field:ident: $ctx:ty, table) => {
+            wt(
+                bindings::$interface::add_to_linker::<State, WithTable<$ctx>>(&mut linker, |s| {
+                    View {
+                        ctx: &mut s.caps.$field,
+                        table: &mut s.table,
+                    }
+                }),
+            )?
+        };
+    }
+    link!(exchange, exchange: exchange::ExchangeCtx, table);
+    link!(request_context, context: context::ContextCtx);
+    link!(storage, storage: storage::StorageCtx);
+    link!(push, push: push::PushCtx);
+    link!(attachments, attachments: attachments::AttachmentsCtx);
+    link!(events, events: events::EventsCtx, table);
+    link!(sessions, sessions: sessions::SessionsCtx, table);
+    link!(admission, admission: admission::AdmissionCtx, table);
     Ok(linker)
 }
 
@@ -197,6 +194,7 @@ pub fn prepare(
         ..Books::default()
     };
     let caps = Capabilities {
+        exchange: exchange::ExchangeCtx::default(),
         context: context::ContextCtx::prepare(s, call, &books, started),
         storage: storage::StorageCtx::prepare(s, call, &books),
         events: events::EventsCtx::prepare(s, call, &books),

@@ -150,7 +150,7 @@ mod tests {
     use std::sync::Arc;
 
     use bytes::Bytes;
-    use http_body_util::{BodyExt, Full};
+    use http_body_util::BodyExt;
 
     use super::super::Host;
     use super::super::services::{CallNote, Invocation, Route, test_instance, test_services};
@@ -186,7 +186,7 @@ mod tests {
         let req = http::Request::post("http://h/a2a/w")
             .header("content-type", "application/json")
             .header("a2a-version", "1.0")
-            .body(Full::new(Bytes::from(body.to_string())))
+            .body(Bytes::from(body.to_string()))
             .unwrap();
         let answer = host.handle(call, req).await.into_body().collect().await;
         serde_json::from_slice(&answer.unwrap().to_bytes()).unwrap()
