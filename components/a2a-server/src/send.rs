@@ -503,17 +503,22 @@ impl Run {
     /// Applies the events the turn has ready. A backend that always has the next event ready
     /// never lets the run wait: the deadline is checked between events too.
     fn apply_ready(&mut self, turn: &sessions::Turn, deadline_at: u64) -> Ready {
-        let mut seen = 0u32;
-        while let Some(event) = turn.next() {
-            if !self.progress(event.into()) || self.settled() {
-                return Ready::Settled;
+        const BATCH: u32 = 16;
+        loop {
+            let events = turn.take(BATCH);
+            let full = events.len() == BATCH as usize;
+            for event in events {
+                if !self.progress(event.into()) || self.settled() {
+                    return Ready::Settled;
+                }
             }
-            seen += 1;
-            if seen.is_multiple_of(16) && monotonic_clock::now() >= deadline_at {
+            if !full {
+                return Ready::Waiting;
+            }
+            if monotonic_clock::now() >= deadline_at {
                 return Ready::Late;
             }
         }
-        Ready::Waiting
     }
 
     /// Stops a turn that ran past the execution timeout and fails its task.

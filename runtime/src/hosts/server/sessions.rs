@@ -148,18 +148,39 @@ impl Host for View<'_, SessionsCtx> {
     }
 }
 
+/// Events one `take` hands over at most.
+const MAX_TAKEN: u32 = 64;
+
+impl View<'_, SessionsCtx> {
+    /// The turn's next event, if one is ready (an unavailable backend noted for the task).
+    fn pull(&mut self, this: &Resource<Turn>) -> wasmtime::Result<Option<TurnEvent>> {
+        let turn = self.table.get_mut(this)?;
+        let event = turn.try_next();
+        if let Some(Progress::Unavailable(why)) = &event {
+            self.ctx.unavailable(turn.task_id(), why.clone());
+        }
+        Ok(event.map(Into::into))
+    }
+}
+
 impl HostTurn for View<'_, SessionsCtx> {
     fn subscribe(&mut self, this: Resource<Turn>) -> wasmtime::Result<Resource<DynPollable>> {
         subscribe(self.table, this)
     }
 
     fn next(&mut self, this: Resource<Turn>) -> wasmtime::Result<Option<TurnEvent>> {
-        let turn = self.table.get_mut(&this)?;
-        let event = turn.try_next();
-        if let Some(Progress::Unavailable(why)) = &event {
-            self.ctx.unavailable(turn.task_id(), why.clone());
+        self.pull(&this)
+    }
+
+    fn take(&mut self, this: Resource<Turn>, max: u32) -> wasmtime::Result<Vec<TurnEvent>> {
+        let mut events = Vec::new();
+        for _ in 0..max.clamp(1, MAX_TAKEN) {
+            let Some(event) = self.pull(&this)? else {
+                break;
+            };
+            events.push(event);
         }
-        Ok(event.map(Into::into))
+        Ok(events)
     }
 
     fn cancel(&mut self, this: Resource<Turn>) -> wasmtime::Result<()> {
