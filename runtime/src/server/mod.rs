@@ -378,7 +378,7 @@ async fn route(app: &Arc<App>, link: Link, req: Request<Incoming>) -> Response<B
     if crate::instances::control_surface(&path).is_some() && surfaces != Surfaces::Public {
         let (response, action, refused) = control_request(app, peer, secure, req).await;
         let status = response.status().as_u16();
-        let ms = millis(started);
+        let ms = access::ms(started.elapsed());
         let what = action.as_deref().unwrap_or("");
         if let Some(why) = refused {
             tracing::warn!(%peer, %method, %path, status, ms, why, "control request refused");
@@ -535,7 +535,7 @@ struct StreamEnd {
 
 impl Drop for StreamEnd {
     fn drop(&mut self) {
-        let (peer, ms, frames) = (self.peer, millis(self.started), self.frames);
+        let (peer, ms, frames) = (self.peer, access::ms(self.started.elapsed()), self.frames);
         let (instance, a2a_method, task) = (&self.instance, &self.method, &self.task);
         // Entered, so the request's span ends with the stream, not when its head went out.
         self.span.in_scope(|| {
@@ -580,11 +580,6 @@ impl hyper::body::Body for Counted {
         }
         polled
     }
-}
-
-/// Milliseconds since `started`, to the microsecond.
-fn millis(started: Instant) -> f64 {
-    (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
 }
 
 /// A request to the control surface, after its guards; the action it named and why the guards

@@ -130,7 +130,7 @@ fn traced(line: &Line, refused: bool, span: &tracing::Span) {
         status,
         ..
     } = *line;
-    let ms = (line.elapsed.as_secs_f64() * 1e6).round() / 1e3;
+    let ms = ms(line.elapsed);
     if refused {
         tracing::warn!(parent: span, %peer, instance, %path, a2a_method, outcome, status, ms, task = line.task, "a2a request refused");
     } else {
@@ -192,7 +192,12 @@ fn message(refused: bool) -> &'static str {
     }
 }
 
-/// Milliseconds to the microsecond, as `f64`'s `Display` writes the rounded value.
+/// `elapsed` in milliseconds to the microsecond: the `ms` of the log's lines.
+pub fn ms(elapsed: Duration) -> f64 {
+    (elapsed.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// [`ms`] as `f64`'s `Display` writes it, without the float.
 fn millis(buf: &mut Vec<u8>, elapsed: Duration) {
     let micros = elapsed.as_micros();
     let mut n = itoa::Buffer::new();
@@ -212,10 +217,53 @@ fn millis(buf: &mut Vec<u8>, elapsed: Duration) {
     }
 }
 
+/// A field's value, as each format writes it.
+enum Field<'a> {
+    Peer(SocketAddr),
+    /// A text a caller or a component chose: quoted, escaped.
+    Text(&'a str),
+    /// The path: quoted and escaped in JSON, bare in text where it needs no escape.
+    Path(&'a str),
+    Status(u16),
+    Millis(Duration),
+}
+
+/// The line's fields after its message, in order: one list for both formats.
+fn fields<'a>(line: &Line<'a>) -> [(&'static str, Field<'a>); 8] {
+    [
+        ("peer", Field::Peer(line.peer)),
+        ("instance", Field::Text(line.instance)),
+        ("path", Field::Path(line.path)),
+        ("a2a_method", Field::Text(line.a2a_method)),
+        ("outcome", Field::Text(line.outcome)),
+        ("status", Field::Status(line.status)),
+        ("ms", Field::Millis(line.elapsed)),
+        ("task", Field::Text(line.task)),
+    ]
+}
+
+impl Field<'_> {
+    /// Writes the value as JSON, or as the text format has it.
+    fn write(&self, buf: &mut Vec<u8>, json: bool) {
+        match *self {
+            Field::Peer(peer) if json => {
+                let _ = write!(buf, "\"{peer}\"");
+            }
+            Field::Peer(peer) => {
+                let _ = write!(buf, "{peer}");
+            }
+            Field::Text(s) | Field::Path(s) if json => {
+                let _ = serde_json::to_writer(&mut *buf, s);
+            }
+            Field::Text(s) => quoted(buf, s),
+            Field::Path(s) => bare(buf, s),
+            Field::Status(n) => buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+            Field::Millis(d) => millis(buf, d),
+        }
+    }
+}
+
 fn json_line(buf: &mut Vec<u8>, stamp: &[u8], line: &Line, refused: bool, ids: Ids) {
-    let string = |buf: &mut Vec<u8>, s: &str| {
-        let _ = serde_json::to_writer(&mut *buf, s);
-    };
     buf.extend_from_slice(b"{\"timestamp\":\"");
     buf.extend_from_slice(stamp);
     buf.extend_from_slice(if refused {
@@ -223,21 +271,13 @@ fn json_line(buf: &mut Vec<u8>, stamp: &[u8], line: &Line, refused: bool, ids: I
     } else {
         b"\",\"level\":\"INFO\",\"fields\":{\"message\":"
     });
-    string(buf, message(refused));
-    let _ = write!(buf, ",\"peer\":\"{}\",\"instance\":", line.peer);
-    string(buf, line.instance);
-    buf.extend_from_slice(b",\"path\":");
-    string(buf, line.path);
-    buf.extend_from_slice(b",\"a2a_method\":");
-    string(buf, line.a2a_method);
-    buf.extend_from_slice(b",\"outcome\":");
-    string(buf, line.outcome);
-    buf.extend_from_slice(b",\"status\":");
-    buf.extend_from_slice(itoa::Buffer::new().format(line.status).as_bytes());
-    buf.extend_from_slice(b",\"ms\":");
-    millis(buf, line.elapsed);
-    buf.extend_from_slice(b",\"task\":");
-    string(buf, line.task);
+    Field::Text(message(refused)).write(buf, true);
+    for (name, field) in fields(line) {
+        buf.extend_from_slice(b",\"");
+        buf.extend_from_slice(name.as_bytes());
+        buf.extend_from_slice(b"\":");
+        field.write(buf, true);
+    }
     buf.extend_from_slice(b"},\"target\":\"");
     buf.extend_from_slice(TARGET.as_bytes());
     buf.push(b'"');
@@ -264,20 +304,12 @@ fn text_line(buf: &mut Vec<u8>, stamp: &[u8], line: &Line, refused: bool, ids: I
     buf.extend_from_slice(TARGET.as_bytes());
     buf.extend_from_slice(b": ");
     buf.extend_from_slice(message(refused).as_bytes());
-    let _ = write!(buf, " peer={} instance=", line.peer);
-    quoted(buf, line.instance);
-    buf.extend_from_slice(b" path=");
-    bare(buf, line.path);
-    buf.extend_from_slice(b" a2a_method=");
-    quoted(buf, line.a2a_method);
-    buf.extend_from_slice(b" outcome=");
-    quoted(buf, line.outcome);
-    buf.extend_from_slice(b" status=");
-    buf.extend_from_slice(itoa::Buffer::new().format(line.status).as_bytes());
-    buf.extend_from_slice(b" ms=");
-    millis(buf, line.elapsed);
-    buf.extend_from_slice(b" task=");
-    quoted(buf, line.task);
+    for (name, field) in fields(line) {
+        buf.push(b' ');
+        buf.extend_from_slice(name.as_bytes());
+        buf.push(b'=');
+        field.write(buf, false);
+    }
     buf.push(b'\n');
 }
 
@@ -344,7 +376,7 @@ mod tests {
                 &mut buf,
                 Duration::from_micros(micros) + Duration::from_nanos(400),
             );
-            let float = (Duration::from_micros(micros).as_secs_f64() * 1e6).round() / 1e3;
+            let float = ms(Duration::from_micros(micros));
             assert_eq!(String::from_utf8(buf).unwrap(), float.to_string());
         }
     }
