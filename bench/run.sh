@@ -20,18 +20,6 @@ secs="${1:-10}"
 tasks="${TASKS:-100000}"
 port="${PORT:-3097}"
 
-wait_card() { # url, seconds
-  for _ in $(seq $(($2 * 10))); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done
-  return 1
-}
-
-edge() { # name, port, fsync: starts a server, prints its pid
-  mkdir -p "$work/$1"
-  printf '[storage]\nfsync = %s\n%s\n' "$3" "${EDGE_TOML:-}" >"$work/$1/config.toml"
-  RUST_LOG="${RUST_LOG:-info}" "$bin" serve --listen "127.0.0.1:$2" --data-dir "$work/$1" \
-    --config "$work/$1/config.toml" >"$work/$1/log" 2>&1 &
-  echo $!
-}
 on=$(edge fsync-on "$port" true)
 off=$(edge fsync-off $((port + 1)) false)
 pids+=("$on" "$off")
@@ -57,25 +45,6 @@ elif [ "$peer" != none ]; then
   peer_pid=$(pgrep -n -f "a2a-echo-peer" || true)
 fi
 
-cpu_ticks() { [ -n "$1" ] && awk '{print $14 + $15}' "/proc/$1/stat" || echo 0; }
-hz=$(getconf CLK_TCK)
-
-# One measurement: wrk's figures and the server's CPU per request, as "req/s p50 p99 cpu".
-run() { # pid, env assignments (one word, space-separated), wrk args...
-  local p="$1" vars="$2" before out reqs cpu=""
-  shift 2
-  before=$(cpu_ticks "$p")
-  # shellcheck disable=SC2086
-  out="$(env $vars wrk -t1 --latency "$@")"
-  reqs=$(awk '/requests in/ {print $1}' <<<"$out")
-  if grep -q "non_200=[1-9]\|jsonrpc_errors=[1-9]" <<<"$out"; then
-    echo "errors in a run: $(grep '^a2a:' <<<"$out" | head -1)" >&2
-  fi
-  [ -n "$p" ] && [ "${reqs:-0}" -gt 0 ] && cpu=$((($(cpu_ticks "$p") - before) * 1000000 / hz / reqs))
-  printf '%s %s %s %s\n' "$(awk '/Requests\/sec/ {printf "%d", $2}' <<<"$out")" \
-    "$(awk '$1=="50%" {print $2}' <<<"$out")" "$(awk '$1=="99%" {print $2}' <<<"$out")" "${cpu:--}"
-}
-
 # One row: the same load on a2a-edge and on the peer, each after a warm-up of WARMUP seconds.
 row() { # name, edge pid, edge url, edge env, peer url, peer env, wrk args...
   local name="$1" p="$2" url="$3" vars="$4" peer_url="$5" peer_vars="$6" e q=(- - - -) ratio=""
@@ -96,12 +65,6 @@ edge_off="http://127.0.0.1:$((port + 1))"
 send=(-s "$shared/sendmessage.lua")
 stream=(-s "$shared/streaming.lua")
 rpc=(-s "$here/load/rpc.lua")
-task_of() { # base url, rpc path: the id of a fresh task
-  curl -s "$1$2" -H 'content-type: application/json' -H 'A2A-Version: 1.0' -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench-get-'$RANDOM$RANDOM'","role":"ROLE_USER","parts":[{"text":"hello"}]}}}' |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])'
-}
-get_body() { printf 'BODY={"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"%s"}}' "$1"; }
-
 echo "| run ($secs s each, after ${WARMUP:-3} s of warm-up) | a2a-edge req/s | p50 | p99 | CPU µs/req | peer req/s | p50 | p99 | CPU µs/req | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 row "card c=16" "$on" "$edge_on/a2a/demo/agent-card.json" "" "$peer/.well-known/agent-card.json" "" -c16

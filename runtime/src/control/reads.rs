@@ -306,20 +306,21 @@ pub async fn metrics_json(app: &App) -> Value {
 async fn gauges(app: &App) -> Gauges {
     let size = |name: &str| std::fs::metadata(app.data_dir.join(name)).map_or(0, |m| m.len());
     let s = app.services();
-    // Read before the counts below run statements of their own.
-    let store_statements = app.store.statements();
+    let tasks = app
+        .store
+        .state_counts()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(i, s, n)| (i, s.as_str(), n))
+        .collect();
     Gauges {
-        store_statements,
+        // Read after the counts above: it includes their statements (and the task log's fold
+        // they waited for).
+        store_statements: app.store.statements(),
         store_failures: crate::store::health::failures(),
         push_dropped: app.store.push_dropped(),
-        tasks: app
-            .store
-            .state_counts()
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(i, s, n)| (i, s.as_str(), n))
-            .collect(),
+        tasks,
         open_streams: s.activity.open_streams(),
         store_bytes: size(crate::store::SQLITE_FILE)
             + size(&format!("{}-wal", crate::store::SQLITE_FILE)),

@@ -1,7 +1,9 @@
 //! The SQLite store: WAL, one writer thread that commits queued writes in groups (see
-//! [`writes`]), and a pool of reader threads, each with its own read-only connection, that run
-//! the reads off the async runtime.
+//! [`writes`]) and appends task writes to a log it folds into the tables later (see [`log`]),
+//! and a pool of reader threads, each with its own read-only connection, that run the reads off
+//! the async runtime.
 
+mod log;
 mod push;
 mod reads;
 mod schema;
@@ -38,6 +40,8 @@ pub struct SqliteStore {
     signal: Arc<tokio::sync::Notify>,
     /// Notifications the outbox gave up at its bound.
     dropped: Arc<AtomicU64>,
+    /// The task log's writes not folded yet.
+    unfolded: Arc<log::Unfolded>,
 }
 
 /// Statements run by the SQLite stores of this process (one per process in a server).
@@ -104,6 +108,9 @@ impl SqliteStore {
             .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", path.display()))?;
         schema::migrate(&mut conn)
             .map_err(|e| anyhow::anyhow!("cannot migrate database {}: {e}", path.display()))?;
+        let unfolded = Arc::new(log::Unfolded::default());
+        let task_log = log::Log::open(&mut conn, unfolded.clone())
+            .map_err(|e| anyhow::anyhow!("cannot fold the task log of {}: {e}", path.display()))?;
         let signal = Arc::new(tokio::sync::Notify::new());
         let outbox = push::Outbox::load(&conn, signal.clone())
             .map_err(|e| anyhow::anyhow!("cannot read push configs of {}: {e}", path.display()))?;
@@ -112,7 +119,7 @@ impl SqliteStore {
         let mut threads = vec![
             std::thread::Builder::new()
                 .name("a2a-edge-sqlite-writer".into())
-                .spawn(move || writes::write_loop(conn, outbox, Lease::default(), rx))?,
+                .spawn(move || writes::write_loop(conn, outbox, task_log, Lease::default(), rx))?,
         ];
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
@@ -132,6 +139,7 @@ impl SqliteStore {
             threads: Mutex::new(threads),
             signal,
             dropped,
+            unfolded,
         })
     }
 
@@ -152,7 +160,8 @@ impl SqliteStore {
         pending
     }
 
-    /// Runs `f` on a reader connection.
+    /// Runs `f` on a reader connection, once the task log is folded (so it reads the tables
+    /// whole; a listing then finds the task a write just acknowledged).
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
@@ -161,8 +170,21 @@ impl SqliteStore {
         let job: Job = Box::new(move |conn| {
             let _ = reply.send(conn.and_then(f));
         });
-        if let Some(r) = self.reads.lock().unwrap().as_ref() {
-            let _ = r.send(job);
+        let Some(readers) = self.reads.lock().unwrap().clone() else {
+            return pending;
+        };
+        if self.unfolded.is_empty() {
+            let _ = readers.send(job);
+        } else {
+            // A fold that fails (a full disk) leaves its records for later; the read runs on the
+            // tables as they are, as reads did before the log, and the store's health says why.
+            let after_fold = move |folded: Result<(), StoreError>| {
+                health::record(&folded);
+                let _ = readers.send(job);
+            };
+            if let Some(w) = self.writes.lock().unwrap().as_ref() {
+                let _ = w.send(Write::Fold(Box::new(after_fold)));
+            }
         }
         pending
     }
@@ -276,7 +298,12 @@ fn copy_database(db: &Path, to: &Path, timeout: std::time::Duration) -> anyhow::
     if ok != "ok" {
         anyhow::bail!("the copy failed its integrity check: {ok}");
     }
-    Ok(copy.query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get::<_, i64>(0))? as u64)
+    // The tasks of the copy's task log are folded when a store opens it.
+    Ok(copy.query_row(
+        "SELECT (SELECT COUNT(*) FROM tasks) + (SELECT COUNT(*) FROM task_log WHERE created)",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? as u64)
 }
 
 impl Drop for SqliteStore {
@@ -322,6 +349,9 @@ impl Tasks for SqliteStore {
     }
 
     fn get_task(&self, id: String, instance_id: Option<String>) -> Pending<Option<TaskRow>> {
+        if let Some(row) = self.unfolded.task(&id, instance_id.as_deref()) {
+            return Pending::ready(Ok(Some(row)));
+        }
         self.read_here(|c| reads::get_task(c, &id, instance_id.as_deref()))
     }
 
@@ -334,6 +364,9 @@ impl Tasks for SqliteStore {
         instance_id: String,
         message_id: String,
     ) -> Pending<Option<MessageRecord>> {
+        if let Some(found) = self.unfolded.message(&instance_id, &message_id) {
+            return Pending::ready(Ok(Some(found)));
+        }
         self.read_here(|c| Ok(reads::find_message(c, &instance_id, &message_id)?))
     }
 
@@ -519,6 +552,134 @@ mod tests {
     async fn keeps_the_store_contract() {
         let (_d, s) = store();
         crate::store::contract::check(&s).await;
+    }
+
+    /// What a kill -9 right after a write's commit leaves: records in the task log, none folded.
+    /// The next start folds them, and every read finds them in the tables.
+    #[tokio::test]
+    async fn a_crash_between_the_append_and_the_fold_loses_nothing() {
+        use crate::store::contract::row;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let claim = |m: &str| MessageClaim {
+            message_id: m.into(),
+            fingerprint: format!("f-{m}"),
+            replaces: None,
+        };
+        {
+            let mut conn = open(&path, false).unwrap();
+            schema::migrate(&mut conn).unwrap();
+            let mut log = log::Log::open(&mut conn, Arc::default()).unwrap();
+            let lease = Lease::default();
+            let tx = conn.transaction().unwrap();
+            log.create(&tx, &lease, &row("a", 10), Some(&claim("m1")))
+                .unwrap();
+            log.create(&tx, &lease, &row("b", 11), None).unwrap();
+            let done = TaskRow {
+                state: TaskState::Completed,
+                body: r#"{"id":"a","status":{"state":"TASK_STATE_COMPLETED"}}"#.into(),
+                ..row("a", 12)
+            };
+            let frame = NewFrame::status(r#"{"statusUpdate":{"taskId":"a"}}"#.into());
+            log.update(&tx, &lease, &done, 1, Some(&claim("m2")), &[frame])
+                .unwrap();
+            tx.commit().unwrap();
+            log.committed();
+            let logged: i64 = conn
+                .query_row("SELECT COUNT(*) FROM task_log", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(logged, 3, "the writes are in the log, not folded");
+            // The process dies here: no fold, no shutdown.
+        }
+        let s = SqliteStore::open(&path, false).unwrap();
+        let logged: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM task_log", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(logged, 0, "the start folded the log");
+        let a = s.get_task("a".into(), None).await.unwrap().unwrap();
+        assert_eq!(
+            (a.state, a.version, a.created_at),
+            (TaskState::Completed, 2, 10)
+        );
+        let page = s
+            .list_tasks(TaskFilter {
+                instance_id: Some("i".into()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let ids: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!((page.total, ids), (2, vec!["a", "b"]));
+        let counts = s.state_counts().await.unwrap();
+        assert!(
+            counts.contains(&("i".into(), TaskState::Completed, 1)),
+            "{counts:?}"
+        );
+        assert!(
+            counts.contains(&("i".into(), TaskState::Submitted, 1)),
+            "{counts:?}"
+        );
+        let contexts = s.contexts(Some("i".into()), None, 10).await.unwrap();
+        assert_eq!(
+            (contexts[0].task_count, contexts[0].active_count),
+            (2, 1),
+            "{contexts:?}"
+        );
+        for m in ["m1", "m2"] {
+            let found = s.find_message("i".into(), m.into()).await.unwrap();
+            assert_eq!(found.map(|f| f.task_id).as_deref(), Some("a"), "{m}");
+        }
+        let frames = s.frames("i".into(), "a".into(), 0, 10).await.unwrap();
+        assert_eq!((frames.last_seq, frames.frames.len()), (1, 1));
+    }
+
+    /// A write's task and message id are read from memory until the log is folded; any other
+    /// read folds it first.
+    #[tokio::test]
+    async fn unfolded_writes_are_read_at_once() {
+        use crate::store::contract::row;
+        let (_d, s) = store();
+        let claim = MessageClaim {
+            message_id: "m".into(),
+            fingerprint: "f".into(),
+            replaces: None,
+        };
+        s.create_task(row("t", 1), Some(claim), None).await.unwrap();
+        assert!(!s.unfolded.is_empty(), "the write is logged, not folded");
+        assert_eq!(
+            s.get_task("t".into(), Some("i".into()))
+                .await
+                .unwrap()
+                .unwrap()
+                .id,
+            "t"
+        );
+        assert!(
+            s.get_task("t".into(), Some("other".into()))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            s.find_message("i".into(), "m".into())
+                .await
+                .unwrap()
+                .unwrap()
+                .task_id,
+            "t"
+        );
+        let page = s
+            .list_tasks(TaskFilter {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.total, 1);
+        assert!(s.unfolded.is_empty(), "the listing folded the log first");
+        assert_eq!(s.get_task("t".into(), None).await.unwrap().unwrap().id, "t");
     }
 
     #[tokio::test]

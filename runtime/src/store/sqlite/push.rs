@@ -110,6 +110,14 @@ impl Outbox {
         )
     }
 
+    /// Whether the task has configs (a write of it queues notifications).
+    pub fn watches(&self, instance_id: &str, task_id: &str) -> bool {
+        !self.watched.is_empty()
+            && self
+                .watched
+                .contains(&(instance_id.to_owned(), task_id.to_owned()))
+    }
+
     /// Inserts or replaces a config of an existing task of its instance.
     pub fn put(&mut self, c: &Connection, p: &PushConfig) -> Result<(), StoreError> {
         let state: Option<i64> = c

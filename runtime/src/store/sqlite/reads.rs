@@ -29,7 +29,7 @@ pub fn find_message(
     .optional()
 }
 
-const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal, trace_id";
+pub const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal, trace_id";
 
 /// The task state in column `i`; a number that is no state a task can be in is an error, never
 /// a state made up.
@@ -40,7 +40,7 @@ fn state(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<TaskState> {
         .ok_or_else(|| rusqlite::Error::IntegralValueOutOfRange(i, n))
 }
 
-fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
+pub fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
     Ok(TaskRow {
         id: r.get(0)?,
         instance_id: r.get(1)?,

@@ -219,6 +219,30 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX tasks_by_context;
     CREATE INDEX tasks_by_context ON tasks (context_id, instance_id, updated_at DESC, id DESC);
     CREATE INDEX tasks_by_state ON tasks (state, updated_at DESC, id DESC) WHERE state != 3;",
+    // 14: the task log (`log.rs`): a task write appends a record here, folded into `tasks`, its
+    // indexes, counts and summaries later, many at a time.
+    "CREATE TABLE task_log (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL,
+        instance_id TEXT NOT NULL,
+        context_id TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        skill TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        peer_id TEXT,
+        principal TEXT NOT NULL,
+        trace_id TEXT,
+        created INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        lease_node TEXT,
+        lease_until INTEGER,
+        claim_message_id TEXT,
+        claim_fingerprint TEXT,
+        frames TEXT
+    );",
 ];
 
 /// Brings a database up to the newest schema and checks it is that schema; refuses a database

@@ -6,8 +6,9 @@ use std::sync::mpsc;
 use a2a_protocol::TaskState;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::log::{FOLD_AT, FOLD_IDLE, Log};
 use super::push::{self, Outbox};
-use super::reads::{find_message, get_task};
+use super::reads::get_task;
 use crate::store::{
     Attempt, KV_ENTRY_BYTES, KvKey, Lease, MessageClaim, NewFrame, PushConfig, RETAIN_FRAMES,
     Reply, StoreError, TaskRow, Written, over_quota,
@@ -39,6 +40,25 @@ pub enum Write {
     KvSet(KvKey, Vec<u8>, u64, Reply<()>),
     KvDelete(KvKey, Reply<()>),
     Flush(Reply<()>),
+    /// Folds the task log, then calls back (a read that needs the tables whole).
+    Fold(Box<dyn FnOnce(Result<(), StoreError>) + Send>),
+}
+
+impl Write {
+    /// Whether the write reads or changes what the task log's records change, so the log is
+    /// folded before it.
+    fn needs_fold(&self) -> bool {
+        matches!(
+            self,
+            Write::AppendFrames(..)
+                | Write::PruneFrames(..)
+                | Write::RenewLeases(..)
+                | Write::PutPushConfig(..)
+                | Write::FailUnsettled(..)
+                | Write::Flush(..)
+                | Write::Fold(..)
+        )
+    }
 }
 
 /// Sets an agent's value unless its scope would then hold more than `quota` bytes.
@@ -82,10 +102,24 @@ impl Table {
 pub fn write_loop(
     mut conn: Connection,
     mut outbox: Outbox,
+    mut log: Log,
     lease: Lease,
     rx: mpsc::Receiver<Write>,
 ) {
-    while let Ok(first) = rx.recv() {
+    loop {
+        let first = if log.len() == 0 {
+            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+        } else {
+            rx.recv_timeout(FOLD_IDLE)
+        };
+        let first = match first {
+            Ok(w) => w,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                fold(&mut conn, &mut log);
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
@@ -93,11 +127,15 @@ pub fn write_loop(
                 Err(_) => break,
             }
         }
-        commit_group(&mut conn, &mut outbox, &lease, group);
+        commit_group(&mut conn, &mut outbox, &mut log, &lease, group);
         if std::mem::take(&mut outbox.queued) {
             outbox.signal.notify_one();
         }
+        if log.len() >= FOLD_AT {
+            fold(&mut conn, &mut log);
+        }
     }
+    fold(&mut conn, &mut log);
     // Closed: move what the WAL holds into the database file, so a stopped server's data
     // directory is one consistent file (a copy of the `.db` alone is then whole).
     if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
@@ -105,9 +143,33 @@ pub fn write_loop(
     }
 }
 
+/// Folds the task log in a transaction of its own.
+fn fold(conn: &mut Connection, log: &mut Log) {
+    let folded = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(StoreError::from)
+        .and_then(|tx| {
+            log.fold(&tx)?;
+            Ok(tx.commit()?)
+        });
+    match folded {
+        Ok(()) => log.committed(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot fold the task log; its records stay and are folded later");
+            log.rolled_back(conn);
+        }
+    }
+}
+
 /// Runs a group in one transaction; each write in its own savepoint, so one failing write
 /// fails alone. Replies go out only after the commit.
-fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group: Vec<Write>) {
+fn commit_group(
+    conn: &mut Connection,
+    outbox: &mut Outbox,
+    log: &mut Log,
+    lease: &Lease,
+    group: Vec<Write>,
+) {
     let mut replies: Vec<Answer> = Vec::with_capacity(group.len());
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
@@ -120,13 +182,38 @@ fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group
         }
     };
     for w in group {
+        let direct = match &w {
+            Write::CreateTask(row, _, config, _) => {
+                config.is_some() || outbox.watches(&row.instance_id, &row.id)
+            }
+            Write::UpdateTask(row, ..) => outbox.watches(&row.instance_id, &row.id),
+            w => w.needs_fold(),
+        };
+        if direct && let Err(e) = log.fold_in(&tx) {
+            fail(w, e);
+            continue;
+        }
         match w {
             Write::CreateTask(row, mid, config, reply) => replies.push(run(&tx, reply, |c| {
-                create_task(c, outbox, lease, &row, mid.as_ref(), config.as_ref())
+                if let Some(claim) = &mid {
+                    check_claim(c, log, &row.instance_id, claim)?;
+                }
+                if direct {
+                    create_task(c, outbox, lease, &row, mid.as_ref(), config.as_ref())
+                } else {
+                    log.create(c, lease, &row, mid.as_ref())
+                }
             })),
             Write::UpdateTask(row, expected, mid, frames, reply) => {
                 replies.push(run(&tx, reply, |c| {
-                    update_task(c, outbox, lease, &row, expected, mid.as_ref(), &frames)
+                    if let Some(claim) = &mid {
+                        check_claim(c, log, &row.instance_id, claim)?;
+                    }
+                    if direct {
+                        update_task(c, outbox, lease, &row, expected, mid.as_ref(), &frames)
+                    } else {
+                        log.update(c, lease, &row, expected, mid.as_ref(), &frames)
+                    }
                 }))
             }
             Write::AppendFrames(instance, task, frames, reply) => {
@@ -226,9 +313,16 @@ fn commit_group(conn: &mut Connection, outbox: &mut Outbox, lease: &Lease, group
             Write::Flush(reply) => replies.push(Box::new(move |err| {
                 let _ = reply.send(err.map_or(Ok(()), |e| Err(e.clone())));
             })),
+            Write::Fold(then) => replies.push(Box::new(move |err| {
+                then(err.map_or(Ok(()), |e| Err(e.clone())));
+            })),
         }
     }
     let commit_err = tx.commit().err().map(StoreError::from);
+    match commit_err {
+        None => log.committed(),
+        Some(_) => log.rolled_back(conn),
+    }
     for r in replies {
         r(commit_err.as_ref());
     }
@@ -277,6 +371,7 @@ fn fail(w: Write, e: StoreError) {
         Write::RenewLeases(.., r) => {
             let _ = r.send(Err(e));
         }
+        Write::Fold(then) => then(Err(e)),
         Write::UpdateTask(.., r) => {
             let _ = r.send(Err(e));
         }
@@ -291,9 +386,6 @@ fn create_task(
     claim: Option<&MessageClaim>,
     config: Option<&PushConfig>,
 ) -> Result<(), StoreError> {
-    if let Some(claim) = claim {
-        check_claim(c, &row.instance_id, claim)?;
-    }
     c.prepare_cached(
         "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, principal, body, lease_node, lease_until, trace_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?10, ?11, ?12, ?13)",
@@ -323,9 +415,6 @@ fn update_task(
     claim: Option<&MessageClaim>,
     frames: &[NewFrame],
 ) -> Result<Written, StoreError> {
-    if let Some(claim) = claim {
-        check_claim(c, &row.instance_id, claim)?;
-    }
     let last = c
         .prepare_cached(
             "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7,
@@ -354,7 +443,7 @@ fn update_task(
 
 /// Writes `frames` as the task's sequence ids up to `last` (its new `last_seq`) and drops what
 /// falls out of [`RETAIN_FRAMES`]; returns the first one's id.
-fn log_frames(
+pub fn log_frames(
     c: &Connection,
     task_id: &str,
     last: u64,
@@ -377,9 +466,15 @@ fn log_frames(
     Ok(first)
 }
 
-/// The compare-and-swap of a claim: the index must still hold what the claim replaces.
-fn check_claim(c: &Connection, instance_id: &str, claim: &MessageClaim) -> Result<(), StoreError> {
-    match find_message(c, instance_id, &claim.message_id)? {
+/// The compare-and-swap of a claim: the index (with the log's claims) must still hold what the
+/// claim replaces.
+fn check_claim(
+    c: &Connection,
+    log: &Log,
+    instance_id: &str,
+    claim: &MessageClaim,
+) -> Result<(), StoreError> {
+    match log.message(c, instance_id, &claim.message_id)? {
         Some(current) if Some(&current) != claim.replaces.as_ref() => {
             Err(StoreError::DuplicateMessage(current))
         }
@@ -388,7 +483,7 @@ fn check_claim(c: &Connection, instance_id: &str, claim: &MessageClaim) -> Resul
 }
 
 /// Records a claimed message id for a task (replacing what it held).
-fn record_claim(
+pub fn record_claim(
     c: &Connection,
     instance_id: &str,
     claim: &MessageClaim,
@@ -404,7 +499,7 @@ fn record_claim(
 /// Counts a new task in its conversation's kept summary (schema migration 13), which its first
 /// task adds; the summary follows the task's updates by triggers. One statement, as the binding
 /// it replaced: a trigger on insert would run two (`runtime/bin/tests/hot_path.rs`).
-fn add_to_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
+pub fn add_to_context(c: &Connection, row: &TaskRow) -> rusqlite::Result<usize> {
     c.prepare_cached(
         "INSERT INTO contexts VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6)
          ON CONFLICT (context_id, instance_id) DO UPDATE SET
