@@ -41,18 +41,20 @@ def main():
     port = free_port()
     config = os.path.join(data, "config.toml")
     open(config, "w").write('[storage]\nbackend = "postgres"\n')
-    env = dict(os.environ, A2A_EDGE_DATABASE_URL=url, RUST_LOG="warn")
+    key = __import__("base64").b64encode(os.urandom(32)).decode()
+    env = dict(os.environ, A2A_EDGE_DATABASE_URL=url, A2A_EDGE_SECRET_KEY=key, RUST_LOG="warn")
     server = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data, "--config", config], env=env)
     try:
-        conn = None
         for _ in range(300):
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port)
                 conn.request("GET", "/a2a/demo/agent-card.json")
                 conn.getresponse().read()
                 break
-            except OSError:
+            except (OSError, http.client.HTTPException):
                 time.sleep(0.1)
+        else:
+            sys.exit("a2a-edge did not answer within 30 s")
         n = [0]
 
         def send():
