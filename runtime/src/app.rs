@@ -270,6 +270,7 @@ impl App {
                 token,
                 endpoint_url,
                 grpc_url,
+                generation: crate::instances::next_generation(),
             }));
         }
         let routes = Arc::new(Routes::new(

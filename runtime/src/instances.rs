@@ -20,6 +20,15 @@ pub struct Instance {
     pub endpoint_url: String,
     /// The gRPC interface URL cards announce, if any (`[grpc]`).
     pub grpc_url: Option<String>,
+    /// This build's number, never another's in this process ([`next_generation`]): what
+    /// components see of it changes only with it.
+    pub generation: u64,
+}
+
+/// A number no [`Instance`] built before had.
+pub fn next_generation() -> u64 {
+    static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Instance {

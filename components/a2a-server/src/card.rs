@@ -4,14 +4,13 @@
 use a2a_protocol::{card, methods};
 use wasip2::http::types::ResponseOutparam;
 
-use a2a_guest::server::a2a::edge::request_context;
+use a2a_guest::server::a2a::edge::request_context::InstanceInfo;
 
 use crate::http::{self, Request};
 
 /// Serves the card; `If-None-Match` with the current ETag answers 304.
-pub fn serve(req: &Request, out: ResponseOutparam) {
-    let instance = request_context::instance();
-    let mut input: card::CardInput = (&instance).into();
+pub fn serve(req: &Request, instance: &InstanceInfo, out: ResponseOutparam) {
+    let mut input: card::CardInput = instance.into();
     // With 0.3 callers served, the card depends on the version the request names.
     let vary = if input.compat03 {
         "A2A-Version, Accept"
@@ -34,10 +33,15 @@ pub fn serve(req: &Request, out: ResponseOutparam) {
     let fresh = req
         .header("if-none-match")
         .is_some_and(|v| card::etag_matches(v, &etag));
-    request_context::record_call("GetAgentCard", if fresh { "not_modified" } else { "ok" });
     if fresh {
-        http::respond(out, 304, &headers[1..], b"");
+        http::answer(
+            out,
+            304,
+            &headers[1..],
+            b"",
+            ("GetAgentCard", "not_modified"),
+        );
     } else {
-        http::respond(out, 200, &headers, body.as_bytes());
+        http::answer(out, 200, &headers, body.as_bytes(), ("GetAgentCard", "ok"));
     }
 }

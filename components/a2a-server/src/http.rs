@@ -1,6 +1,11 @@
 //! WASI HTTP plumbing: read a request, write a JSON answer or an SSE stream.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use a2a_guest::Arrival;
 use a2a_guest::server::a2a::edge::exchange;
+use a2a_guest::server::a2a::edge::request_context::{self, InstanceInfo, RouteKind};
 use wasip2::http::types::{
     Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
@@ -8,6 +13,8 @@ use wasip2::io::streams::{OutputStream, StreamError};
 
 /// A request as the handlers need it.
 pub struct Request {
+    /// When it came, and random bytes for its ids.
+    pub arrival: Arrival,
     /// The method, read only for the HTTP+JSON binding (empty otherwise).
     pub method: String,
     /// The path (for the HTTP+JSON binding, the part below the endpoint path).
@@ -17,28 +24,57 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
-impl Request {
-    /// Reads the request, its body whole (the host bounded it already), in one crossing.
-    pub fn read(req: IncomingRequest) -> Request {
+/// A request begun: what it is, the route it hit and the instance serving it.
+pub struct Begun {
+    pub request: Request,
+    pub route: RouteKind,
+    pub instance: Rc<InstanceInfo>,
+}
+
+thread_local! {
+    /// The instance info the host gave last, and its stamp: kept from one request to the next
+    /// (it carries no secret and nothing of a request), taken again when its stamp changes.
+    static KEPT: RefCell<Option<(u64, Rc<InstanceInfo>)>> = const { RefCell::new(None) };
+}
+
+impl Begun {
+    /// Reads the request, its body whole (the host bounded it already), its route and the
+    /// instance's info (when it changed since the last request) in one crossing.
+    pub fn read(req: IncomingRequest) -> Begun {
+        let known = KEPT.with_borrow(|k| k.as_ref().map(|(stamp, info)| (*stamp, info.clone())));
+        let begun = exchange::begin(req, known.as_ref().map_or(0, |(stamp, _)| *stamp));
+        let instance = match (begun.instance, known) {
+            (Some(info), _) => Rc::new(info),
+            (None, Some((stamp, info))) if stamp == begun.instance_stamp => info,
+            (None, _) => Rc::new(request_context::instance()),
+        };
+        KEPT.set(Some((begun.instance_stamp, instance.clone())));
         let exchange::Request {
             method,
             path_with_query,
             headers,
             body,
-        } = exchange::read(req);
+        } = begun.request;
         let (path, query) = match path_with_query.split_once('?') {
             Some((p, q)) => (p.to_owned(), q.to_owned()),
             None => (path_with_query, String::new()),
         };
-        Request {
-            method,
-            path,
-            headers,
-            query,
-            body,
+        Begun {
+            request: Request {
+                arrival: Arrival::new(begun.received_ms, begun.received_ns, begun.random),
+                method,
+                path,
+                headers,
+                query,
+                body,
+            },
+            route: begun.route,
+            instance,
         }
     }
+}
 
+impl Request {
     /// The first value of a header (names compare case-insensitively).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -69,11 +105,18 @@ impl Request {
     }
 }
 
-/// Sends a complete response in one crossing (the host adds its `Content-Length`, so it goes
-/// out in one piece, not chunked, where the status allows one).
-pub fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+/// Sends a complete response and tells the host the request was `method` and ended
+/// `outcome` (`request-context.record-call`), in one crossing; the host adds its
+/// `Content-Length`, so it goes out in one piece, not chunked, where the status allows one.
+pub fn answer(
+    out: ResponseOutparam,
+    status: u16,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    (method, outcome): (&str, &str),
+) {
     // A malformed header is the component's fault: the host answers 500 then.
-    let _ = exchange::respond(out, status, &owned(headers), body);
+    let _ = exchange::finish(out, status, &owned(headers), body, method, outcome);
 }
 
 /// Headers as WASI HTTP and the exchange take them.
@@ -128,6 +171,7 @@ pub(crate) mod tests {
 
     pub fn request(headers: &[(&str, &str)], query: &str) -> Request {
         Request {
+            arrival: Arrival::default(),
             method: String::new(),
             path: String::new(),
             headers: headers

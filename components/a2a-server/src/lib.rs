@@ -1,6 +1,7 @@
 //! The A2A server component: serves the HTTP requests routed to an inbound instance, one at a
 //! time, on an instance the runtime may keep for the instance's next request (so it keeps nothing
-//! between requests and scrubs what a request left in its memory, `a2a_guest::scrub`). The runtime
+//! of a request for the next, only the instance's info, `http::Begun`, and scrubs what a request
+//! left in its memory, `a2a_guest::scrub`). The runtime
 //! has already routed, authenticated and bounded the body; this component speaks JSON-RPC, drives
 //! tasks through the host's storage, events and sessions, and writes answers.
 
@@ -15,7 +16,7 @@ mod stored;
 mod stream;
 mod tasks;
 
-use a2a_guest::server::a2a::edge::request_context::{self, RouteKind as Route};
+use a2a_guest::server::a2a::edge::request_context::RouteKind as Route;
 use wasip2::http::types::{IncomingRequest, ResponseOutparam};
 
 struct Component;
@@ -32,12 +33,15 @@ static ALLOCATOR: a2a_guest::scrub::Zeroing = a2a_guest::scrub::Zeroing;
 
 #[inline(never)]
 fn serve(request: IncomingRequest, out: ResponseOutparam) {
-    let route = request_context::route();
-    let request = http::Request::read(request);
+    let http::Begun {
+        request,
+        route,
+        instance,
+    } = http::Begun::read(request);
     match route {
-        Route::Card => card::serve(&request, out),
-        Route::Rpc | Route::Internal => rpc::serve(&request, out, rpc::Binding::JsonRpc),
-        Route::Rest => rpc::serve(&request, out, rpc::Binding::Rest),
+        Route::Card => card::serve(&request, &instance, out),
+        Route::Rpc | Route::Internal => rpc::serve(&request, &instance, out, rpc::Binding::JsonRpc),
+        Route::Rest => rpc::serve(&request, &instance, out, rpc::Binding::Rest),
     }
 }
 

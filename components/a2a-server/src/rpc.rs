@@ -1,7 +1,7 @@
 //! The endpoint of both bindings: transport checks, the JSON-RPC envelope or the HTTP+JSON
 //! route, the one dispatch, and answers framed for the binding.
 
-use a2a_guest::server::a2a::edge::request_context;
+use a2a_guest::server::a2a::edge::request_context::{self, InstanceInfo};
 use a2a_protocol::methods::{self, Dispatch, Method};
 use a2a_protocol::sse::Envelope;
 use a2a_protocol::{ErrorKind, RpcError, compat03, jsonrpc, rest, version};
@@ -66,7 +66,6 @@ impl Reply {
 
     /// An error answer with `status`.
     fn refuse(&self, out: ResponseOutparam, status: u16, e: RpcError, extra: &[(&str, &str)]) {
-        request_context::record_call(self.called(), e.kind.reason());
         let retry_after = e.retry_after();
         let mut headers = vec![("content-type", self.media)];
         headers.extend_from_slice(extra);
@@ -77,12 +76,12 @@ impl Reply {
             Binding::JsonRpc => jsonrpc::failure(&self.id, &e, self.legacy),
             Binding::Rest => rest::error_body(status, &e),
         };
-        http::respond(out, status, &headers, body.to_string().as_bytes());
+        let called = (self.called(), e.kind.reason());
+        http::answer(out, status, &headers, body.to_string().as_bytes(), called);
     }
 
     /// A result: in the JSON-RPC envelope, or bare.
     fn ok(&self, out: ResponseOutparam, answer: impl Into<Answer>) {
-        request_context::record_call(self.called(), "ok");
         let body = match (answer.into(), self.v03) {
             // Already serialised and going out as it is: spliced into the envelope.
             (Answer::Text(text), false) => match self.binding {
@@ -103,7 +102,7 @@ impl Reply {
             }
         };
         let headers = [("content-type", self.media)];
-        http::respond(out, 200, &headers, body.as_bytes())
+        http::answer(out, 200, &headers, body.as_bytes(), (self.called(), "ok"))
     }
 
     /// The method as its caller named it (a 0.3 name for a 0.3 call), for the metrics and log.
@@ -160,8 +159,8 @@ enum Early {
     Fail(RpcError, &'static [(&'static str, &'static str)]),
     /// An error answer with its own status and headers (a 405 with `Allow`).
     Refuse(u16, RpcError, [(&'static str, &'static str); 1]),
-    /// A JSON-RPC notification: answered 204, not run.
-    Notification,
+    /// A JSON-RPC notification (of the method named): answered 204, not run.
+    Notification(String),
 }
 
 /// The method a request calls, its params, and whether its caller takes an event stream.
@@ -173,8 +172,7 @@ struct Call {
 
 /// Answers one request of either binding: the same checks, the one dispatcher, the same
 /// handlers; only the framing differs.
-pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
-    let instance = request_context::instance();
+pub fn serve(req: &Request, instance: &InstanceInfo, out: ResponseOutparam, binding: Binding) {
     let media = methods::answer_type(
         req.header("content-type"),
         req.header_list("accept").as_deref(),
@@ -191,7 +189,9 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
         Ok(call) => call,
         Err(Early::Fail(e, extra)) => return reply.fail(out, e, extra),
         Err(Early::Refuse(status, e, extra)) => return reply.refuse(out, status, e, &extra),
-        Err(Early::Notification) => return http::respond(out, 204, &[], b""),
+        Err(Early::Notification(method)) => {
+            return http::answer(out, 204, &[], b"", (&method, "notification"));
+        }
     };
     reply.method = call.name;
     // One bound on nesting for every binding (gRPC's decoder would stop deeper anyway).
@@ -204,7 +204,7 @@ pub fn serve(req: &Request, out: ResponseOutparam, binding: Binding) {
     }
     let name = reply.method.as_str();
     match methods::dispatch(name, call.accepts_sse, instance.push_notifications) {
-        Dispatch::Serve(method) => run(method, &call.params, req, &instance, reply, out),
+        Dispatch::Serve(method) => run(method, &call.params, req, instance, reply, out),
         Dispatch::Json(e) => reply.fail(out, e, &[]),
         Dispatch::Frame(e) => reply.frame(out, e),
     }
@@ -263,8 +263,7 @@ fn accept(req: &Request, media_ok: bool, compat03: bool, reply: &mut Reply) -> R
             if request.notification {
                 // JSON-RPC 2.0 forbids answering a notification; every A2A method's answer is
                 // what its caller needs (a task id at least), so a notification is not run either.
-                request_context::record_call(&request.method, "notification");
-                return Err(Early::Notification);
+                return Err(Early::Notification(request.method));
             }
             reply.id = request.id;
             let accepts_sse = methods::accepts_sse(req.header_list("accept").as_deref());
@@ -318,25 +317,27 @@ fn run(
     method: Method,
     params: &Value,
     req: &Request,
-    instance: &request_context::InstanceInfo,
+    instance: &InstanceInfo,
     reply: Reply,
     out: ResponseOutparam,
 ) {
     let result = match method {
-        Method::SendMessage => match send::begin(params, instance, send::Caller::Waits) {
-            Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
-                reply.ok(out, run.answer());
-                return run.drive();
+        Method::SendMessage => {
+            match send::begin(params, instance, send::Caller::Waits, req.arrival.clone()) {
+                Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
+                    reply.ok(out, run.answer());
+                    return run.drive();
+                }
+                Ok(send::Begin::Run(mut run)) => {
+                    run.drive();
+                    run.outcome().map(Answer::from)
+                }
+                Ok(send::Begin::Answer(v)) => Ok((*v).into()),
+                Err(e) => Err(e),
             }
-            Ok(send::Begin::Run(mut run)) => {
-                run.drive();
-                run.outcome().map(Answer::from)
-            }
-            Ok(send::Begin::Answer(v)) => Ok((*v).into()),
-            Err(e) => Err(e),
-        },
+        }
         Method::SendStreamingMessage => {
-            match send::begin(params, instance, send::Caller::Streams) {
+            match send::begin(params, instance, send::Caller::Streams, req.arrival.clone()) {
                 Ok(begun) => {
                     request_context::record_call(reply.called(), "ok");
                     return stream::send(begun, out, reply.envelope());
@@ -415,7 +416,7 @@ mod tests {
                 e.kind,
                 extra.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
             )),
-            Err(Early::Notification) => unreachable!("no notification is sent here"),
+            Err(Early::Notification(_)) => unreachable!("no notification is sent here"),
         };
         (result, reply.id)
     }

@@ -18,7 +18,7 @@ use a2a_guest::server::a2a::edge::storage;
 use a2a_guest::server::a2a::edge::types::{MessageClaim, StoreError};
 use a2a_guest::server::a2a::edge::{admission, attachments};
 use a2a_guest::server::{row, task as stored_task};
-use a2a_guest::{now_ms, uuid_at, uuids_at};
+use a2a_guest::{Arrival, now_ms};
 
 use crate::frames;
 use crate::sse::{FIRST_FRAME_GRACE_NS, Sse};
@@ -35,8 +35,8 @@ pub enum Begin {
 /// A task being driven by this request.
 pub struct Run {
     ex: Execution,
-    /// The concurrency slot the task holds while it runs.
-    _slot: Option<admission::Slot>,
+    /// The concurrency slot the task holds while it runs (its turn holds it once started).
+    slot: Option<admission::Slot>,
     /// The instance's limits (execution timeout, keep-alive interval).
     limits: Limits,
     /// The stream the caller listens on, if it asked for one.
@@ -55,6 +55,10 @@ pub struct Run {
     quiet: bool,
     /// The stored copy a compare-and-swap lost to (its `updated-at`, the task).
     elsewhere: Option<(u64, Task)>,
+    /// When the request came (the run's clock starts there), and random bytes for its ids.
+    arrival: Arrival,
+    /// When the events being applied were taken: the time of their status changes.
+    taken_at: Option<u64>,
 }
 
 /// What a run waits on, once it first has to: the turn, the deadline, the keep-alive interval
@@ -91,6 +95,7 @@ pub fn begin(
     params: &Value,
     instance: &request_context::InstanceInfo,
     caller: Caller,
+    arrival: Arrival,
 ) -> Result<Begin, RpcError> {
     let req: SendMessageRequest = jsonrpc::params(params)?;
     let message = req.message;
@@ -116,7 +121,7 @@ pub fn begin(
     let hold = caller == Caller::Waits
         && !config.return_immediately
         && config.task_push_notification_config.is_none();
-    claim(message, skill, config, instance, hold)
+    claim(message, skill, config, instance, hold, arrival)
 }
 
 /// Claims the message id and starts the task, unless the message is a retry of the one that
@@ -128,6 +133,7 @@ fn claim(
     config: SendMessageConfiguration,
     instance: &request_context::InstanceInfo,
     hold: bool,
+    mut arrival: Arrival,
 ) -> Result<Begin, RpcError> {
     let fingerprint = idempotency::fingerprint(&message);
     let mut seen = storage::find_message(&message.message_id)?;
@@ -160,6 +166,8 @@ fn claim(
             limits: instance.limits,
             claim,
             hold,
+            // A second try makes ids of its own.
+            arrival: std::mem::take(&mut arrival),
         };
         match start.run() {
             Err(StoreError::DuplicateMessage(current)) => seen = Some(current),
@@ -185,6 +193,7 @@ struct Start {
     claim: MessageClaim,
     /// Create the task with `storage.hold-task`.
     hold: bool,
+    arrival: Arrival,
 }
 
 impl Start {
@@ -205,9 +214,10 @@ impl Start {
             limits,
             claim,
             hold,
+            mut arrival,
         } = self;
-        let now = now_ms();
-        let [task_id, fresh_context] = uuids_at(now);
+        let now = arrival.ms;
+        let [task_id, fresh_context] = arrival.uuids_at(now);
         let context_id = message.context_id.clone().unwrap_or(fresh_context);
         let mut first = message.clone();
         first.context_id = Some(context_id.clone());
@@ -232,7 +242,7 @@ impl Start {
         // The task is stored already WORKING (or FAILED over quota): nobody can have heard of it
         // while it was SUBMITTED, so that state costs no write.
         let mut ex = Execution::new(task);
-        let (slot, _) = admit(&mut ex, now);
+        let (slot, _) = admit(&mut ex, now, &mut arrival);
         let first_row = match row(ex.task(), &skill, now, now, 1) {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
@@ -252,7 +262,7 @@ impl Start {
         }
         Ok(Ok(Run {
             ex,
-            _slot: slot,
+            slot,
             limits,
             sink: None,
             skill,
@@ -264,6 +274,8 @@ impl Start {
             lost: None,
             quiet: hold,
             elsewhere: None,
+            arrival,
+            taken_at: None,
         }
         .begin()))
     }
@@ -275,6 +287,7 @@ impl Start {
             config,
             limits,
             claim,
+            mut arrival,
             ..
         } = self;
         let (row, mut task) = match load_task(task_id) {
@@ -318,11 +331,11 @@ impl Start {
         message.context_id = Some(task.context_id.clone());
         task.history.push(message.clone());
         let mut ex = Execution::new(task);
-        let now = now_ms();
-        let (slot, frame) = admit(&mut ex, now);
+        let now = arrival.ms;
+        let (slot, frame) = admit(&mut ex, now, &mut arrival);
         let mut run = Run {
             ex,
-            _slot: slot,
+            slot,
             limits,
             sink: None,
             skill,
@@ -334,6 +347,8 @@ impl Start {
             lost: None,
             quiet: false,
             elsewhere: None,
+            arrival,
+            taken_at: None,
         };
         match run.persist(Some(&claim), frame.as_slice(), now) {
             Ok(true) => {}
@@ -351,7 +366,11 @@ impl Start {
 
 /// Takes a concurrency slot and moves the task to WORKING, or to FAILED naming the quota when
 /// none is free; returns the slot and the status frame.
-fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<StreamResponse>) {
+fn admit(
+    ex: &mut Execution,
+    now: u64,
+    arrival: &mut Arrival,
+) -> (Option<admission::Slot>, Option<StreamResponse>) {
     let (slot, state, text) = match admission::acquire_slot() {
         Ok(slot) => (Some(slot), TaskState::Working, None),
         Err(n) => (
@@ -362,7 +381,11 @@ fn admit(ex: &mut Execution, now: u64) -> (Option<admission::Slot>, Option<Strea
             )),
         ),
     };
-    (slot, ex.set_status(state, text, now, || uuid_at(now)).ok())
+    (
+        slot,
+        ex.set_status(state, text, now, || arrival.uuid_at(now))
+            .ok(),
+    )
 }
 
 impl Run {
@@ -417,7 +440,11 @@ impl Run {
     /// Runs the session turn until the task settles (terminal or interrupted), persisting every
     /// status change with compare-and-swap and publishing every frame.
     pub fn drive(&mut self) {
-        match sessions::start_turn(&self.turn_request()) {
+        let started = match self.slot.take() {
+            Some(slot) => sessions::start_turn_holding(&self.turn_request(), slot),
+            None => sessions::start_turn(&self.turn_request()),
+        };
+        match started {
             Ok(turn) => self.follow(&turn),
             // The host's text for the caller (the reason is in its log and the task's note).
             Err(e) => {
@@ -461,7 +488,7 @@ impl Run {
     /// events are all there at once (echo) needs none.
     fn follow(&mut self, turn: &sessions::Turn) {
         let keep_alive_ns = self.limits.keep_alive_ms.saturating_mul(1_000_000);
-        let started = monotonic_clock::now();
+        let started = self.arrival.ns;
         let deadline_at =
             started.saturating_add(self.limits.execution_timeout_ms.saturating_mul(1_000_000));
         let mut waits: Option<Waits> = None;
@@ -505,13 +532,16 @@ impl Run {
     fn apply_ready(&mut self, turn: &sessions::Turn, deadline_at: u64) -> Ready {
         const BATCH: u32 = 16;
         loop {
-            let events = turn.take(BATCH);
-            let full = events.len() == BATCH as usize;
-            for event in events {
+            let taken = turn.take_timed(BATCH);
+            let full = taken.events.len() == BATCH as usize;
+            self.taken_at = Some(taken.now_ms);
+            for event in taken.events {
                 if !self.progress(event.into()) || self.settled() {
+                    self.taken_at = None;
                     return Ready::Settled;
                 }
             }
+            self.taken_at = None;
             if !full {
                 return Ready::Waiting;
             }
@@ -544,8 +574,12 @@ impl Run {
         let before = changes_status.then(|| self.ex.clone());
         // A content event carries no time (`Execution::apply` reads it for status changes
         // only), so it costs no clock read.
-        let now = changes_status.then(now_ms).unwrap_or_default();
-        match self.ex.apply(p, now, || uuid_at(now)) {
+        let now = if changes_status {
+            self.taken_at.unwrap_or_else(now_ms)
+        } else {
+            0
+        };
+        match self.ex.apply(p, now, || self.arrival.uuid_at(now)) {
             Ok(frames) => {
                 match before {
                     Some(before) if !matches!(self.persist(None, &frames, now), Ok(true)) => {

@@ -30,9 +30,50 @@ pub fn uuid_at(now_ms: u64) -> String {
 
 /// `N` time-ordered (v7) UUIDs of one moment, from one draw of `wasi:random`.
 pub fn uuids_at<const N: usize>(now_ms: u64) -> [String; N] {
-    let bytes = wasip2::random::random::get_random_bytes(10 * N as u64);
+    ids_of(
+        now_ms,
+        &wasip2::random::random::get_random_bytes(10 * N as u64),
+    )
+}
+
+/// `N` time-ordered (v7) UUIDs of `now_ms`, ten of `bytes` each.
+fn ids_of<const N: usize>(now_ms: u64, bytes: &[u8]) -> [String; N] {
     std::array::from_fn(|i| {
         let mine = bytes.get(10 * i..10 * i + 10).unwrap_or_default();
         a2a_protocol::ids::uuid_v7(now_ms, mine.try_into().unwrap_or([0; 10]))
     })
+}
+
+/// What the host told of a request's arrival (`exchange.begin`): when it came, and random bytes
+/// for the ids it makes, so the first few ids and times cost no crossing.
+#[derive(Clone, Debug, Default)]
+pub struct Arrival {
+    /// The wall clock, ms since the Unix epoch.
+    pub ms: u64,
+    /// The request's monotonic clock, ns.
+    pub ns: u64,
+    random: Vec<u8>,
+}
+
+impl Arrival {
+    /// The arrival at `ms` and `ns`, with `random` bytes to make ids of.
+    pub fn new(ms: u64, ns: u64, random: Vec<u8>) -> Arrival {
+        Arrival { ms, ns, random }
+    }
+
+    /// [`uuids_at`], from the arrival's random bytes while they last.
+    pub fn uuids_at<const N: usize>(&mut self, now_ms: u64) -> [String; N] {
+        if self.random.len() < 10 * N {
+            return uuids_at(now_ms);
+        }
+        let ids = ids_of(now_ms, &self.random[..10 * N]);
+        self.random.drain(..10 * N);
+        ids
+    }
+
+    /// [`uuid_at`], from the arrival's random bytes while they last.
+    pub fn uuid_at(&mut self, now_ms: u64) -> String {
+        let [id] = self.uuids_at(now_ms);
+        id
+    }
 }

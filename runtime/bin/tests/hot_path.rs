@@ -10,13 +10,16 @@ use serde_json::{Value, json};
 use a2a_edge_tests::Server;
 use a2a_edge_tests::jsonrpc::request;
 
-/// Host functions (WASI and `a2a:edge`) one echo SendMessage calls (48 before the answer's
-/// default status, one random draw for both ids and the clock read once per status change; 43
-/// before the request was read and the answer written through `a2a:edge/exchange`, 21 before the
-/// turn's ready events were taken in one call).
-const MAX_HOST_CALLS: u64 = 20;
-/// Host functions one GetTask calls.
-const MAX_GET_TASK_HOST_CALLS: u64 = 6;
+/// Host functions (WASI and `a2a:edge`) one echo SendMessage calls: `exchange.begin` (the
+/// request, its route, the instance's info only when it changed, the arrival's times and random
+/// bytes), the rate check, the idempotency lookup, the slot, the held task, the turn started
+/// holding the slot, its events taken with their time, the settled write, the turn's drop and
+/// `exchange.finish` (the answer and its record). 48 before the answer's default status, 43
+/// before `a2a:edge/exchange`, 21 before `turn.take`, 20 before `begin`, `finish`, `take-timed`
+/// and `start-turn-holding`.
+const MAX_HOST_CALLS: u64 = 11;
+/// Host functions one GetTask calls: `begin`, the read, `finish` (6 before).
+const MAX_GET_TASK_HOST_CALLS: u64 = 3;
 /// SQL statements it runs, as SQLite's trace counts them, its task log's fold included: on the
 /// request's path the idempotency lookup, then one group commit (begin, savepoint, claim check,
 /// id check, the log's append, release, commit); the fold of its record alone (begin, savepoint,

@@ -24,7 +24,8 @@ wasmtime::component::bindgen!({
         "a2a:edge/events.open": async | trappable,
         "a2a:edge/events.publish": async | trappable,
         "a2a:edge/sessions.start-turn": async | trappable,
-        default: trappable,
+        "a2a:edge/sessions.start-turn-holding": async | trappable,
+        default: trappable | tracing,
     },
     require_store_data_send: true,
     with: {

@@ -15,22 +15,55 @@ use crate::telemetry::Metrics;
 
 /// The request-context capability.
 pub struct ContextCtx {
-    info: InstanceInfo,
+    info: Arc<InstanceInfo>,
+    /// Changes with what `info` holds ([`stamp`]).
+    stamp: u64,
     peer: PeerInfo,
     route: RouteKind,
+    recorder: Recorder,
+}
+
+/// Where the component's account of its request goes: the metrics and the request's log line.
+#[derive(Clone)]
+pub struct Recorder {
+    instance_id: String,
     metrics: Arc<Metrics>,
     note: CallNote,
     started: Instant,
+}
+
+impl Recorder {
+    /// The request was `method` and ended `outcome`.
+    pub fn call(&self, method: &str, outcome: &str) {
+        self.metrics.request(&self.instance_id, method, outcome);
+        self.metrics.latency(method, self.started.elapsed());
+        self.note.call(method, outcome);
+    }
+}
+
+/// The skills a named client with skills of its own is limited to (docs/auth.md
+/// "Authentication"); empty: every skill.
+fn allowed(caller: Option<&Caller>) -> &[String] {
+    caller
+        .and_then(|c| c.key.as_ref())
+        .map(|k| k.skills.as_slice())
+        .unwrap_or_default()
+}
+
+/// What [`info`] is made of, as a number: the instance's build and the caller's skills (the
+/// services it reads are the process's).
+fn stamp(instance: &Instance, caller: Option<&Caller>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (instance.generation, allowed(caller)).hash(&mut h);
+    h.finish()
 }
 
 /// The instance record as the card builder reads it, for `caller`: a named client with skills
 /// of its own sees only those (docs/auth.md "Authentication").
 fn info(instance: &Instance, s: &Services, caller: Option<&Caller>) -> InstanceInfo {
     let r = &instance.record;
-    let allowed = caller
-        .and_then(|c| c.key.as_ref())
-        .map(|k| k.skills.as_slice())
-        .unwrap_or_default();
+    let allowed = allowed(caller);
     InstanceInfo {
         id: r.id.clone(),
         name: r.name.clone(),
@@ -98,19 +131,38 @@ impl ContextCtx {
             source: call.peer.to_string(),
         };
         ContextCtx {
-            info: info(&call.instance, s, call.caller.as_ref()),
+            info: Arc::new(info(&call.instance, s, call.caller.as_ref())),
+            stamp: stamp(&call.instance, call.caller.as_ref()),
             peer,
             route,
-            metrics: s.metrics.clone(),
-            note: call.note.clone(),
-            started,
+            recorder: Recorder {
+                instance_id: call.instance.record.id.clone(),
+                metrics: s.metrics.clone(),
+                note: call.note.clone(),
+                started,
+            },
         }
+    }
+
+    /// The instance's info and its stamp.
+    pub fn info(&self) -> (&Arc<InstanceInfo>, u64) {
+        (&self.info, self.stamp)
+    }
+
+    /// The route the request hit.
+    pub fn route_kind(&self) -> RouteKind {
+        self.route
+    }
+
+    /// Where the component's account of the request goes.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
     }
 }
 
 impl Host for ContextCtx {
     fn instance(&mut self) -> wasmtime::Result<InstanceInfo> {
-        Ok(self.info.clone())
+        Ok((*self.info).clone())
     }
 
     fn peer(&mut self) -> wasmtime::Result<PeerInfo> {
@@ -122,14 +174,12 @@ impl Host for ContextCtx {
     }
 
     fn record_call(&mut self, method: String, outcome: String) -> wasmtime::Result<()> {
-        self.metrics.request(&self.info.id, &method, &outcome);
-        self.metrics.latency(&method, self.started.elapsed());
-        self.note.call(&method, &outcome);
+        self.recorder.call(&method, &outcome);
         Ok(())
     }
 
     fn record_rejection(&mut self, reason: String) -> wasmtime::Result<()> {
-        self.metrics.rejection(&reason);
+        self.recorder.metrics.rejection(&reason);
         Ok(())
     }
 }
@@ -138,6 +188,16 @@ impl Host for ContextCtx {
 mod tests {
     use super::*;
     use crate::telemetry::Gauges;
+
+    /// A component keeps the info while its stamp stays: the stamp changes with every build of
+    /// the instance (a changed record, preset or reload), never between two requests of one.
+    #[test]
+    fn the_info_stamp_changes_with_the_instance_build() {
+        let first = super::super::services::test_instance("x", None);
+        let rebuilt = super::super::services::test_instance("x", None);
+        assert_eq!(stamp(&first, None), stamp(&first, None));
+        assert_ne!(stamp(&first, None), stamp(&rebuilt, None));
+    }
 
     #[test]
     fn the_guest_reads_the_record_never_its_secret_and_its_calls_are_counted() {

@@ -4,16 +4,42 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime::component::Resource;
+use wasmtime_wasi::HostMonotonicClock;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
 
-use super::bindings::exchange::{Host, Request};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::bindings::exchange::{Begun, Host, Request};
+use super::bindings::request_context::{InstanceInfo, RouteKind};
+use super::context::{ContextCtx, Recorder};
 use super::services::View;
 
-/// The exchange capability of one request: the request, until the component reads it.
-#[derive(Default)]
+/// The exchange capability of one request: the request, until the component reads it, and what
+/// `begin` and `finish` hand over and record of it.
 pub struct ExchangeCtx {
     held: Option<Held>,
+    route: RouteKind,
+    info: Arc<InstanceInfo>,
+    stamp: u64,
+    recorder: Recorder,
+    /// The origin of the request's monotonic clock ([`Since`]).
+    started: Instant,
+}
+
+/// The monotonic clock of a request's component: nanoseconds since the request started, so the
+/// host can tell the component times on it (`begun.received-ns`).
+pub struct Since(pub Instant);
+
+impl wasmtime_wasi::HostMonotonicClock for Since {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        self.0.elapsed().as_nanos().try_into().unwrap_or(u64::MAX)
+    }
 }
 
 /// A request as the host received it.
@@ -23,6 +49,19 @@ struct Held {
 }
 
 impl ExchangeCtx {
+    /// The exchange of the request `context` describes, which started at `started`.
+    pub fn prepare(context: &ContextCtx, started: Instant) -> ExchangeCtx {
+        let (info, stamp) = context.info();
+        ExchangeCtx {
+            held: None,
+            route: context.route_kind(),
+            info: info.clone(),
+            stamp,
+            recorder: context.recorder().clone(),
+            started,
+        }
+    }
+
     /// Keeps `req` for the component to read, and gives back what WASI HTTP is handed: the
     /// same method, target and `Host` (which it requires), no other header, no body.
     pub fn hold(&mut self, req: http::Request<Bytes>) -> http::Request<Full<Bytes>> {
@@ -38,11 +77,12 @@ impl ExchangeCtx {
     }
 }
 
-impl Host for View<'_, ExchangeCtx> {
-    fn read(&mut self, req: Resource<HostIncomingRequest>) -> wasmtime::Result<Request> {
+impl View<'_, ExchangeCtx> {
+    /// The held request, once.
+    fn take(&mut self, req: Resource<HostIncomingRequest>) -> wasmtime::Result<Request> {
         self.table.delete(req)?;
         let Some(Held { parts, body }) = self.ctx.held.take() else {
-            wasmtime::bail!("the request was read already (exchange.read is called once)");
+            wasmtime::bail!("the request was read already (exchange.read or begin, once)");
         };
         Ok(Request {
             method: parts.method.as_str().to_owned(),
@@ -57,6 +97,45 @@ impl Host for View<'_, ExchangeCtx> {
                 .collect(),
             body: body.to_vec(),
         })
+    }
+}
+
+impl Host for View<'_, ExchangeCtx> {
+    fn read(&mut self, req: Resource<HostIncomingRequest>) -> wasmtime::Result<Request> {
+        self.take(req)
+    }
+
+    fn begin(
+        &mut self,
+        req: Resource<HostIncomingRequest>,
+        known_stamp: u64,
+    ) -> wasmtime::Result<Begun> {
+        let request = self.take(req)?;
+        let mut random = vec![0; 32];
+        getrandom::fill(&mut random)
+            .map_err(|e| wasmtime::Error::msg(format!("cannot draw random bytes: {e}")))?;
+        Ok(Begun {
+            request,
+            route: self.ctx.route,
+            instance: (known_stamp != self.ctx.stamp).then(|| (*self.ctx.info).clone()),
+            instance_stamp: self.ctx.stamp,
+            received_ms: crate::clock::now_ms(),
+            received_ns: Since(self.ctx.started).now(),
+            random,
+        })
+    }
+
+    fn finish(
+        &mut self,
+        out: Resource<HostResponseOutparam>,
+        status: u16,
+        headers: Vec<(String, Vec<u8>)>,
+        body: Vec<u8>,
+        method: String,
+        outcome: String,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.ctx.recorder.call(&method, &outcome);
+        self.respond(out, status, headers, body)
     }
 
     fn respond(

@@ -278,5 +278,6 @@ pub fn test_instance(id: &str, token: Option<&str>) -> Arc<Instance> {
         token: token.map(Into::into),
         endpoint_url: format!("http://h/a2a/{id}"),
         grpc_url: Some("http://h:80".into()),
+        generation: crate::instances::next_generation(),
     })
 }

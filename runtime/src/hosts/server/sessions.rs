@@ -6,8 +6,9 @@ use a2a_protocol::execution::{Progress, UNAVAILABLE};
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynPollable, subscribe};
 
-use super::bindings::sessions::{Host, HostTurn, TurnEvent, TurnRequest};
+use super::bindings::sessions::{Host, HostTurn, TimedEvents, TurnEvent, TurnRequest};
 use super::services::{Invocation, Services, View};
+use crate::admission::TaskSlot;
 use crate::identity::claim_key;
 use crate::records::{SHARED_PRINCIPAL, task_key};
 use crate::sessions::{Sessions, Toolbox, Turn, TurnInput, history};
@@ -30,6 +31,8 @@ pub struct SessionsCtx {
     skills: Vec<String>,
     /// Its preset.
     preset: String,
+    /// The concurrency slots turns hold (`start-turn-holding`), by the turn's handle.
+    held: Vec<(u32, TaskSlot)>,
 }
 
 /// The longest note kept on a task, bytes.
@@ -54,6 +57,7 @@ impl SessionsCtx {
                 .and_then(|c| Some(c.key.as_ref()?.skills.clone()))
                 .unwrap_or_default(),
             preset: call.instance.preset.id.clone(),
+            held: Vec::new(),
         }
     }
 
@@ -140,6 +144,19 @@ impl Host for View<'_, SessionsCtx> {
         }
     }
 
+    async fn start_turn_holding(
+        &mut self,
+        req: TurnRequest,
+        slot: Resource<TaskSlot>,
+    ) -> wasmtime::Result<Result<Resource<Turn>, String>> {
+        let slot = self.table.delete(slot)?;
+        let started = self.start_turn(req).await?;
+        if let Ok(turn) = &started {
+            self.ctx.held.push((turn.rep(), slot));
+        }
+        Ok(started)
+    }
+
     fn cancel_task(&mut self, task_id: String) -> wasmtime::Result<bool> {
         Ok(self
             .ctx
@@ -183,12 +200,21 @@ impl HostTurn for View<'_, SessionsCtx> {
         Ok(events)
     }
 
+    fn take_timed(&mut self, this: Resource<Turn>, max: u32) -> wasmtime::Result<TimedEvents> {
+        let events = self.take(this, max)?;
+        Ok(TimedEvents {
+            now_ms: crate::clock::now_ms(),
+            events,
+        })
+    }
+
     fn cancel(&mut self, this: Resource<Turn>) -> wasmtime::Result<()> {
         self.table.get(&this)?.cancel();
         Ok(())
     }
 
     fn drop(&mut self, this: Resource<Turn>) -> wasmtime::Result<()> {
+        self.ctx.held.retain(|(turn, _)| *turn != this.rep());
         self.table.delete(this)?;
         Ok(())
     }
@@ -224,7 +250,55 @@ mod tests {
             principal: SHARED_PRINCIPAL.into(),
             skills: Vec::new(),
             preset: preset.into(),
+            held: Vec::new(),
         }
+    }
+
+    /// A turn started holding a concurrency slot frees it when dropped; one that does not start
+    /// frees it at once.
+    #[tokio::test]
+    async fn a_turn_holds_its_slot_until_dropped() {
+        let presets = [Preset::builtin("echo", "Echo", "", Backend::Echo)];
+        let mut ctx = ctx(&presets, Arc::new(MemoryStore::default()), "echo");
+        let mut table = ResourceTable::new();
+        let mut view = View {
+            ctx: &mut ctx,
+            table: &mut table,
+        };
+        let admission = crate::admission::Admission::default();
+        let slot = admission.acquire("i", 1, None, 0).unwrap();
+        let slot = view.table.push(slot).unwrap();
+        let turn = view
+            .start_turn_holding(request("t1", "hello"), slot)
+            .await
+            .unwrap()
+            .expect("the echo preset runs");
+        assert_eq!(
+            admission.acquire("i", 1, None, 0).err(),
+            Some(1),
+            "the turn holds it"
+        );
+        view.drop(turn).unwrap();
+        let again = admission
+            .acquire("i", 1, None, 0)
+            .expect("freed with the turn");
+        // A turn refused (a skill the caller may not call) frees its slot at once.
+        drop(again);
+        view.ctx.skills = vec!["other".into()];
+        let slot = view
+            .table
+            .push(admission.acquire("i", 1, None, 0).unwrap())
+            .unwrap();
+        assert!(
+            view.start_turn_holding(request("t2", "hello"), slot)
+                .await
+                .unwrap()
+                .is_err()
+        );
+        assert!(
+            admission.acquire("i", 1, None, 0).is_ok(),
+            "freed on refusal"
+        );
     }
 
     #[tokio::test]

@@ -193,9 +193,10 @@ pub fn prepare(
         peer_id: crate::activity::peer_id(call.peer.ip(), &call.instance.record.id),
         ..Books::default()
     };
+    let context = context::ContextCtx::prepare(s, call, &books, started);
     let caps = Capabilities {
-        exchange: exchange::ExchangeCtx::default(),
-        context: context::ContextCtx::prepare(s, call, &books, started),
+        exchange: exchange::ExchangeCtx::prepare(&context, started),
+        context,
         storage: storage::StorageCtx::prepare(s, call, &books),
         events: events::EventsCtx::prepare(s, call, &books),
         sessions: sessions::SessionsCtx::prepare(s, call),
@@ -205,7 +206,9 @@ pub fn prepare(
     };
     let state = State {
         table: ResourceTable::new(),
-        wasi: WasiCtx::builder().build(),
+        wasi: WasiCtx::builder()
+            .monotonic_clock(exchange::Since(started))
+            .build(),
         http: WasiHttpCtx::new(),
         hooks: NoOutbound,
         limits,

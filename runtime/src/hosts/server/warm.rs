@@ -2,9 +2,10 @@
 //! cleanly is kept, with its store, for the next request of the same instance record and component,
 //! instead of being torn down and instantiated again.
 //!
-//! What makes that safe: the component is ours and keeps nothing between requests (no statics; its
-//! allocator zeroes what it frees and it scrubs its stack before it answers, see
-//! `components/a2a-server`); its store data is rebuilt for every request, so no capability
+//! What makes that safe: the component is ours and keeps nothing of a request for the next (its
+//! one static is the instance's info, which carries no secret and which it takes again when its
+//! stamp changes; its allocator zeroes what it frees and it scrubs its stack before it answers,
+//! see `components/a2a-server`); its store data is rebuilt for every request, so no capability
 //! outlives the request it was prepared for; an instance is kept only when its request returned
 //! without a trap and left no resource in its table; and each request still gets its own CPU
 //! budget. A third-party component gets a fresh instance per request unless its instance record
