@@ -47,14 +47,28 @@ pub struct SqliteStore {
 /// Statements run by the SQLite stores of this process (one per process in a server).
 static STATEMENTS: AtomicU64 = AtomicU64::new(0);
 
-/// Counts every statement a connection starts.
+/// Counts every statement a connection starts: a C callback that adds one, where rusqlite's
+/// `trace_v2` would make each statement's event (its SQL text checked as UTF-8) for a closure.
 fn count_statements(conn: &Connection) {
-    conn.trace_v2(
-        rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
-        Some(|_| {
-            STATEMENTS.fetch_add(1, Ordering::Relaxed);
-        }),
-    );
+    unsafe extern "C" fn counted(
+        _event: std::ffi::c_uint,
+        _context: *mut std::ffi::c_void,
+        _statement: *mut std::ffi::c_void,
+        _sql: *mut std::ffi::c_void,
+    ) -> std::ffi::c_int {
+        STATEMENTS.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+    // SAFETY: the handle is the open connection's, for this call only; the callback touches
+    // none of its arguments, and no context pointer is kept.
+    unsafe {
+        rusqlite::ffi::sqlite3_trace_v2(
+            conn.handle(),
+            rusqlite::ffi::SQLITE_TRACE_STMT as std::ffi::c_uint,
+            Some(counted),
+            std::ptr::null_mut(),
+        );
+    }
 }
 
 fn open(path: &Path, fsync: bool) -> rusqlite::Result<Connection> {
