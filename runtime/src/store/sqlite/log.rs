@@ -17,7 +17,7 @@ use a2a_protocol::sse::Member;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::reads::{TASK_COLUMNS, find_message, task_row};
-use super::writes::{add_to_context, log_frames, record_claim};
+use super::rows::{add_to_context, log_frames, record_claim};
 use crate::store::{Lease, MessageClaim, MessageRecord, NewFrame, StoreError, TaskRow, Written};
 
 /// Records that start a fold at the end of a group commit.

@@ -6,6 +6,7 @@
 mod log;
 mod push;
 mod reads;
+mod rows;
 mod schema;
 mod writes;
 
