@@ -20,6 +20,9 @@ use super::reads::{TASK_COLUMNS, find_message, task_row};
 use super::rows::{add_to_context, log_frames, record_claim};
 use crate::store::{Lease, MessageClaim, MessageRecord, NewFrame, StoreError, TaskRow, Written};
 
+/// Folded tasks whose latest row stays in memory for `get_task`, at most.
+pub const RECENT: usize = 1024;
+
 /// Records that start a fold at the end of a group commit.
 pub const FOLD_AT: usize = 64;
 /// How long the writer waits for more writes before it folds what the log holds.
@@ -40,13 +43,46 @@ pub struct Unfolded {
 struct Seen {
     tasks: HashMap<String, TaskRow>,
     messages: HashMap<MessageKey, MessageRecord>,
+    /// Folded tasks' latest rows, the most recently folded [`RECENT`] (by the fold that put
+    /// them here: an entry is evicted only by its own turn in `order`).
+    recent: HashMap<String, (u64, TaskRow)>,
+    order: std::collections::VecDeque<(u64, String)>,
+    folds: u64,
+}
+
+impl Seen {
+    /// Keeps `rows`, folded just now, for reads; drops the oldest past [`RECENT`].
+    fn keep(&mut self, rows: impl IntoIterator<Item = (String, TaskRow)>) {
+        self.folds += 1;
+        for (id, row) in rows {
+            self.order.push_back((self.folds, id.clone()));
+            self.recent.insert(id, (self.folds, row));
+        }
+        while self.recent.len() > RECENT {
+            let Some((fold, id)) = self.order.pop_front() else {
+                break;
+            };
+            if self.recent.get(&id).is_some_and(|(at, _)| *at == fold) {
+                self.recent.remove(&id);
+            }
+        }
+        if self.order.len() > 2 * RECENT {
+            let recent = &self.recent;
+            self.order
+                .retain(|(fold, id)| recent.get(id).is_some_and(|(at, _)| at == fold));
+        }
+    }
 }
 
 impl Unfolded {
-    /// The task's latest unfolded row, if it has one (of `instance_id`, when named).
+    /// The task's latest row, if it is unfolded or among the recently folded (of `instance_id`,
+    /// when named).
     pub fn task(&self, id: &str, instance_id: Option<&str>) -> Option<TaskRow> {
         let seen = self.seen.lock().unwrap();
-        let row = seen.tasks.get(id)?;
+        let row = seen
+            .tasks
+            .get(id)
+            .or_else(|| seen.recent.get(id).map(|(_, row)| row))?;
         instance_id
             .is_none_or(|i| i == row.instance_id)
             .then(|| row.clone())
@@ -108,8 +144,13 @@ pub struct Log {
     messages: HashMap<MessageKey, MessageRecord>,
     /// Records readers see already (those before were published by an earlier commit).
     published: usize,
-    /// What readers see is replaced at the next commit (the log was folded or read back).
+    /// The group being committed folded the records readers see.
     folded: bool,
+    /// What readers see is replaced at the next commit (the log was read back).
+    reloaded: bool,
+    /// Tasks written outside the log in the group being committed (all of them: `forgot_all`).
+    forgotten: Vec<String>,
+    forgot_all: bool,
     shared: std::sync::Arc<Unfolded>,
 }
 
@@ -122,6 +163,9 @@ impl Log {
             messages: HashMap::new(),
             published: 0,
             folded: false,
+            reloaded: false,
+            forgotten: Vec::new(),
+            forgot_all: false,
             shared,
         };
         log.reload(c)?;
@@ -299,16 +343,45 @@ impl Log {
         Ok(())
     }
 
+    /// A write outside the log changes the task: readers no longer take its row from memory
+    /// (from now, and once the group commits, whatever the group folded).
+    pub fn forget(&mut self, id: &str) {
+        self.shared.seen.lock().unwrap().recent.remove(id);
+        self.forgotten.push(id.to_owned());
+    }
+
+    /// Writes outside the log change any number of tasks.
+    pub fn forget_all(&mut self) {
+        self.shared.seen.lock().unwrap().recent.clear();
+        self.forgot_all = true;
+    }
+
     /// The group committed: readers now see its records (and no longer the folded ones).
     pub fn committed(&mut self) {
         let new = &self.records[self.published.min(self.records.len())..];
-        if !self.folded && new.is_empty() {
+        if !self.folded
+            && !self.reloaded
+            && !self.forgot_all
+            && new.is_empty()
+            && self.forgotten.is_empty()
+        {
             return;
         }
         let mut seen = self.shared.seen.lock().unwrap();
-        if std::mem::take(&mut self.folded) {
-            seen.tasks.clear();
+        if std::mem::take(&mut self.reloaded) {
+            *seen = Seen::default();
+            self.folded = false;
+        } else if std::mem::take(&mut self.folded) {
+            let folded = std::mem::take(&mut seen.tasks);
+            seen.keep(folded);
             seen.messages.clear();
+        }
+        for id in self.forgotten.drain(..) {
+            seen.recent.remove(&id);
+        }
+        if std::mem::take(&mut self.forgot_all) {
+            seen.recent.clear();
+            seen.order.clear();
         }
         for r in new {
             if let Some(claim) = &r.claim {
@@ -392,7 +465,7 @@ impl Log {
             self.push(record);
         }
         self.published = 0;
-        self.folded = true;
+        self.reloaded = true;
         Ok(())
     }
 }

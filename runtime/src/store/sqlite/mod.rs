@@ -697,6 +697,47 @@ mod tests {
         assert_eq!(s.get_task("t".into(), None).await.unwrap().unwrap().id, "t");
     }
 
+    /// A folded task's row stays in memory for `get_task`, and a write outside the log (a task
+    /// with a push config is written directly) is never answered with the row before it.
+    #[tokio::test]
+    async fn a_task_read_from_memory_is_never_stale() {
+        use crate::store::contract::row;
+        let (dir, s) = store();
+        s.create_task(row("t", 1), None, None).await.unwrap();
+        s.list_tasks(TaskFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        assert!(s.unfolded.is_empty(), "the listing folded the log");
+        // Read from memory: the table's row is gone behind the store's back.
+        let other = Connection::open(dir.path().join("t.db")).unwrap();
+        other
+            .execute("UPDATE tasks SET skill = 'changed' WHERE id = 't'", [])
+            .unwrap();
+        let got = s.get_task("t".into(), None).await.unwrap().unwrap();
+        assert_eq!(got.skill, "chat", "the folded row is read from memory");
+        other
+            .execute("UPDATE tasks SET skill = 'chat' WHERE id = 't'", [])
+            .unwrap();
+        // A direct write of the task: the read after it finds the new row.
+        let config = PushConfig {
+            instance_id: "i".into(),
+            task_id: "t".into(),
+            id: "p".into(),
+            body: r#"{"url":"https://example.com/hook"}"#.into(),
+        };
+        s.put_push_config(config).await.unwrap();
+        let working = TaskRow {
+            state: TaskState::Working,
+            ..row("t", 2)
+        };
+        s.update_task(working, 1, None, Vec::new()).await.unwrap();
+        let got = s.get_task("t".into(), None).await.unwrap().unwrap();
+        assert_eq!((got.version, got.state), (2, TaskState::Working));
+    }
+
     #[tokio::test]
     async fn reads_after_close_fail_as_unavailable() {
         let (_d, s) = store();

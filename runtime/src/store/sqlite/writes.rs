@@ -200,6 +200,7 @@ fn commit_group(
                     check_claim(c, log, &row.instance_id, claim)?;
                 }
                 if direct {
+                    log.forget(&row.id);
                     create_task(c, outbox, lease, &row, mid.as_ref(), config.as_ref())
                 } else {
                     log.create(c, lease, &row, mid.as_ref())
@@ -211,6 +212,7 @@ fn commit_group(
                         check_claim(c, log, &row.instance_id, claim)?;
                     }
                     if direct {
+                        log.forget(&row.id);
                         update_task(c, outbox, lease, &row, expected, mid.as_ref(), &frames)
                     } else {
                         log.update(c, lease, &row, expected, mid.as_ref(), &frames)
@@ -309,6 +311,7 @@ fn commit_group(
                 Ok(())
             })),
             Write::FailUnsettled(now, text, reply) => {
+                log.forget_all();
                 replies.push(run(&tx, reply, |c| fail_unsettled(c, outbox, now, &text)))
             }
             Write::Flush(reply) => replies.push(Box::new(move |err| {
