@@ -20,8 +20,10 @@ use super::reads::{TASK_COLUMNS, find_message, task_row};
 use super::rows::{add_to_context, log_frames, record_claim};
 use crate::store::{Lease, MessageClaim, MessageRecord, NewFrame, StoreError, TaskRow, Written};
 
-/// Folded tasks whose latest row stays in memory for `get_task`, at most.
+/// Folded tasks whose latest row stays in memory for `get_task`, at most, and the bytes of their
+/// bodies at most.
 pub const RECENT: usize = 1024;
+pub const RECENT_BYTES: usize = 16 << 20;
 
 /// Records that start a fold at the end of a group commit.
 pub const FOLD_AT: usize = 64;
@@ -48,22 +50,41 @@ struct Seen {
     recent: HashMap<String, (u64, TaskRow)>,
     order: std::collections::VecDeque<(u64, String)>,
     folds: u64,
+    /// The bodies' bytes in `recent`.
+    bytes: usize,
 }
 
 impl Seen {
+    /// Drops a task's folded row.
+    fn forget(&mut self, id: &str) {
+        if let Some((_, row)) = self.recent.remove(id) {
+            self.bytes -= row.body.len();
+        }
+    }
+
+    /// Drops every folded row.
+    fn forget_all(&mut self) {
+        self.recent.clear();
+        self.order.clear();
+        self.bytes = 0;
+    }
+
     /// Keeps `rows`, folded just now, for reads; drops the oldest past [`RECENT`].
     fn keep(&mut self, rows: impl IntoIterator<Item = (String, TaskRow)>) {
         self.folds += 1;
         for (id, row) in rows {
             self.order.push_back((self.folds, id.clone()));
-            self.recent.insert(id, (self.folds, row));
+            self.bytes += row.body.len();
+            if let Some((_, old)) = self.recent.insert(id, (self.folds, row)) {
+                self.bytes -= old.body.len();
+            }
         }
-        while self.recent.len() > RECENT {
+        while self.recent.len() > RECENT || self.bytes > RECENT_BYTES {
             let Some((fold, id)) = self.order.pop_front() else {
                 break;
             };
             if self.recent.get(&id).is_some_and(|(at, _)| *at == fold) {
-                self.recent.remove(&id);
+                self.forget(&id);
             }
         }
         if self.order.len() > 2 * RECENT {
@@ -346,13 +367,13 @@ impl Log {
     /// A write outside the log changes the task: readers no longer take its row from memory
     /// (from now, and once the group commits, whatever the group folded).
     pub fn forget(&mut self, id: &str) {
-        self.shared.seen.lock().unwrap().recent.remove(id);
+        self.shared.seen.lock().unwrap().forget(id);
         self.forgotten.push(id.to_owned());
     }
 
     /// Writes outside the log change any number of tasks.
     pub fn forget_all(&mut self) {
-        self.shared.seen.lock().unwrap().recent.clear();
+        self.shared.seen.lock().unwrap().forget_all();
         self.forgot_all = true;
     }
 
@@ -377,11 +398,10 @@ impl Log {
             seen.messages.clear();
         }
         for id in self.forgotten.drain(..) {
-            seen.recent.remove(&id);
+            seen.forget(&id);
         }
         if std::mem::take(&mut self.forgot_all) {
-            seen.recent.clear();
-            seen.order.clear();
+            seen.forget_all();
         }
         for r in new {
             if let Some(claim) = &r.claim {
@@ -502,4 +522,37 @@ fn write_row(c: &Connection, r: &Record, created: bool) -> Result<(), StoreError
         .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.version as i64, row.body, r.last_seq as i64, r.lease_node, r.lease_until])?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, body_bytes: usize) -> (String, TaskRow) {
+        let row = TaskRow {
+            body: "x".repeat(body_bytes),
+            ..crate::store::contract::row(id, 1)
+        };
+        (id.to_owned(), row)
+    }
+
+    #[test]
+    fn folded_rows_kept_are_bounded_in_count_and_bytes() {
+        let mut seen = Seen::default();
+        seen.keep((0..RECENT + 10).map(|i| row(&format!("t{i}"), 10)));
+        assert_eq!(seen.recent.len(), RECENT);
+        assert!(!seen.recent.contains_key("t0") && seen.recent.contains_key("t1033"));
+        // Large bodies: the bytes bound drops the oldest first.
+        let big = RECENT_BYTES / 4 + 1;
+        seen.keep((0..4).map(|i| row(&format!("big{i}"), big)));
+        assert!(seen.bytes <= RECENT_BYTES, "{}", seen.bytes);
+        assert!(seen.recent.contains_key("big3") && !seen.recent.contains_key("t1033"));
+        // A task folded again counts once.
+        seen.keep([row("big3", 10)]);
+        let sum: usize = seen.recent.values().map(|(_, r)| r.body.len()).sum();
+        assert_eq!(seen.bytes, sum);
+        seen.forget("big3");
+        seen.forget_all();
+        assert_eq!((seen.recent.len(), seen.bytes), (0, 0));
+    }
 }
