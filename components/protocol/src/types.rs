@@ -56,8 +56,12 @@ pub struct Part {
     /// A file by reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// Any JSON value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Any JSON value; a `null` given is kept (a `google.protobuf.Value` null is set).
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub data: Option<Value>,
     /// Free-form metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,6 +72,11 @@ pub struct Part {
     /// Media type of the content.
     #[serde(default, alias = "media_type", skip_serializing_if = "Option::is_none")]
     pub media_type: Option<String>,
+}
+
+/// A field's value as given, `null` too (absent is `None` by `default`).
+fn given<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 impl Part {
