@@ -325,12 +325,12 @@ fn run(
         Method::SendMessage => {
             match send::begin(params, instance, send::Caller::Waits, req.arrival.clone()) {
                 Ok(send::Begin::Run(mut run)) if run.return_immediately() => {
-                    reply.ok(out, run.answer());
+                    reply.ok(out, Answer::Text(run.answer_text()));
                     return run.drive();
                 }
                 Ok(send::Begin::Run(mut run)) => {
                     run.drive();
-                    run.outcome().map(Answer::from)
+                    run.outcome().map(Answer::Text)
                 }
                 Ok(send::Begin::Answer(v)) => Ok((*v).into()),
                 Err(e) => Err(e),

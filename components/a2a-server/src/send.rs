@@ -59,6 +59,9 @@ pub struct Run {
     arrival: Arrival,
     /// When the events being applied were taken: the time of their status changes.
     taken_at: Option<u64>,
+    /// The body of the task's last write and the task's `changes` then: its text while the
+    /// count stays there.
+    written: Option<(u64, String)>,
 }
 
 /// What a run waits on, once it first has to: the turn, the deadline, the keep-alive interval
@@ -276,7 +279,9 @@ impl Start {
             elsewhere: None,
             arrival,
             taken_at: None,
+            written: None,
         }
+        .wrote(first_row.body)
         .begin()))
     }
 
@@ -349,6 +354,7 @@ impl Start {
             elsewhere: None,
             arrival,
             taken_at: None,
+            written: None,
         };
         match run.persist(Some(&claim), frame.as_slice(), now) {
             Ok(true) => {}
@@ -423,18 +429,35 @@ impl Run {
         self.config.return_immediately
     }
 
-    /// The answer once the run is over: the task (or message), or why its task could not be
-    /// stored.
-    pub fn outcome(self) -> Result<idempotency::SendAnswer, RpcError> {
-        match self.lost {
-            Some(e) => Err(e),
-            None => Ok(self.answer()),
-        }
-    }
-
     /// The answer for the task as it stands.
     pub fn answer(&self) -> idempotency::SendAnswer {
         answer(self.ex.task().clone(), &self.config)
+    }
+
+    /// The answer's JSON text, the task's last write spliced in while the task is as written.
+    pub fn answer_text(&self) -> String {
+        let written = self.written.as_ref();
+        let written = written.filter(|(n, _)| *n == self.ex.changes());
+        idempotency::answer_text(
+            self.ex.task(),
+            self.config.history_length,
+            written.map(|(_, body)| body.as_str()),
+        )
+    }
+
+    /// The answer's text once the run is over: the task (or message), or why its task could
+    /// not be stored.
+    pub fn outcome(self) -> Result<String, RpcError> {
+        match self.lost {
+            Some(e) => Err(e),
+            None => Ok(self.answer_text()),
+        }
+    }
+
+    /// Keeps `body` as the text of the task as it stands.
+    fn wrote(mut self, body: String) -> Run {
+        self.written = Some((self.ex.changes(), body));
+        self
     }
 
     /// Runs the session turn until the task settles (terminal or interrupted), persisting every
@@ -632,6 +655,7 @@ impl Run {
         match storage::update_task(&next, self.version, claim, &frames) {
             Ok(w) => {
                 self.version = w.version;
+                self.written = Some((self.ex.changes(), next.body));
                 self.unwritten &= !settles;
                 frames::logged(w.first_seq, &frames, self.sink());
                 Ok(true)
@@ -674,6 +698,7 @@ impl Run {
             && let Ok(w) = storage::update_task(&next, self.version, None, &[])
         {
             self.version = w.version;
+            self.written = Some((self.ex.changes(), next.body));
         }
         frames::unlogged(&settled.frames, self.sink());
         true

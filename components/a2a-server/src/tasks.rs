@@ -10,9 +10,11 @@ use a2a_guest::server::a2a::edge::{events, sessions, storage};
 use a2a_guest::{now_ms, uuid_at};
 
 use crate::frames;
-use crate::stored::load;
+use crate::stored::{load, read};
 
-/// `GetTask`: the task's JSON text (serialised once, as a value of it would be written).
+/// `GetTask`: the task's JSON text. A body this build wrote goes out as it is stored (it is
+/// the text the task writes: `a_stored_body_parsed_writes_itself_again`); any other, or one
+/// cut to a `historyLength`, is parsed and written once.
 pub fn get(params: &Value) -> Result<String, RpcError> {
     let p: GetTaskRequest = jsonrpc::params(params)?;
     if p.history_length.is_some_and(|n| n < 0) {
@@ -21,7 +23,11 @@ pub fn get(params: &Value) -> Result<String, RpcError> {
             "historyLength must not be negative",
         ));
     }
-    let (_, task) = load(&p.id)?;
+    let stored = read(&p.id)?;
+    if stored.verbatim && p.history_length.is_none() {
+        return Ok(stored.row.body);
+    }
+    let task = a2a_guest::server::task(&stored.row)?;
     serde_json::to_string(&task.with_history_length(p.history_length))
         .map_err(|e| RpcError::new(ErrorKind::Internal, format!("task {}: {e}", p.id)))
 }

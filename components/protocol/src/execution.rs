@@ -95,6 +95,8 @@ pub struct Execution {
     task: Task,
     text_open: bool,
     direct_message: Option<Message>,
+    /// How many times the task may have changed: [`Execution::changes`].
+    changes: u64,
 }
 
 impl Execution {
@@ -104,7 +106,14 @@ impl Execution {
             task,
             text_open: false,
             direct_message: None,
+            changes: 0,
         }
+    }
+
+    /// A count that moves on with every call that may change the task: a text written of the
+    /// task is its text for as long as the count stays where it was then.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// The task as it stands.
@@ -122,6 +131,7 @@ impl Execution {
     /// last read it, and content is written only with a status change. Its status and history
     /// stand. None while the stored copy still runs.
     pub fn settled_elsewhere(&mut self, stored: Task) -> Option<SettledElsewhere> {
+        self.changes += 1;
         if stored.status.state.is_running() {
             return None;
         }
@@ -164,6 +174,7 @@ impl Execution {
         now_ms: u64,
         message_id: impl FnOnce() -> String,
     ) -> Result<StreamResponse, TransitionError> {
+        self.changes += 1;
         let message = text
             .map(|t| Message::agent_text(message_id(), &self.task.context_id, &self.task.id, t));
         self.status_with(state, message, now_ms)
@@ -200,6 +211,7 @@ impl Execution {
         now_ms: u64,
         message_id: impl FnOnce() -> String,
     ) -> Result<Vec<StreamResponse>, TransitionError> {
+        self.changes += 1;
         let mut frames = Vec::new();
         match progress {
             Progress::Reasoning(_) => {}

@@ -38,6 +38,17 @@ pub fn answer(task: Task, history_length: Option<i64>) -> SendAnswer {
     }
 }
 
+/// [`answer`] as JSON text. `written` is the task's text as its last write stored it (the
+/// bytes `task` writes), when there is one: an answer that is the whole task splices it in
+/// instead of writing the task again.
+pub fn answer_text(task: &Task, history_length: Option<i64>, written: Option<&str>) -> String {
+    let direct = task.status.message.is_some() && task.status.state == TaskState::Completed;
+    match written {
+        Some(body) if history_length.is_none() && !direct => format!(r#"{{"task":{body}}}"#),
+        _ => serde_json::to_string(&answer(task.clone(), history_length)).unwrap_or_default(),
+    }
+}
+
 /// A send's answer: `{"message": …}` or `{"task": …}`, serialised once where it goes out.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -72,6 +83,29 @@ mod tests {
     use super::*;
     use crate::execution::{Execution, Progress};
     use crate::{Part, TaskStatus};
+
+    #[test]
+    fn a_written_task_is_spliced_into_the_answer_as_its_value_would_write_it() {
+        let working = serde_json::json!({ "id": "t", "contextId": "c", "status": { "state": "TASK_STATE_WORKING" },
+            "history": [{ "messageId": "m", "role": "ROLE_USER", "parts": [{ "text": "hi" }] }] });
+        let mut ex = Execution::new(serde_json::from_value(working).unwrap());
+        let text = |ex: &Execution, n| {
+            let written = serde_json::to_string(ex.task()).unwrap();
+            let slow = serde_json::to_string(&answer(ex.task().clone(), n)).unwrap();
+            (answer_text(ex.task(), n, Some(&written)), slow)
+        };
+        let (spliced, slow) = text(&ex, None);
+        assert_eq!(spliced, slow);
+        assert!(spliced.starts_with(r#"{"task":{"id":"t""#), "{spliced}");
+        let (cut, slow) = text(&ex, Some(0));
+        assert_eq!(cut, slow, "a history cut is written, not spliced");
+        assert!(!cut.contains("history"), "{cut}");
+        let m = Message::agent_text("a".into(), "c", "t", "hello");
+        ex.apply(Progress::Message(m), 1, || "x".into()).unwrap();
+        let (direct, slow) = text(&ex, None);
+        assert_eq!(direct, slow, "a direct message is the answer, not the task");
+        assert!(direct.starts_with(r#"{"message":"#), "{direct}");
+    }
 
     #[test]
     fn the_answer_is_the_direct_message_when_the_turn_gave_one_else_the_task() {

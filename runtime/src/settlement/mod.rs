@@ -227,6 +227,7 @@ impl Settle {
             state: TaskState::Failed,
             updated_at: now,
             body,
+            stamp: 0,
             ..row
         };
         let frames = vec![NewFrame::status(update)];

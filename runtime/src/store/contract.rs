@@ -22,6 +22,7 @@ pub fn row(id: &str, at: u64) -> TaskRow {
         peer_id: None,
         principal: crate::records::SHARED_PRINCIPAL.into(),
         trace_id: None,
+        stamp: 0,
     }
 }
 
@@ -40,7 +41,49 @@ pub async fn check(s: &dyn Store) {
     key_values_stay_in_their_scope_within_the_quota(s).await;
     tasks_keep_their_principal(s).await;
     a_task_keeps_the_trace_that_created_it(s).await;
+    a_body_keeps_its_writer(s).await;
     conversations_are_summarised_from_their_tasks(s).await;
+}
+
+/// A body's stamp is stored with it: the build that wrote it reads it back as its own, through
+/// a create, an update and the fold; another build does not.
+async fn a_body_keeps_its_writer(s: &dyn Store) {
+    let (writer, other) = (Writer::of("0123abcd"), Writer::of("4567cdef"));
+    let stamped = |r: TaskRow| TaskRow {
+        stamp: writer.stamp(&r.body),
+        ..r
+    };
+    let read = async || s.get_task("written".into(), None).await.unwrap().unwrap();
+    s.create_task(stamped(row("written", 1)), None, None)
+        .await
+        .unwrap();
+    let created = read().await;
+    assert!(writer.wrote(&created) && !other.wrote(&created));
+    let mut next = row("written", 2);
+    next.body = next.body.replace("SUBMITTED", "WORKING");
+    s.update_task(stamped(next), 1, None, vec![]).await.unwrap();
+    let updated = read().await;
+    assert!(updated.body.contains("WORKING") && writer.wrote(&updated));
+    // A write without a stamp (an older release's, the runtime's own) is nobody's.
+    s.update_task(row("written", 3), 2, None, vec![])
+        .await
+        .unwrap();
+    assert!(!writer.wrote(&read().await));
+    // What a listing reads (the tables, after the fold) keeps it too.
+    s.update_task(stamped(row("written", 4)), 3, None, vec![])
+        .await
+        .unwrap();
+    let page = s
+        .list_tasks(TaskFilter {
+            context_id: Some("c".into()),
+            limit: 100,
+            ..TaskFilter::default()
+        })
+        .await
+        .unwrap();
+    let listed = page.tasks.iter().find(|t| t.id == "written").unwrap();
+    assert!(writer.wrote(listed));
+    assert!(writer.wrote(&read().await));
 }
 
 async fn a_task_keeps_the_trace_that_created_it(s: &dyn Store) {
@@ -340,7 +383,13 @@ async fn unsettled_tasks_fail_on_recovery(s: &dyn Store) {
         .filter(|(_, st, _)| st.is_running())
         .map(|(_, _, n)| n)
         .sum::<u64>();
-    s.create_task(row("r", 1), None, None).await.unwrap();
+    let writer = Writer::of("0123abcd");
+    let created = row("r", 1);
+    let stamped = TaskRow {
+        stamp: writer.stamp(&created.body),
+        ..created
+    };
+    s.create_task(stamped, None, None).await.unwrap();
     assert_eq!(
         s.fail_unsettled(5, "interrupted by runtime restart".into())
             .await
@@ -350,6 +399,10 @@ async fn unsettled_tasks_fail_on_recovery(s: &dyn Store) {
     let t = s.get_task("r".into(), None).await.unwrap().unwrap();
     assert_eq!(t.state, TaskState::Failed);
     assert!(t.body.contains("interrupted by runtime restart"));
+    assert!(
+        !writer.wrote(&t),
+        "a body the store rewrote is not the component's"
+    );
     let log = s.frames("i".into(), "r".into(), 0, 10).await.unwrap();
     assert_eq!(log.frames.len(), 1, "the FAILED status is logged with it");
     assert_eq!(log.frames[0].kind, Member::StatusUpdate);

@@ -297,8 +297,8 @@ impl Tasks for MemoryStore {
             let mut failed = Vec::new();
             for t in running {
                 let (body, frames) = super::failed(&t.body, now, &status_text);
-                (t.state, t.updated_at, t.version, t.body) =
-                    (TaskState::Failed, now, t.version + 1, body);
+                (t.state, t.updated_at, t.version, t.body, t.stamp) =
+                    (TaskState::Failed, now, t.version + 1, body, 0);
                 failed.push((t.clone(), frames));
             }
             for (t, frames) in failed.iter().cloned() {

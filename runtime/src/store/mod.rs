@@ -52,6 +52,7 @@ pub use sqlite::{SqliteStore, backup};
 
 use a2a_protocol::TaskState;
 use a2a_protocol::sse::Member;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
@@ -88,6 +89,34 @@ pub struct TaskRow {
     pub principal: String,
     /// The trace of the request that created it (hex), when it was traced.
     pub trace_id: Option<String>,
+    /// Who wrote `body`, as [`Writer::stamp`] has it (0: the runtime, or a release before it).
+    pub stamp: u64,
+}
+
+/// The build of a component that writes task bodies (its wasm's sha256). A body it wrote is
+/// what it writes again for the task the body parses to, so a reader of the same build may
+/// send the body as it is (`storage.read-task`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Writer(u64);
+
+impl Writer {
+    /// The writer of the component whose wasm has the hex sha256 `sha256`.
+    pub fn of(sha256: &str) -> Writer {
+        Writer(foldhash::fast::FixedState::with_seed(0).hash_one(sha256))
+    }
+
+    /// The stamp of `body` written by this writer: never 0, and another for any other body or
+    /// writer (a body changed by anyone else, the runtime's settlement included, loses it).
+    pub fn stamp(self, body: &str) -> u64 {
+        foldhash::fast::FixedState::with_seed(self.0)
+            .hash_one(body)
+            .max(1)
+    }
+
+    /// Whether this writer wrote `row`'s body as it is now.
+    pub fn wrote(self, row: &TaskRow) -> bool {
+        row.stamp == self.stamp(&row.body)
+    }
 }
 
 /// A frame a write appends to its task's log: the StreamResponse member and its JSON.

@@ -160,3 +160,92 @@ async fn frame_ids_continue_across_a_restart() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// GetTask sends a stored body as it is only when the component's build wrote it as it is now:
+/// a body changed since by anyone else (which keeps the stamp it had) or stored before bodies
+/// were stamped is parsed and written again, never sent stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_body_goes_out_verbatim_only_as_its_build_wrote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!("[runtime]\ncacheDir = {:?}\n", shared_cache()),
+    )
+    .unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut server = start(dir.path(), port);
+    ready(&client, &base).await;
+    let mut ids = Vec::new();
+    for m in ["kept", "edited", "older"] {
+        let r = rpc(&client, &base, "SendMessage", message(m))
+            .await
+            .unwrap();
+        ids.push(r["task"]["id"].as_str().unwrap().to_owned());
+    }
+    // A listing folds the task log into `tasks`.
+    rpc(&client, &base, "ListTasks", json!({})).await.unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    let db = rusqlite::Connection::open(dir.path().join("a2a-edge.db")).unwrap();
+    let body = |id: &str| -> String {
+        db.query_row("SELECT body FROM tasks WHERE id = ?1", [id], |r| r.get(0))
+            .unwrap()
+    };
+    let kept = body(&ids[0]);
+    // Spaced out (as no build writes it) and changed, its stamp left as it was.
+    let edited: Value = serde_json::from_str(&body(&ids[1]).replace("keep me", "changed")).unwrap();
+    db.execute(
+        "UPDATE tasks SET body = ?2 WHERE id = ?1",
+        [&ids[1], &serde_json::to_string_pretty(&edited).unwrap()],
+    )
+    .unwrap();
+    // As a release before the stamps stored it: no stamp, and a field 1.0 does not have.
+    let mut older: Value = serde_json::from_str(&body(&ids[2])).unwrap();
+    older["kind"] = json!("task");
+    db.execute(
+        "UPDATE tasks SET body = ?2, stamp = 0 WHERE id = ?1",
+        [&ids[2], &serde_json::to_string_pretty(&older).unwrap()],
+    )
+    .unwrap();
+    drop(db);
+
+    let mut server = start(dir.path(), port);
+    ready(&client, &base).await;
+    let get = async |id: &str| {
+        request(
+            &client,
+            &format!("{base}/a2a/demo"),
+            "GetTask",
+            json!({"id": id}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+    };
+    let text = get(&ids[0]).await;
+    assert!(
+        text.contains(&format!(r#""result":{kept}}}"#)),
+        "{text}\n{kept}"
+    );
+    // Both go out as their parse writes them: compact, with nothing 1.0 does not have.
+    let parsed = async |id: &str| {
+        let text = get(id).await;
+        assert!(!text.contains(": "), "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()["result"].clone()
+    };
+    assert_eq!(parsed(&ids[1]).await, edited, "the body as changed");
+    older.as_object_mut().unwrap().remove("kind");
+    assert_eq!(
+        parsed(&ids[2]).await,
+        older,
+        "the older body, without `kind`"
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

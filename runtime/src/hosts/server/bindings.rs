@@ -15,6 +15,7 @@ wasmtime::component::bindgen!({
         "a2a:edge/storage.hold-task": async | trappable,
         "a2a:edge/storage.update-task": async | trappable,
         "a2a:edge/storage.get-task": async | trappable,
+        "a2a:edge/storage.read-task": async | trappable,
         "a2a:edge/storage.list-tasks": async | trappable,
         "a2a:edge/storage.find-message": async | trappable,
         "a2a:edge/push.set-config": async | trappable,
@@ -123,6 +124,7 @@ impl TaskRow {
             peer_id: Some(peer_id.to_owned()),
             principal: principal.to_owned(),
             trace_id: None,
+            stamp: 0,
         }
     }
 }

@@ -209,7 +209,13 @@ impl Host {
             written,
             hand_off,
             contexts,
-        } = state::prepare(&self.services, call, started, self.engine.limits());
+        } = state::prepare(
+            &self.services,
+            call,
+            crate::store::Writer::of(&component.sha256),
+            started,
+            self.engine.limits(),
+        );
         let reuse = component.source == Source::Embedded || call.instance.record.reuse_instances;
         let key = reuse.then(|| warm::Key {
             instance: call.instance.record.id.clone(),

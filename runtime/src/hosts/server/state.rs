@@ -186,6 +186,7 @@ pub struct Prepared {
 pub fn prepare(
     s: &Services,
     call: &Invocation,
+    writer: crate::store::Writer,
     started: Instant,
     limits: crate::engine::Limits,
 ) -> Prepared {
@@ -197,7 +198,7 @@ pub fn prepare(
     let caps = Capabilities {
         exchange: exchange::ExchangeCtx::prepare(&context, started),
         context,
-        storage: storage::StorageCtx::prepare(s, call, &books),
+        storage: storage::StorageCtx::prepare(s, call, &books, writer),
         events: events::EventsCtx::prepare(s, call, &books),
         sessions: sessions::SessionsCtx::prepare(s, call),
         admission: admission::AdmissionCtx::prepare(s, call),

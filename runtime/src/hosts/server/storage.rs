@@ -6,7 +6,7 @@ use std::sync::Arc;
 use a2a_protocol::TaskState;
 use tracing::Instrument;
 
-use super::bindings::storage::Host;
+use super::bindings::storage::{Host, StoredTask};
 use super::bindings::types::{
     MessageClaim, MessageRecord, NewFrame, StoreError, TaskPage, TaskQuery, TaskRow, Written,
 };
@@ -52,11 +52,18 @@ pub struct StorageCtx {
     webhooks: Arc<crate::push::Webhooks>,
     /// The request's trace, recorded with the tasks it creates.
     trace_id: Option<String>,
+    /// The build of the component serving the request, which stamps the bodies it writes.
+    writer: store::Writer,
 }
 
 impl StorageCtx {
-    /// The capability of `call`, keeping `books`.
-    pub fn prepare(s: &Services, call: &Invocation, books: &Books) -> StorageCtx {
+    /// The capability of `call` served by `writer`, keeping `books`.
+    pub fn prepare(
+        s: &Services,
+        call: &Invocation,
+        books: &Books,
+        writer: store::Writer,
+    ) -> StorageCtx {
         StorageCtx {
             store: s.store.clone(),
             shared: s.store.is_shared(),
@@ -74,6 +81,7 @@ impl StorageCtx {
             webhooks: s.webhooks.clone(),
             trace_id: crate::telemetry::trace::position(&tracing::Span::current())
                 .map(|at| at.trace_id().to_string()),
+            writer,
         }
     }
 
@@ -143,6 +151,7 @@ impl StorageCtx {
     fn stored(&self, row: TaskRow) -> store::TaskRow {
         store::TaskRow {
             trace_id: self.trace_id.clone(),
+            stamp: self.writer.stamp(&row.body),
             ..row.stored(&self.instance_id, &self.peer_id, self.owner())
         }
     }
@@ -206,6 +215,24 @@ fn status_text(body: &str) -> String {
 }
 
 /// A stored row as the guest reads it; an unreadable one as the store error it is.
+impl StorageCtx {
+    /// This instance's task `id` if the caller sees it, noted as read.
+    async fn read(&mut self, id: String) -> Result<Option<store::TaskRow>, StoreError> {
+        let row = self
+            .store
+            .get_task(id, Some(self.instance_id.clone()))
+            .instrument(self.op("get-task"))
+            .await?
+            .filter(|r| self.sees(r));
+        if let Some(r) = &row {
+            self.touched(r.context_id.clone());
+            self.note
+                .task(&self.instance_id, &r.id, &r.context_id, false);
+        }
+        Ok(row)
+    }
+}
+
 fn to_guest(row: store::TaskRow) -> Result<TaskRow, StoreError> {
     TaskRow::try_from(row).map_err(Into::into)
 }
@@ -318,21 +345,21 @@ impl Host for StorageCtx {
         &mut self,
         id: String,
     ) -> wasmtime::Result<Result<Option<TaskRow>, StoreError>> {
-        let row = match self
-            .store
-            .get_task(id, Some(self.instance_id.clone()))
-            .instrument(self.op("get-task"))
+        Ok(self
+            .read(id)
             .await
-        {
-            Ok(row) => row.filter(|r| self.sees(r)),
-            Err(e) => return Ok(Err(e.into())),
-        };
-        if let Some(r) = &row {
-            self.touched(r.context_id.clone());
-            self.note
-                .task(&self.instance_id, &r.id, &r.context_id, false);
-        }
-        Ok(Ok(row.and_then(|r| to_guest(r).ok())))
+            .map(|row| row.and_then(|r| to_guest(r).ok())))
+    }
+
+    async fn read_task(
+        &mut self,
+        id: String,
+    ) -> wasmtime::Result<Result<Option<StoredTask>, StoreError>> {
+        Ok(self.read(id).await.map(|row| {
+            let row = row?;
+            let verbatim = self.writer.wrote(&row);
+            to_guest(row).ok().map(|row| StoredTask { row, verbatim })
+        }))
     }
 
     async fn list_tasks(&mut self, q: TaskQuery) -> wasmtime::Result<Result<TaskPage, StoreError>> {
@@ -414,6 +441,7 @@ mod tests {
                 std::time::Duration::from_secs(1),
             )),
             trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+            writer: store::Writer::of("built-in"),
         }
     }
 
@@ -498,6 +526,31 @@ mod tests {
             "the last write of each task is remembered"
         );
         assert_eq!(mine.note.take().task_id.as_deref(), Some("t"));
+    }
+
+    #[tokio::test]
+    async fn a_body_reads_verbatim_only_in_the_build_that_wrote_it() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let mut built = ctx(store.clone(), "i");
+        let mut rebuilt = StorageCtx {
+            writer: store::Writer::of("rebuilt"),
+            ..ctx(store.clone(), "i")
+        };
+        built
+            .create_task(row("t", WitState::Working, 1), None, None)
+            .await
+            .unwrap()
+            .unwrap();
+        async fn verbatim(c: &mut StorageCtx) -> (bool, String) {
+            let read = c.read_task("t".into()).await.unwrap().unwrap().unwrap();
+            (read.verbatim, read.row.body)
+        }
+        assert!(verbatim(&mut built).await.0, "the build that wrote it");
+        assert!(!verbatim(&mut rebuilt).await.0, "another build parses it");
+        // The runtime rewrites the body when it settles the task FAILED.
+        store.fail_unsettled(5, "gone".into()).await.unwrap();
+        let (again, body) = verbatim(&mut built).await;
+        assert!(body.contains("gone") && !again, "a body the runtime wrote");
     }
 
     #[tokio::test]

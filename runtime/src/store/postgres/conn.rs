@@ -71,7 +71,7 @@ impl Tx<'_> {
     }
 }
 
-pub(super) const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal, trace_id";
+pub(super) const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal, trace_id, stamp";
 
 /// The state a stored number stands for; one that is no state a task can be in is an error.
 pub(super) fn state_of(n: i32) -> Result<TaskState, StoreError> {
@@ -95,6 +95,7 @@ pub(super) fn task_row(r: &Row) -> Result<TaskRow, StoreError> {
         peer_id: r.get(9),
         principal: r.get(10),
         trace_id: r.get(11),
+        stamp: r.get::<_, i64>(12) as u64,
     })
 }
 

@@ -159,6 +159,8 @@ const MIGRATIONS: &[&str] = &[
     END $$;
     CREATE TRIGGER contexts_keep AFTER INSERT OR UPDATE OF context_id, state, updated_at ON tasks
         FOR EACH ROW EXECUTE FUNCTION a2a_edge_keep_context();",
+    // 8: who wrote a task's body (`store::Writer`, SQLite's migration 15).
+    "ALTER TABLE tasks ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// Brings the database up to the newest schema; refuses one from a newer runtime.

@@ -27,7 +27,7 @@ impl Conn {
                     .exec(
                         &format!(
                             "INSERT INTO tasks ({TASK_COLUMNS}, lease_node, lease_until)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10, $11, $12, $13)"
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10, $11, $12, $13, $14)"
                         ),
                         &[
                             &row.id,
@@ -41,6 +41,7 @@ impl Conn {
                             &row.peer_id,
                             &row.principal,
                             &row.trace_id,
+                            &(row.stamp as i64),
                             &lease.node,
                             &lease.until(row.state, row.updated_at),
                         ],
@@ -84,7 +85,7 @@ impl Conn {
                     .opt(
                         "UPDATE tasks SET context_id = $3, state = $4, skill = $5, updated_at = $6,
                              version = version + 1, body = $7, last_seq = last_seq + $9,
-                             lease_node = $10, lease_until = $11
+                             lease_node = $10, lease_until = $11, stamp = $12
                          WHERE id = $1 AND instance_id = $2 AND version = $8
                          RETURNING last_seq",
                         &[
@@ -99,6 +100,7 @@ impl Conn {
                             &(frames.len() as i64),
                             &lease.node,
                             &lease.until(row.state, row.updated_at),
+                            &(row.stamp as i64),
                         ],
                     )
                     .await?;
@@ -295,11 +297,11 @@ impl Conn {
                     let mut row = task_row(r)?;
                     let frames;
                     (row.body, frames) = crate::store::failed(&row.body, now, text);
-                    (row.state, row.updated_at) = (TaskState::Failed, now);
+                    (row.state, row.updated_at, row.stamp) = (TaskState::Failed, now, 0);
                     let last = tx
                         .opt(
                             "UPDATE tasks SET state = $2, updated_at = $3, version = version + 1,
-                                 body = $4, last_seq = last_seq + $5, lease_until = NULL
+                                 body = $4, last_seq = last_seq + $5, lease_until = NULL, stamp = 0
                              WHERE id = $1 RETURNING last_seq",
                             &[
                                 &row.id,

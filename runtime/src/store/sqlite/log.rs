@@ -260,7 +260,7 @@ impl Log {
                     "SELECT {TASK_COLUMNS}, last_seq FROM tasks WHERE id = ?1 AND instance_id = ?2"
                 ))?
                 .query_row(params![row.id, row.instance_id], |r| {
-                    Ok((task_row(r)?, r.get::<_, i64>(12)? as u64))
+                    Ok((task_row(r)?, r.get::<_, i64>(13)? as u64))
                 })
                 .optional()?,
         };
@@ -302,13 +302,13 @@ impl Log {
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
         c.prepare_cached(
             "INSERT INTO task_log (id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal, trace_id,
-                 created, last_seq, lease_node, lease_until, claim_message_id, claim_fingerprint, frames)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                 stamp, created, last_seq, lease_node, lease_until, claim_message_id, claim_fingerprint, frames)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
         )?
         .execute(params![
             r.row.id, r.row.instance_id, r.row.context_id, r.row.state.number(), r.row.skill,
             r.row.created_at as i64, r.row.updated_at as i64, r.row.version as i64, r.row.body,
-            r.row.peer_id, r.row.principal, r.row.trace_id, r.created, r.last_seq as i64,
+            r.row.peer_id, r.row.principal, r.row.trace_id, r.row.stamp as i64, r.created, r.last_seq as i64,
             r.lease_node, r.lease_until, r.claim.as_ref().map(|m| &m.message_id),
             r.claim.as_ref().map(|m| &m.fingerprint), frames_json
         ])?;
@@ -456,7 +456,7 @@ impl Log {
              FROM task_log ORDER BY seq"
         ))?;
         let rows = stmt.query_map([], |r| {
-            let claim = match (r.get::<_, Option<String>>(16)?, r.get(17)?) {
+            let claim = match (r.get::<_, Option<String>>(17)?, r.get(18)?) {
                 (Some(message_id), Some(fingerprint)) => Some(MessageClaim {
                     message_id,
                     fingerprint,
@@ -467,14 +467,14 @@ impl Log {
             Ok((
                 Record {
                     row: task_row(r)?,
-                    created: r.get(12)?,
-                    last_seq: r.get::<_, i64>(13)? as u64,
-                    lease_node: r.get(14)?,
-                    lease_until: r.get(15)?,
+                    created: r.get(13)?,
+                    last_seq: r.get::<_, i64>(14)? as u64,
+                    lease_node: r.get(15)?,
+                    lease_until: r.get(16)?,
                     claim,
                     frames: Vec::new(),
                 },
-                r.get::<_, Option<String>>(18)?,
+                r.get::<_, Option<String>>(19)?,
             ))
         })?;
         for row in rows {
@@ -508,18 +508,18 @@ fn write_row(c: &Connection, r: &Record, created: bool) -> Result<(), StoreError
     let row = &r.row;
     if created {
         c.prepare_cached(
-            "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, principal, body, lease_node, lease_until, trace_id, last_seq)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, principal, body, lease_node, lease_until, trace_id, last_seq, stamp)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )?
-        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.version as i64, row.peer_id, row.principal, row.body, r.lease_node, r.lease_until, row.trace_id, r.last_seq as i64])?;
+        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.version as i64, row.peer_id, row.principal, row.body, r.lease_node, r.lease_until, row.trace_id, r.last_seq as i64, row.stamp as i64])?;
         add_to_context(c, row)?;
     } else {
         c.prepare_cached(
             "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = ?7, body = ?8,
-                 last_seq = ?9, lease_node = ?10, lease_until = ?11
+                 last_seq = ?9, lease_node = ?10, lease_until = ?11, stamp = ?12
              WHERE id = ?1 AND instance_id = ?2",
         )?
-        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.version as i64, row.body, r.last_seq as i64, r.lease_node, r.lease_until])?;
+        .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.version as i64, row.body, r.last_seq as i64, r.lease_node, r.lease_until, row.stamp as i64])?;
     }
     Ok(())
 }

@@ -29,7 +29,7 @@ pub fn find_message(
     .optional()
 }
 
-pub const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal, trace_id";
+pub const TASK_COLUMNS: &str = "id, instance_id, context_id, state, skill, created_at, updated_at, version, body, peer_id, principal, trace_id, stamp";
 
 /// The task state in column `i`; a number that is no state a task can be in is an error, never
 /// a state made up.
@@ -54,6 +54,7 @@ pub fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
         peer_id: r.get(9)?,
         principal: r.get(10)?,
         trace_id: r.get(11)?,
+        stamp: r.get::<_, i64>(12)? as u64,
     })
 }
 

@@ -243,6 +243,10 @@ const MIGRATIONS: &[&str] = &[
         claim_fingerprint TEXT,
         frames TEXT
     );",
+    // 15: who wrote a task's body (`store::Writer`): a reader of the same component build
+    // sends it as it is; 0 (every body written before) is parsed and written again.
+    "ALTER TABLE tasks ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE task_log ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Brings a database up to the newest schema and checks it is that schema; refuses a database

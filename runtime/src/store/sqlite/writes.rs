@@ -391,10 +391,10 @@ fn create_task(
     config: Option<&PushConfig>,
 ) -> Result<(), StoreError> {
     c.prepare_cached(
-        "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, principal, body, lease_node, lease_until, trace_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?10, ?11, ?12, ?13)",
+        "INSERT INTO tasks (id, instance_id, context_id, state, skill, created_at, updated_at, version, peer_id, principal, body, lease_node, lease_until, trace_id, stamp)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?
-    .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.principal, row.body, lease.node, lease.until(row.state, row.updated_at), row.trace_id])
+    .execute(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.created_at as i64, row.updated_at as i64, row.peer_id, row.principal, row.body, lease.node, lease.until(row.state, row.updated_at), row.trace_id, row.stamp as i64])
     .map_err(|e| match e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => StoreError::Invalid(format!("task {} already exists", row.id)),
         e => e.into(),
@@ -422,11 +422,11 @@ fn update_task(
     let last = c
         .prepare_cached(
             "UPDATE tasks SET context_id = ?3, state = ?4, skill = ?5, updated_at = ?6, version = version + 1, body = ?7,
-                 last_seq = last_seq + ?9, lease_node = ?10, lease_until = ?11
+                 last_seq = last_seq + ?9, lease_node = ?10, lease_until = ?11, stamp = ?12
              WHERE id = ?1 AND instance_id = ?2 AND version = ?8
              RETURNING last_seq",
         )?
-        .query_row(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64, frames.len() as i64, lease.node, lease.until(row.state, row.updated_at)], |r| r.get::<_, i64>(0))
+        .query_row(params![row.id, row.instance_id, row.context_id, row.state.number(), row.skill, row.updated_at as i64, row.body, expected as i64, frames.len() as i64, lease.node, lease.until(row.state, row.updated_at), row.stamp as i64], |r| r.get::<_, i64>(0))
         .optional()?;
     let Some(last) = last else {
         return match get_task(c, &row.id, Some(&row.instance_id))? {
@@ -478,7 +478,7 @@ fn fail_unsettled(
         let (body, frames) = crate::store::failed(body, now, text);
         let last: i64 = c.query_row(
             "UPDATE tasks SET state = ?2, updated_at = ?3, version = version + 1, body = ?4,
-                 last_seq = last_seq + ?5, lease_node = NULL, lease_until = NULL
+                 last_seq = last_seq + ?5, lease_node = NULL, lease_until = NULL, stamp = 0
              WHERE id = ?1 RETURNING last_seq",
             params![
                 id,
