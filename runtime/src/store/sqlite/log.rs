@@ -30,8 +30,34 @@ pub const FOLD_AT: usize = 64;
 /// How long the writer waits for more writes before it folds what the log holds.
 pub const FOLD_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// A message id's key: its instance and the id.
-type MessageKey = (String, String);
+/// The message ids claimed by unfolded writes, by instance, then id (looked up without a copy
+/// of either).
+#[derive(Default)]
+struct Claims(HashMap<String, HashMap<String, MessageRecord>>);
+
+impl Claims {
+    fn get(&self, instance_id: &str, message_id: &str) -> Option<MessageRecord> {
+        self.0.get(instance_id)?.get(message_id).cloned()
+    }
+
+    /// Notes `r`'s claim, if it has one.
+    fn note(&mut self, r: &Record) {
+        if let Some(claim) = &r.claim {
+            let record = MessageRecord {
+                task_id: r.row.id.clone(),
+                fingerprint: claim.fingerprint.clone(),
+            };
+            self.0
+                .entry(r.row.instance_id.clone())
+                .or_default()
+                .insert(claim.message_id.clone(), record);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
 
 /// What readers see of the writes not folded yet: each task's latest row and the message ids
 /// claimed.
@@ -44,7 +70,7 @@ pub struct Unfolded {
 #[derive(Default)]
 struct Seen {
     tasks: HashMap<String, TaskRow>,
-    messages: HashMap<MessageKey, MessageRecord>,
+    messages: Claims,
     /// Folded tasks' latest rows, the most recently folded [`RECENT`] (by the fold that put
     /// them here: an entry is evicted only by its own turn in `order`).
     recent: HashMap<String, (u64, TaskRow)>,
@@ -111,10 +137,11 @@ impl Unfolded {
 
     /// The unfolded claim of a message id.
     pub fn message(&self, instance_id: &str, message_id: &str) -> Option<MessageRecord> {
-        let seen = self.seen.lock().unwrap();
-        seen.messages
-            .get(&(instance_id.to_owned(), message_id.to_owned()))
-            .cloned()
+        self.seen
+            .lock()
+            .unwrap()
+            .messages
+            .get(instance_id, message_id)
     }
 
     /// Whether every committed write is folded.
@@ -162,7 +189,7 @@ pub struct Log {
     records: Vec<Record>,
     /// Each unfolded task's latest record.
     latest: HashMap<String, usize>,
-    messages: HashMap<MessageKey, MessageRecord>,
+    messages: Claims,
     /// Records readers see already (those before were published by an earlier commit).
     published: usize,
     /// The group being committed folded the records readers see.
@@ -181,7 +208,7 @@ impl Log {
         let mut log = Log {
             records: Vec::new(),
             latest: HashMap::new(),
-            messages: HashMap::new(),
+            messages: Claims::default(),
             published: 0,
             folded: false,
             reloaded: false,
@@ -209,11 +236,8 @@ impl Log {
         instance_id: &str,
         message_id: &str,
     ) -> rusqlite::Result<Option<MessageRecord>> {
-        match self
-            .messages
-            .get(&(instance_id.to_owned(), message_id.to_owned()))
-        {
-            Some(m) => Ok(Some(m.clone())),
+        match self.messages.get(instance_id, message_id) {
+            Some(m) => Ok(Some(m)),
             None => find_message(c, instance_id, message_id),
         }
     }
@@ -317,15 +341,7 @@ impl Log {
     }
 
     fn push(&mut self, r: Record) {
-        if let Some(claim) = &r.claim {
-            self.messages.insert(
-                (r.row.instance_id.clone(), claim.message_id.clone()),
-                MessageRecord {
-                    task_id: r.row.id.clone(),
-                    fingerprint: claim.fingerprint.clone(),
-                },
-            );
-        }
+        self.messages.note(&r);
         self.latest.insert(r.row.id.clone(), self.records.len());
         self.records.push(r);
     }
@@ -404,15 +420,7 @@ impl Log {
             seen.forget_all();
         }
         for r in new {
-            if let Some(claim) = &r.claim {
-                seen.messages.insert(
-                    (r.row.instance_id.clone(), claim.message_id.clone()),
-                    MessageRecord {
-                        task_id: r.row.id.clone(),
-                        fingerprint: claim.fingerprint.clone(),
-                    },
-                );
-            }
+            seen.messages.note(r);
             seen.tasks.insert(r.row.id.clone(), r.row.clone());
         }
         self.published = self.records.len();
