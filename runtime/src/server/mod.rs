@@ -489,7 +489,6 @@ fn request_span<B>(req: &Request<B>, peer: SocketAddr) -> tracing::Span {
         span_id = tracing::field::Empty,
     );
     trace::continue_from(&span, req.headers());
-    trace::record_ids(&span);
     span.set_attribute("http.request.method", method.to_owned());
     span.set_attribute("url.path", trace::short(req.uri().path()).to_owned());
     span.set_attribute("network.peer.address", peer.ip().to_string());

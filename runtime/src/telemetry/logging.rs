@@ -138,6 +138,8 @@ pub fn init(directives: &str, json: bool, tracing: Option<&super::trace::Tracing
     let lines = lines.with_filter(filter(directives).and(only_requests));
     tracing_subscriber::registry()
         .with(tracing.map(|t| t.layer()))
+        // Only where the log writes a line: a layer without a filter enables every event.
+        .with(super::trace::LineIds::default().with_filter(filter(directives)))
         .with(lines)
         .init();
     guard

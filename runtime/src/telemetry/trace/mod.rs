@@ -18,7 +18,7 @@ use opentelemetry_sdk::trace::{
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::Layer;
 
-pub use context::{HEADERS, continue_from, follow, inject, position, record_ids, rename, short};
+pub use context::{HEADERS, LineIds, continue_from, follow, inject, position, rename, short};
 pub use export::check;
 pub use ring::{SpanRef, SpanRing, SpanView};
 
