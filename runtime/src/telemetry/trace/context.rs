@@ -88,10 +88,11 @@ where
         }) else {
             return;
         };
-        if span.extensions().get::<IdsRecorded>().is_some() {
+        // Checked and marked under one lock: two threads logging the span's first line at once
+        // must not both insert (the second insert panics, poisoning the span's extensions).
+        if span.extensions_mut().replace(IdsRecorded).is_some() {
             return;
         }
-        span.extensions_mut().insert(IdsRecorded);
         let (id, fields) = (span.id(), span.metadata().fields());
         drop(span);
         if let Some(d) = self.dispatch.get().and_then(|d| d.upgrade()) {
