@@ -263,7 +263,7 @@ impl Start {
         } else {
             storage::create_task(&first_row, Some(&claim), push.as_deref())?;
         }
-        Ok(Ok(Run {
+        let mut run = Run {
             ex,
             slot,
             limits,
@@ -280,9 +280,9 @@ impl Start {
             arrival,
             taken_at: None,
             written: None,
-        }
-        .wrote(first_row.body)
-        .begin()))
+        };
+        run.wrote(first_row.body);
+        Ok(Ok(run.begin()))
     }
 
     fn continue_task(self, task_id: &str) -> Result<Result<Begin, RpcError>, StoreError> {
@@ -455,9 +455,8 @@ impl Run {
     }
 
     /// Keeps `body` as the text of the task as it stands.
-    fn wrote(mut self, body: String) -> Run {
+    fn wrote(&mut self, body: String) {
         self.written = Some((self.ex.changes(), body));
-        self
     }
 
     /// Runs the session turn until the task settles (terminal or interrupted), persisting every
@@ -655,7 +654,7 @@ impl Run {
         match storage::update_task(&next, self.version, claim, &frames) {
             Ok(w) => {
                 self.version = w.version;
-                self.written = Some((self.ex.changes(), next.body));
+                self.wrote(next.body);
                 self.unwritten &= !settles;
                 frames::logged(w.first_seq, &frames, self.sink());
                 Ok(true)
@@ -698,7 +697,7 @@ impl Run {
             && let Ok(w) = storage::update_task(&next, self.version, None, &[])
         {
             self.version = w.version;
-            self.written = Some((self.ex.changes(), next.body));
+            self.wrote(next.body);
         }
         frames::unlogged(&settled.frames, self.sink());
         true

@@ -31,20 +31,29 @@ pub fn is_retry(message: &Message, fingerprint: &str, recorded: &str, task: &Tas
 /// What a send is answered with once its task stands as `task`: the agent's direct message
 /// when the turn answered with one (its completed status carries it), else the task with at
 /// most `history_length` messages. A resend gets the same answer as the first send.
-pub fn answer(task: Task, history_length: Option<i64>) -> SendAnswer {
-    match task.status.message {
-        Some(m) if task.status.state == TaskState::Completed => SendAnswer::Message(m),
-        _ => SendAnswer::Task(task.with_history_length(history_length)),
+pub fn answer(mut task: Task, history_length: Option<i64>) -> SendAnswer {
+    if is_direct(&task)
+        && let Some(m) = task.status.message.take()
+    {
+        return SendAnswer::Message(m);
     }
+    SendAnswer::Task(task.with_history_length(history_length))
+}
+
+/// Whether a send on `task` is answered with the agent's direct message: its completed
+/// status carries one.
+fn is_direct(task: &Task) -> bool {
+    task.status.message.is_some() && task.status.state == TaskState::Completed
 }
 
 /// [`answer`] as JSON text. `written` is the task's text as its last write stored it (the
 /// bytes `task` writes), when there is one: an answer that is the whole task splices it in
 /// instead of writing the task again.
 pub fn answer_text(task: &Task, history_length: Option<i64>, written: Option<&str>) -> String {
-    let direct = task.status.message.is_some() && task.status.state == TaskState::Completed;
     match written {
-        Some(body) if history_length.is_none() && !direct => format!(r#"{{"task":{body}}}"#),
+        Some(body) if history_length.is_none() && !is_direct(task) => {
+            format!(r#"{{"task":{body}}}"#)
+        }
         _ => serde_json::to_string(&answer(task.clone(), history_length)).unwrap_or_default(),
     }
 }

@@ -137,6 +137,22 @@ impl StorageCtx {
         self.unwritten = None;
     }
 
+    /// This instance's task `id` if the caller sees it, noted as read.
+    async fn read(&mut self, id: String) -> Result<Option<store::TaskRow>, StoreError> {
+        let row = self
+            .store
+            .get_task(id, Some(self.instance_id.clone()))
+            .instrument(self.op("get-task"))
+            .await?
+            .filter(|r| self.sees(r));
+        if let Some(r) = &row {
+            self.touched(r.context_id.clone());
+            self.note
+                .task(&self.instance_id, &r.id, &r.context_id, false);
+        }
+        Ok(row)
+    }
+
     /// The span of one store operation.
     fn op(&self, operation: &'static str) -> tracing::Span {
         crate::telemetry::trace::store_span(self.store.system(), operation)
@@ -215,24 +231,6 @@ fn status_text(body: &str) -> String {
 }
 
 /// A stored row as the guest reads it; an unreadable one as the store error it is.
-impl StorageCtx {
-    /// This instance's task `id` if the caller sees it, noted as read.
-    async fn read(&mut self, id: String) -> Result<Option<store::TaskRow>, StoreError> {
-        let row = self
-            .store
-            .get_task(id, Some(self.instance_id.clone()))
-            .instrument(self.op("get-task"))
-            .await?
-            .filter(|r| self.sees(r));
-        if let Some(r) = &row {
-            self.touched(r.context_id.clone());
-            self.note
-                .task(&self.instance_id, &r.id, &r.context_id, false);
-        }
-        Ok(row)
-    }
-}
-
 fn to_guest(row: store::TaskRow) -> Result<TaskRow, StoreError> {
     TaskRow::try_from(row).map_err(Into::into)
 }
