@@ -12,9 +12,36 @@ use a2a_edge_tests::events::{Events, numbered, state};
 use a2a_edge_tests::jsonrpc::request;
 use a2a_edge_tests::shared_cache;
 
-/// `a2a-edge serve` on `port` over `dir`.
-fn start(dir: &std::path::Path, port: u16) -> std::process::Child {
-    spawn_binary(env!("CARGO_BIN_EXE_a2a-edge"), dir, port)
+/// A data directory `a2a-edge serve` runs on, restarted as a test needs, on one port.
+struct Served {
+    dir: tempfile::TempDir,
+    port: u16,
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Served {
+    /// A data directory whose config sets the shared compile cache, then says `config`.
+    fn new(config: &str) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = shared_cache();
+        let config = format!("[runtime]\ncacheDir = {cache:?}\n{config}");
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        let port = free_port();
+        Served {
+            dir,
+            port,
+            base: format!("http://127.0.0.1:{port}"),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// `a2a-edge serve` on it, once it answers.
+    async fn start(&self) -> std::process::Child {
+        let server = spawn_binary(env!("CARGO_BIN_EXE_a2a-edge"), self.dir.path(), self.port);
+        ready(&self.client, &self.base).await;
+        server
+    }
 }
 
 async fn rpc(client: &reqwest::Client, base: &str, method: &str, params: Value) -> Option<Value> {
@@ -34,21 +61,9 @@ fn message(id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_acknowledged_task_is_lost_when_the_process_is_killed_under_load() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = shared_cache();
-    std::fs::write(
-        dir.path().join("config.toml"),
-        format!(
-            "[runtime]\ncacheDir = {:?}\n[storage]\nfsync = true\n",
-            cache
-        ),
-    )
-    .unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-    let mut server = start(dir.path(), port);
-    ready(&client, &base).await;
+    let served = Served::new("[storage]\nfsync = true\n");
+    let (base, client) = (&served.base, &served.client);
+    let mut server = served.start().await;
 
     let heard: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
     let senders: Vec<_> = (0..16)
@@ -75,16 +90,15 @@ async fn no_acknowledged_task_is_lost_when_the_process_is_killed_under_load() {
     let heard = std::mem::take(&mut *heard.lock().unwrap());
     assert!(heard.len() > 16, "the load ran: {} answers", heard.len());
 
-    let mut server = start(dir.path(), port);
-    ready(&client, &base).await;
+    let mut server = served.start().await;
     for (_, task_id) in &heard {
-        let task = rpc(&client, &base, "GetTask", json!({"id": task_id}))
+        let task = rpc(client, base, "GetTask", json!({"id": task_id}))
             .await
             .unwrap_or_else(|| panic!("acknowledged task {task_id} is gone after SIGKILL"));
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
     }
     for (message_id, task_id) in heard.iter().step_by(97) {
-        let again = rpc(&client, &base, "SendMessage", message(message_id))
+        let again = rpc(client, base, "SendMessage", message(message_id))
             .await
             .unwrap();
         assert_eq!(
@@ -101,27 +115,18 @@ async fn no_acknowledged_task_is_lost_when_the_process_is_killed_under_load() {
 /// restart are still there to replay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frame_ids_continue_across_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("config.toml"),
-        format!(
-            "[runtime]\ncacheDir = {:?}\n[[instances]]\nid = \"demo\"\nname = \"demo\"\n\
-             [[instances]]\nid = \"tck\"\nname = \"tck\"\npreset = \"scripted\"\n",
-            shared_cache()
-        ),
-    )
-    .unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
+    let served = Served::new(
+        "[[instances]]\nid = \"demo\"\nname = \"demo\"\n\
+         [[instances]]\nid = \"tck\"\nname = \"tck\"\npreset = \"scripted\"\n",
+    );
+    let (base, client) = (&served.base, &served.client);
     let turn = |text: &str, task: Option<&str>| {
         json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
             "taskId": task, "parts": [{"text": text}]}})
     };
-    let mut server = start(dir.path(), port);
-    ready(&client, &base).await;
+    let mut server = served.start().await;
     let first = Events::open(
-        &client,
+        client,
         &format!("{base}/a2a/tck"),
         "SendStreamingMessage",
         turn("tck-multi-turn", None),
@@ -137,10 +142,9 @@ async fn frame_ids_continue_across_a_restart() {
     server.kill().unwrap();
     server.wait().unwrap();
 
-    let mut server = start(dir.path(), port);
-    ready(&client, &base).await;
+    let mut server = served.start().await;
     let second = Events::open(
-        &client,
+        client,
         &format!("{base}/a2a/tck"),
         "SendStreamingMessage",
         turn("done", Some(&task_id)),
@@ -166,30 +170,20 @@ async fn frame_ids_continue_across_a_restart() {
 /// were stamped is parsed and written again, never sent stale.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_body_goes_out_verbatim_only_as_its_build_wrote_it() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("config.toml"),
-        format!("[runtime]\ncacheDir = {:?}\n", shared_cache()),
-    )
-    .unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-    let mut server = start(dir.path(), port);
-    ready(&client, &base).await;
+    let served = Served::new("");
+    let (base, client) = (&served.base, &served.client);
+    let mut server = served.start().await;
     let mut ids = Vec::new();
     for m in ["kept", "edited", "older"] {
-        let r = rpc(&client, &base, "SendMessage", message(m))
-            .await
-            .unwrap();
+        let r = rpc(client, base, "SendMessage", message(m)).await.unwrap();
         ids.push(r["task"]["id"].as_str().unwrap().to_owned());
     }
     // A listing folds the task log into `tasks`.
-    rpc(&client, &base, "ListTasks", json!({})).await.unwrap();
+    rpc(client, base, "ListTasks", json!({})).await.unwrap();
     server.kill().unwrap();
     server.wait().unwrap();
 
-    let db = rusqlite::Connection::open(dir.path().join("a2a-edge.db")).unwrap();
+    let db = rusqlite::Connection::open(served.dir.path().join("a2a-edge.db")).unwrap();
     let body = |id: &str| -> String {
         db.query_row("SELECT body FROM tasks WHERE id = ?1", [id], |r| r.get(0))
             .unwrap()
@@ -212,11 +206,10 @@ async fn a_stored_body_goes_out_verbatim_only_as_its_build_wrote_it() {
     .unwrap();
     drop(db);
 
-    let mut server = start(dir.path(), port);
-    ready(&client, &base).await;
+    let mut server = served.start().await;
     let get = async |id: &str| {
         request(
-            &client,
+            client,
             &format!("{base}/a2a/demo"),
             "GetTask",
             json!({"id": id}),
